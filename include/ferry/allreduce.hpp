@@ -1,0 +1,71 @@
+// AllReduce inside a node over NVLink peer-to-peer memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ferry/symmetric_heap.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+class Communicator;
+
+enum class AllReduceAlgorithm : int {
+  kAuto = 0,
+  kOneShot = 1,            // every rank pushes its data to all, each reduces it all
+  kTwoShot = 2,            // reduce-scatter (push) + all-gather (pull)
+  kRing = 3,               // ring reduce-scatter + ring all-gather
+  kRecursiveDoubling = 4,  // log2(n) pairwise exchanges; power-of-two sizes only
+};
+const char* algorithm_name(AllReduceAlgorithm algorithm);
+AllReduceAlgorithm algorithm_from_string(const std::string& name);
+
+struct AllReduceOptions {
+  // Blocks per kernel; 0 = chosen per algorithm and size.
+  int max_blocks = 0;
+};
+
+// NOTE [AllReduce buffers and CUDA graphs]
+// The input and output may be any device pointers (no registration needed): the
+// kernels copy the input into the AllReduce's own symmetric scratch buffers as
+// part of the first exchange and write the output locally. A captured graph holds
+// the pointers it was captured with; capturing again with other pointers gives
+// another graph, and both replay correctly. Operations on one AllReduce must be
+// ordered on the device (one stream, or streams joined by events), as they share
+// scratch memory; each call advances a device-side epoch, so graphs need no host
+// bookkeeping between replays.
+class AllReduce {
+ public:
+  // Collective. `max_bytes`: the largest buffer (count * dtype size) any call
+  // will reduce. Allocates about 2 * max_bytes of symmetric scratch per rank.
+  AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options = {});
+  ~AllReduce();
+  AllReduce(const AllReduce&) = delete;
+  AllReduce& operator=(const AllReduce&) = delete;
+
+  // out[i] = op over ranks of in[i], for i < count; `in == out` is allowed.
+  // Asynchronous on `stream`; every rank gets bitwise identical results.
+  void run(const void* in, void* out, size_t count, DataType type, ReduceOp op,
+           cudaStream_t stream, AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto);
+
+  // The algorithm kAuto uses for this many bytes on this communicator.
+  AllReduceAlgorithm select(size_t bytes) const;
+  // Whether `algorithm` can run on this communicator (recursive doubling needs a
+  // power-of-two size; every algorithm needs all ranks in one node).
+  bool supports(AllReduceAlgorithm algorithm) const;
+  size_t max_bytes() const { return max_bytes_; }
+
+ private:
+  struct State;
+  Communicator& comm_;
+  size_t max_bytes_;
+  AllReduceOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ferry

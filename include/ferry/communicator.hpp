@@ -1,0 +1,87 @@
+// Communicator: one process (one GPU) tied to its group. Owns the topology, the
+// symmetric heap and the device error state that every spin-wait reports into.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/bootstrap.hpp"
+#include "ferry/device/timeout.cuh"
+
+namespace ferry {
+
+class SymmetricHeap;
+
+struct CommunicatorOptions {
+  // CUDA device to use. -1: keep the device the caller already made current (a
+  // current CUDA context exists), else pick local_rank % device_count.
+  int device = -1;
+  // Deadline of every device spin-wait. 0: FERRY_TIMEOUT_MS from the environment,
+  // else 10 s.
+  std::chrono::milliseconds timeout{0};
+};
+
+struct Topology {
+  int rank = 0;        // global rank
+  int size = 1;        // global size
+  int node = 0;        // index of this rank's node
+  int num_nodes = 1;
+  int local_rank = 0;  // index inside the node
+  int local_size = 1;  // ranks in this node
+  std::vector<int> node_of_rank;        // node index of every global rank
+  std::vector<int> local_rank_of_rank;  // local index of every global rank
+  std::vector<int> ranks_in_node;       // global ranks of this node, by local rank
+  bool same_node(int peer) const { return node_of_rank[peer] == node; }
+};
+
+// Groups ranks into nodes: by hostname, or consecutive blocks of
+// FERRY_RANKS_PER_NODE (virtual nodes) when that variable is set.
+Topology discover_topology(Bootstrap& bootstrap);
+
+class Communicator {
+ public:
+  Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOptions options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return topology_.rank; }
+  int size() const { return topology_.size; }
+  int local_rank() const { return topology_.local_rank; }
+  int local_size() const { return topology_.local_size; }
+  int device() const { return device_; }
+  const Topology& topology() const { return topology_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+  SymmetricHeap& heap() { return *heap_; }
+  int num_sms() const { return num_sms_; }
+  uint64_t timeout_ns() const { return timeout_ns_; }
+
+  // Device-visible error record (host-mapped). Kernels report timeouts here.
+  DeviceErrorState* device_error_state() const { return device_error_; }
+
+  // Throws AbortedError if the communicator was aborted, or TimeoutError (and
+  // aborts) if a kernel recorded a timeout. Cheap: reads host-mapped memory.
+  void check() const;
+  // Synchronizes `stream`, then check().
+  void synchronize(cudaStream_t stream) const;
+  bool aborted() const;
+  // Marks the communicator unusable; every later operation throws AbortedError.
+  void abort(const std::string& reason) const;
+
+ private:
+  std::shared_ptr<Bootstrap> bootstrap_;
+  Topology topology_;
+  int device_ = 0;
+  int num_sms_ = 0;
+  uint64_t timeout_ns_ = 0;
+  DeviceErrorState* device_error_ = nullptr;  // cudaHostAlloc(mapped)
+  mutable bool aborted_ = false;
+  mutable std::string abort_reason_;
+  std::unique_ptr<SymmetricHeap> heap_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,36 @@
+// System-scope release/acquire flags and signals between GPUs.
+//
+// A writer publishes data to a peer by: stores of the data (any threads of the
+// block) -> __syncthreads() -> one thread's release store (or release add) of the
+// flag. A reader: one thread's acquire load (wait_flag_geq) -> __syncthreads() ->
+// loads of the data. Release/acquire are at system scope because the peer is
+// another GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "ferry/device/timeout.cuh"
+
+namespace ferry::device {
+
+__device__ __forceinline__ void st_release_sys(uint64_t* ptr, uint64_t value) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_sys(uint64_t* ptr, uint64_t value) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
+}
+__device__ __forceinline__ void signal_add_release_sys(uint64_t* ptr, uint64_t value) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
+}
+__device__ __forceinline__ void fence_acq_rel_sys() {
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+// Waits until the signal reaches `expected` (signals only grow).
+__device__ __forceinline__ bool signal_wait_geq(const uint64_t* signal, uint64_t expected,
+                                                const WaitContext& ctx, int32_t peer,
+                                                int32_t phase) {
+  return wait_flag_geq(signal, expected, ctx, peer, phase);
+}
+
+}  // namespace ferry::device

@@ -1,0 +1,114 @@
+// The one timeout primitive every device spin-wait goes through.
+//
+// NOTE [Device timeouts]
+// A kernel that waits for a peer (a flag, a signal) never spins forever: every
+// wait polls a deadline read from %globaltimer. On expiry the first waiter to
+// notice records {rank, peer, phase} in a DeviceErrorState that lives in
+// host-mapped pinned memory, and every waiter returns false so the kernel can
+// exit early (its output is then undefined). Waiters also give up as soon as
+// another waiter has recorded an error, so one timeout drains the whole grid
+// quickly. The host reads the record (Communicator::check), throws a TimeoutError
+// naming rank, peer and phase, and the communicator refuses further work: the
+// flags of the aborted exchange are out of step, so no later call could be safe.
+#pragma once
+
+#include <cstdint>
+
+namespace ferry {
+
+struct DeviceErrorState {
+  volatile int32_t code;   // 0 = fine, 1 = timeout
+  volatile int32_t rank;   // rank that timed out
+  volatile int32_t peer;   // peer it was waiting for (-1: unknown / any)
+  volatile int32_t phase;  // what it was doing (see phase_name)
+  volatile uint64_t expected;
+  volatile uint64_t observed;
+};
+
+enum DeviceErrorCode : int32_t { kDeviceOk = 0, kDeviceTimeout = 1 };
+
+// Phases, for messages. Algorithms use these ids when they wait.
+enum WaitPhase : int32_t {
+  kPhaseUnknown = 0,
+  kPhaseOneShotExchange = 1,
+  kPhaseTwoShotReduceScatter = 2,
+  kPhaseTwoShotAllGather = 3,
+  kPhaseRingReduceScatter = 4,
+  kPhaseRingAllGather = 5,
+  kPhaseRecursiveDoubling = 6,
+  kPhaseBarrier = 7,
+  kPhaseEpDispatch = 8,
+  kPhaseEpCombine = 9,
+};
+
+inline const char* phase_name(int32_t phase) {
+  switch (phase) {
+    case kPhaseOneShotExchange: return "allreduce one-shot exchange";
+    case kPhaseTwoShotReduceScatter: return "allreduce two-shot reduce-scatter";
+    case kPhaseTwoShotAllGather: return "allreduce two-shot all-gather";
+    case kPhaseRingReduceScatter: return "allreduce ring reduce-scatter";
+    case kPhaseRingAllGather: return "allreduce ring all-gather";
+    case kPhaseRecursiveDoubling: return "allreduce recursive doubling";
+    case kPhaseBarrier: return "device barrier";
+    case kPhaseEpDispatch: return "ep dispatch";
+    case kPhaseEpCombine: return "ep combine";
+    default: return "unknown phase";
+  }
+}
+
+// What a kernel needs to wait with a deadline. Travels inside each kernel's Params.
+struct WaitContext {
+  DeviceErrorState* error;  // host-mapped
+  uint64_t timeout_ns;
+  int32_t rank;
+};
+
+#ifdef __CUDACC__
+namespace device {
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
+// Spins until *flag >= expected (flags are monotonic epochs, see the algorithms'
+// NOTEs). Returns false on timeout, or if another waiter already reported one.
+__device__ __noinline__ bool wait_flag_geq(const uint64_t* flag, uint64_t expected,
+                                           const WaitContext& ctx, int32_t peer,
+                                           int32_t phase) {
+  if (ld_acquire_sys(flag) >= expected) return true;
+  const uint64_t start = global_timer_ns();
+  uint32_t spins = 0;
+  while (true) {
+    uint64_t seen = ld_acquire_sys(flag);
+    if (seen >= expected) return true;
+    if ((++spins & 255u) == 0) {
+      const uint64_t now = global_timer_ns();
+      if (ctx.error->code != kDeviceOk) return false;
+      if (now - start > ctx.timeout_ns) {
+        if (atomicCAS_system(const_cast<int32_t*>(&ctx.error->code), kDeviceOk,
+                             kDeviceTimeout) == kDeviceOk) {
+          ctx.error->rank = ctx.rank;
+          ctx.error->peer = peer;
+          ctx.error->phase = phase;
+          ctx.error->expected = expected;
+          ctx.error->observed = seen;
+          __threadfence_system();
+        }
+        return false;
+      }
+    }
+  }
+}
+
+}  // namespace device
+#endif  // __CUDACC__
+
+}  // namespace ferry

@@ -1,0 +1,71 @@
+// Helpers shared by the multi-process and GPU tests.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "ferry/bootstrap.hpp"
+
+namespace ferry::testing {
+
+// Prints only failures (used on ranks other than 0).
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (result.failed()) {
+      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, result.file_name() ? result.file_name() : "?",
+                   result.line_number(), result.summary());
+    }
+  }
+
+ private:
+  int rank_;
+};
+
+inline int mpi_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+inline int mpi_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// Number of GPUs usable by this job: 0 when there is no GPU, or fewer GPUs than
+// ranks (each rank needs its own GPU). Same answer on every rank.
+inline int usable_gpus() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  cudaGetLastError();
+  int min_count = count;
+  MPI_Allreduce(&count, &min_count, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return min_count >= mpi_size() ? min_count : 0;
+}
+
+// Skips the test, loudly, when the job has no GPU per rank.
+#define FERRY_REQUIRE_GPUS()                                                              \
+  do {                                                                                    \
+    if (::ferry::testing::usable_gpus() == 0) {                                           \
+      if (::ferry::testing::mpi_rank() == 0)                                              \
+        std::printf("*** FERRY GPU TESTS SKIPPED: no GPU for each of the %d ranks ***\n", \
+                    ::ferry::testing::mpi_size());                                        \
+      GTEST_SKIP() << "FERRY GPU TESTS SKIPPED: no GPU per rank";                        \
+    }                                                                                     \
+  } while (0)
+
+// Every rank agrees on a boolean (logical AND): use before ASSERTs that could
+// diverge between ranks, so no rank is left waiting in a collective.
+inline bool all_ranks(bool ok) {
+  int v = ok ? 1 : 0, r = 0;
+  MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return r == 1;
+}
+
+}  // namespace ferry::testing
