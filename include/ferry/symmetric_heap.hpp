@@ -59,12 +59,13 @@ class SymmetricHeap {
   struct Entry {
     SymmetricBuffer buffer;
     bool owned = false;
-    std::vector<void*> mapped_bases;  // peer bases this buffer holds a reference to
+    std::vector<std::pair<int, uint64_t>> mapping_keys;  // peer mappings this buffer uses
   };
   std::map<int, Entry> buffers_;
-  // One mapping per peer allocation: cudaIpcOpenMemHandle may be called once per
-  // allocation per process, so sub-ranges of the same allocation share it.
-  std::map<void*, std::unique_ptr<PeerMapping>> mappings_;
+  // One mapping per peer allocation, keyed by (peer rank, peer's base address):
+  // cudaIpcOpenMemHandle may be called once per allocation per process, so
+  // sub-ranges of the same allocation share it (reference counted).
+  std::map<std::pair<int, uint64_t>, std::unique_ptr<PeerMapping>> mappings_;
 };
 
 }  // namespace ferry

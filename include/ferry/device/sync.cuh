@@ -28,7 +28,7 @@ __device__ __forceinline__ void fence_acq_rel_sys() {
 
 // Waits until the signal reaches `expected` (signals only grow).
 __device__ __forceinline__ bool signal_wait_geq(const uint64_t* signal, uint64_t expected,
-                                                const WaitContext& ctx, int32_t peer,
+                                                WaitContext ctx, int32_t peer,
                                                 int32_t phase) {
   return wait_flag_geq(signal, expected, ctx, peer, phase);
 }

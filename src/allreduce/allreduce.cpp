@@ -1,0 +1,197 @@
+// AllReduce host side: argument checks, algorithm choice, scratch layout and
+// splitting a call into launches each algorithm's scratch can carry.
+#include "ferry/allreduce.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "allreduce/layout.hpp"
+#include "allreduce/validate.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry {
+
+namespace {
+
+constexpr int kNumAlgorithms = 4;  // one-shot, two-shot, ring, recursive doubling
+int algorithm_index(AllReduceAlgorithm a) { return static_cast<int>(a) - 1; }
+bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+size_t env_size(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+}
+
+}  // namespace
+
+const char* algorithm_name(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto: return "auto";
+    case AllReduceAlgorithm::kOneShot: return "one_shot";
+    case AllReduceAlgorithm::kTwoShot: return "two_shot";
+    case AllReduceAlgorithm::kRing: return "ring";
+    case AllReduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
+  }
+  return "unknown";
+}
+
+AllReduceAlgorithm algorithm_from_string(const std::string& name) {
+  for (auto a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
+                 AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling})
+    if (name == algorithm_name(a)) return a;
+  if (name == "oneshot" || name == "one-shot") return AllReduceAlgorithm::kOneShot;
+  if (name == "twoshot" || name == "two-shot") return AllReduceAlgorithm::kTwoShot;
+  if (name == "rd" || name == "recursive-doubling") return AllReduceAlgorithm::kRecursiveDoubling;
+  FERRY_THROW(InvalidArgument, "unknown allreduce algorithm '"
+                                   << name << "' (expected auto, one_shot, two_shot, ring, recursive_doubling)");
+}
+
+namespace allreduce {
+
+bool algorithm_supported(AllReduceAlgorithm algorithm, const CommShape& comm) {
+  if (!comm.single_node || comm.world_size > kMaxRanks) return false;
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto:
+    case AllReduceAlgorithm::kOneShot:
+    case AllReduceAlgorithm::kTwoShot:
+    case AllReduceAlgorithm::kRing: return true;
+    case AllReduceAlgorithm::kRecursiveDoubling: return (comm.world_size & (comm.world_size - 1)) == 0;
+  }
+  return false;
+}
+
+size_t validate_call(const CallShape& call, const CommShape& comm) {
+  FERRY_ARG_CHECK(call.in != nullptr, "AllReduce::run: input pointer is null");
+  FERRY_ARG_CHECK(call.out != nullptr, "AllReduce::run: output pointer is null");
+  FERRY_ARG_CHECK(call.count > 0, "AllReduce::run: count must be > 0, got " << call.count);
+  const size_t elem = dtype_size(call.type);  // throws for unknown types
+  FERRY_ARG_CHECK(std::strcmp(reduce_op_name(call.op), "unknown") != 0,
+                  "AllReduce::run: unsupported reduce op value " << static_cast<int>(call.op));
+  FERRY_ARG_CHECK(std::strcmp(algorithm_name(call.algorithm), "unknown") != 0,
+                  "AllReduce::run: unknown algorithm value " << static_cast<int>(call.algorithm));
+  FERRY_ARG_CHECK(call.count <= comm.max_bytes / elem,
+                  "AllReduce::run: " << call.count << " elements of " << dtype_name(call.type) << " ("
+                                     << call.count * elem << " bytes) exceed the capacity of " << comm.max_bytes
+                                     << " bytes given at construction");
+  FERRY_CHECK(comm.single_node, NotSupported,
+              "AllReduce across nodes is not implemented yet (world size " << comm.world_size
+                                                                           << " spans several nodes)");
+  FERRY_CHECK(comm.world_size <= kMaxRanks, NotSupported,
+              "AllReduce supports at most " << kMaxRanks << " ranks in a node, got " << comm.world_size);
+  FERRY_CHECK(algorithm_supported(call.algorithm, comm), NotSupported,
+              "AllReduce algorithm " << algorithm_name(call.algorithm) << " needs a power-of-two world size, got "
+                                     << comm.world_size);
+  return call.count * elem;
+}
+
+}  // namespace allreduce
+
+struct AllReduce::State {
+  SymmetricBuffer scratch;  // one region per algorithm, see NOTE [AllReduce regions]
+  SymmetricBuffer flags;    // kFlagRegionWords per algorithm
+  size_t region_offset[kNumAlgorithms] = {};
+  size_t capacity[kNumAlgorithms] = {};
+  allreduce::EpochState* epoch = nullptr;
+  size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
+};
+
+// NOTE [AllReduce regions]
+// Each algorithm owns a disjoint scratch region and flag region. Consecutive
+// calls may use different algorithms, and a slow peer may still be reading the
+// previous call's region when a fast rank starts the next call; each algorithm's
+// own reuse argument (see its NOTE) covers calls two apart, because every
+// algorithm's completion on one rank implies every rank started that call.
+AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options)
+    : comm_(comm), max_bytes_(max_bytes), options_(options), state_(std::make_unique<State>()) {
+  FERRY_ARG_CHECK(max_bytes > 0, "AllReduce: max_bytes must be > 0");
+  comm_.check();
+  const int world = comm_.size();
+  using namespace allreduce;
+  const size_t caps[kNumAlgorithms] = {one_shot_capacity(max_bytes), two_shot_capacity(max_bytes),
+                                       ring_capacity(max_bytes), recursive_doubling_capacity(max_bytes)};
+  const size_t sizes[kNumAlgorithms] = {
+      one_shot_scratch_bytes(caps[0], world), two_shot_scratch_bytes(caps[1], world),
+      ring_scratch_bytes(caps[2], world), recursive_doubling_scratch_bytes(caps[3], world)};
+  size_t total = 0;
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    state_->capacity[a] = caps[a];
+    state_->region_offset[a] = total;
+    total += round_up(sizes[a], 4096);
+  }
+  state_->scratch = comm_.heap().allocate(total);
+  state_->flags = comm_.heap().allocate(kNumAlgorithms * kFlagRegionWords * sizeof(uint64_t));
+  FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
+  FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
+  FERRY_CUDA_CHECK(cudaDeviceSynchronize());
+  // Measured on 8xH200 (ferry-bench): one-shot wins while its (n-1)x traffic
+  // is cheaper than two-shot's second flag exchange.
+  const size_t default_one_shot = world <= 2 ? (size_t{1} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
+  state_->one_shot_max_bytes = env_size("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", default_one_shot);
+}
+
+AllReduce::~AllReduce() {
+  if (state_ && state_->epoch) cudaFree(state_->epoch);
+  // Symmetric buffers are released with the heap (collective release is not
+  // safe in a destructor).
+}
+
+bool AllReduce::supports(AllReduceAlgorithm algorithm) const {
+  return allreduce::algorithm_supported(
+      algorithm, {max_bytes_, comm_.size(), comm_.topology().num_nodes == 1});
+}
+
+AllReduceAlgorithm AllReduce::select(size_t bytes) const {
+  return bytes <= state_->one_shot_max_bytes ? AllReduceAlgorithm::kOneShot : AllReduceAlgorithm::kTwoShot;
+}
+
+void AllReduce::run(const void* in, void* out, size_t count, DataType type, ReduceOp op, cudaStream_t stream,
+                    AllReduceAlgorithm algorithm) {
+  comm_.check();
+  const allreduce::CommShape shape{max_bytes_, comm_.size(), comm_.topology().num_nodes == 1};
+  const size_t bytes = allreduce::validate_call({in, out, count, type, op, algorithm}, shape);
+  if (algorithm == AllReduceAlgorithm::kAuto) algorithm = select(bytes);
+  const size_t elem = dtype_size(type);
+
+  if (comm_.size() == 1) {  // nothing to exchange; every op of one value is the value
+    if (in != out) FERRY_CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+
+  const int a = algorithm_index(algorithm);
+  allreduce::Params p{};
+  p.world_size = comm_.size();
+  p.rank = comm_.rank();
+  for (int r = 0; r < comm_.size(); ++r) {
+    p.scratch[r] = static_cast<char*>(state_->scratch.peer(r)) + state_->region_offset[a];
+    p.flags[r] = static_cast<uint64_t*>(state_->flags.peer(r)) + a * allreduce::kFlagRegionWords;
+  }
+  p.capacity_bytes = state_->capacity[a];
+  p.epoch = state_->epoch;
+  p.wait = WaitContext{comm_.device_error_state(), comm_.timeout_ns(), comm_.rank()};
+  const int num_sms = options_.max_blocks > 0 ? std::min(options_.max_blocks, comm_.num_sms()) : comm_.num_sms();
+
+  // Split into launches of at most the algorithm's capacity (a multiple of 16
+  // bytes, so every piece keeps the pointers' alignment).
+  const size_t piece_elems = state_->capacity[a] / elem;
+  for (size_t done = 0; done < count; done += piece_elems) {
+    p.count = std::min(piece_elems, count - done);
+    p.in = static_cast<const char*>(in) + done * elem;
+    p.out = static_cast<char*>(out) + done * elem;
+    p.aligned = device_aligned(p.in) && device_aligned(p.out);
+    switch (algorithm) {
+      case AllReduceAlgorithm::kOneShot: allreduce::launch_one_shot(p, type, op, num_sms, stream); break;
+      case AllReduceAlgorithm::kTwoShot: allreduce::launch_two_shot(p, type, op, num_sms, stream); break;
+      case AllReduceAlgorithm::kRing: allreduce::launch_ring(p, type, op, num_sms, stream); break;
+      case AllReduceAlgorithm::kRecursiveDoubling:
+        allreduce::launch_recursive_doubling(p, type, op, num_sms, stream);
+        break;
+      case AllReduceAlgorithm::kAuto: break;  // resolved above
+    }
+  }
+}
+
+}  // namespace ferry

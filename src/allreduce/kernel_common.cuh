@@ -1,0 +1,232 @@
+// Shared device code of the AllReduce algorithms: kernel parameters, element
+// packs, reduction operators, the epoch counter and block-level flag exchange.
+// The dtype/op switch lives here, in dispatch_type_op(), and nowhere else.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "allreduce/layout.hpp"
+#include "ferry/device/sync.cuh"
+#include "ferry/device/timeout.cuh"
+#include "ferry/device/vec.cuh"
+#include "ferry/error.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry::allreduce {
+
+// ---------------------------------------------------------------- element types
+
+template <typename T> struct AccumulatorOf { using type = T; };
+template <> struct AccumulatorOf<__nv_bfloat16> { using type = float; };
+template <> struct AccumulatorOf<__half> { using type = float; };
+template <typename T> using Acc = typename AccumulatorOf<T>::type;
+
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T to_acc(T v) { return v; }
+
+template <typename T> __device__ __forceinline__ T from_acc(Acc<T> v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
+  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
+  else return v;
+}
+
+// A 16-byte pack of user elements.
+template <typename T> struct Pack {
+  static constexpr int kElems = 16 / sizeof(T);
+  union {
+    uint4 raw;
+    T elems[kElems];
+  };
+};
+
+// kElems accumulators of one pack (16 or 32 bytes), moved as whole uint4s.
+template <typename T> struct AccPack {
+  static constexpr int kElems = Pack<T>::kElems;
+  static constexpr int kVecs = kElems * sizeof(Acc<T>) / 16;
+  union {
+    uint4 raw[kVecs];
+    Acc<T> elems[kElems];
+  };
+};
+
+// ---------------------------------------------------------------- operators
+
+template <ReduceOp Op> struct Reducer {
+  template <typename A> __device__ __forceinline__ static A apply(A a, A b) {
+    if constexpr (Op == ReduceOp::kSum || Op == ReduceOp::kAvg) return a + b;
+    else if constexpr (Op == ReduceOp::kProd) return a * b;
+    else if constexpr (Op == ReduceOp::kMin) return b < a ? b : a;
+    else return a < b ? b : a;
+  }
+  template <typename A> __device__ __forceinline__ static A finalize(A a, int world_size) {
+    if constexpr (Op == ReduceOp::kAvg) return a / static_cast<A>(world_size);
+    else return a;
+  }
+};
+
+template <typename T> __device__ __forceinline__ AccPack<T> unpack(const uint4& raw) {
+  Pack<T> p;
+  p.raw = raw;
+  AccPack<T> a;
+#pragma unroll
+  for (int i = 0; i < Pack<T>::kElems; ++i) a.elems[i] = to_acc(p.elems[i]);
+  return a;
+}
+
+template <typename T, ReduceOp Op> __device__ __forceinline__ uint4 pack_final(const AccPack<T>& a, int n) {
+  Pack<T> p;
+#pragma unroll
+  for (int i = 0; i < Pack<T>::kElems; ++i) p.elems[i] = from_acc<T>(Reducer<Op>::finalize(a.elems[i], n));
+  return p.raw;
+}
+
+// acc = acc (op) x, element-wise.
+template <typename T, ReduceOp Op>
+__device__ __forceinline__ void accumulate(AccPack<T>& acc, const AccPack<T>& x) {
+#pragma unroll
+  for (int i = 0; i < Pack<T>::kElems; ++i) acc.elems[i] = Reducer<Op>::apply(acc.elems[i], x.elems[i]);
+}
+
+// ---------------------------------------------------------------- user memory
+
+// User buffers may be unaligned and of any element count: the last pack may be
+// partial. Padding elements are never stored back.
+template <typename T>
+__device__ __forceinline__ uint4 load_user_pack(const T* base, size_t pack, size_t count, bool aligned) {
+  constexpr int N = Pack<T>::kElems;
+  const size_t first = pack * N;
+  if (aligned && first + N <= count) return device::load16(base + first);
+  Pack<T> p;
+  p.raw = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (first + i < count) p.elems[i] = base[first + i];
+  return p.raw;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_user_pack(T* base, size_t pack, size_t count, bool aligned, uint4 raw) {
+  constexpr int N = Pack<T>::kElems;
+  const size_t first = pack * N;
+  if (aligned && first + N <= count) {
+    device::store16(base + first, raw);
+    return;
+  }
+  Pack<T> p;
+  p.raw = raw;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (first + i < count) base[first + i] = p.elems[i];
+}
+
+template <typename T> __device__ __forceinline__ void store_acc(void* dst, const AccPack<T>& a) {
+#pragma unroll
+  for (int v = 0; v < AccPack<T>::kVecs; ++v) device::store16(static_cast<uint4*>(dst) + v, a.raw[v]);
+}
+template <typename T> __device__ __forceinline__ AccPack<T> load_acc(const void* src) {
+  AccPack<T> a;
+#pragma unroll
+  for (int v = 0; v < AccPack<T>::kVecs; ++v) a.raw[v] = device::load16(static_cast<const uint4*>(src) + v);
+  return a;
+}
+
+// ---------------------------------------------------------------- epoch
+
+// NOTE [AllReduce epoch]
+// Every launch of any algorithm on one AllReduce is numbered by a device-side
+// epoch (1, 2, 3, ...), identical on every rank because every rank makes the same
+// calls in the same order. Flags carry values derived from the epoch and only
+// grow, so waits are `flag >= expected` and no flag is ever reset. Every block
+// reads the epoch at its start; the last block to finish increments it, after
+// which the next launch on the stream sees the next number. Keeping it on the
+// device makes graph replays advance it without host involvement.
+__device__ __forceinline__ uint64_t read_epoch(const EpochState* state) {
+  return *reinterpret_cast<const volatile uint64_t*>(&state->epoch) + 1;
+}
+
+__device__ __forceinline__ void finish_epoch(EpochState* state) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned done = atomicAdd(&state->blocks_done, 1u);
+    if (done == gridDim.x - 1) {
+      state->blocks_done = 0;
+      state->epoch = state->epoch + 1;
+      __threadfence();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- block flags
+
+// Threads [0, world) release-store `value` into slot `my_slot` of the flag row
+// `row` of every peer (not self). Callers __syncthreads() before, so the block's
+// data stores are ordered before the flags.
+__device__ __forceinline__ void signal_peers(const Params& p, size_t row_offset, int my_slot, uint64_t value) {
+  const int peer = threadIdx.x;
+  if (peer < p.world_size && peer != p.rank)
+    device::st_release_sys(p.flags[peer] + row_offset + my_slot, value);
+}
+
+// Threads [0, world) wait for slot `peer` of this rank's row to reach `value`.
+// Returns false (for the whole block) once any wait failed, then and afterwards.
+__device__ __forceinline__ bool wait_peers(const Params& p, size_t row_offset, uint64_t value, int phase,
+                                           int* failed_shared) {
+  const int peer = threadIdx.x;
+  if (peer < p.world_size && peer != p.rank) {
+    if (!device::wait_flag_geq(p.flags[p.rank] + row_offset + peer, value, p.wait, peer, phase))
+      *failed_shared = 1;
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(failed_shared) == 0;
+}
+
+// Same with a single peer, waited on by thread 0.
+__device__ __forceinline__ bool wait_peer(const Params& p, size_t slot_offset, int peer, uint64_t value,
+                                          int phase, int* failed_shared) {
+  if (threadIdx.x == 0) {
+    if (!device::wait_flag_geq(p.flags[p.rank] + slot_offset, value, p.wait, peer, phase)) *failed_shared = 1;
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(failed_shared) == 0;
+}
+
+// ---------------------------------------------------------------- dispatch
+
+// Calls fn(T{}, std::integral_constant<ReduceOp, op>{}) for the runtime type/op.
+template <typename Fn> void dispatch_type_op(DataType type, ReduceOp op, Fn&& fn) {
+  auto with_type = [&](auto type_tag) {
+    switch (op) {
+      case ReduceOp::kSum: return fn(type_tag, std::integral_constant<ReduceOp, ReduceOp::kSum>{});
+      case ReduceOp::kProd: return fn(type_tag, std::integral_constant<ReduceOp, ReduceOp::kProd>{});
+      case ReduceOp::kMin: return fn(type_tag, std::integral_constant<ReduceOp, ReduceOp::kMin>{});
+      case ReduceOp::kMax: return fn(type_tag, std::integral_constant<ReduceOp, ReduceOp::kMax>{});
+      case ReduceOp::kAvg: return fn(type_tag, std::integral_constant<ReduceOp, ReduceOp::kAvg>{});
+    }
+    FERRY_THROW(InvalidArgument, "unsupported reduce op " << static_cast<int>(op));
+  };
+  switch (type) {
+    case DataType::kFloat32: return with_type(float{});
+    case DataType::kFloat64: return with_type(double{});
+    case DataType::kInt32: return with_type(int32_t{});
+    case DataType::kInt64: return with_type(int64_t{});
+    case DataType::kBFloat16: return with_type(__nv_bfloat16{});
+    case DataType::kFloat16: return with_type(__half{});
+  }
+  FERRY_THROW(InvalidArgument, "unsupported data type " << static_cast<int>(type));
+}
+
+// Contiguous split of [0, total) into `parts`: the range of part `index`.
+__host__ __device__ __forceinline__ void split_range(size_t total, size_t parts, size_t index, size_t* begin,
+                                                     size_t* end) {
+  const size_t base = total / parts, extra = total % parts;
+  *begin = index * base + (index < extra ? index : extra);
+  *end = *begin + base + (index < extra ? 1 : 0);
+}
+
+}  // namespace ferry::allreduce

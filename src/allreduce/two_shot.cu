@@ -1,0 +1,153 @@
+// Two-shot AllReduce: reduce-scatter by push, all-gather by pull.
+//
+// The packs are cut into n shards, shard q owned by rank q. Each block walks
+// chunks of the shards; for every chunk it pushes the slice of shard q to rank
+// q's scratch (slot = sender), raises a flag, waits for the peers' flags, reduces
+// its own shard's slice in rank order into a "reduced" area and the output,
+// raises a second flag, waits for the peers', and pulls their reduced slices
+// into the output. Every link carries 2(n-1)/n of the data: the bandwidth path.
+#include "allreduce/kernel_common.cuh"
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::allreduce {
+
+namespace {
+
+constexpr int kMaxThreads = 512;
+constexpr size_t kSlotAlign = 256;
+constexpr unsigned kIterationBits = 20;
+
+struct ShardLayout {
+  size_t shard_packs;     // packs per shard (last shards may hold fewer)
+  size_t slot_bytes;      // one sender's slot in the scratch
+  size_t reduced_offset;  // where the reduced shard lives
+};
+
+__host__ __device__ inline ShardLayout shard_layout(size_t count_packs, size_t capacity_bytes, int world) {
+  ShardLayout l;
+  l.shard_packs = (count_packs + world - 1) / world;
+  const size_t capacity_shard_packs = (capacity_bytes / kPackBytes + world - 1) / world;
+  l.slot_bytes = round_up(capacity_shard_packs * kPackBytes, kSlotAlign);
+  l.reduced_offset = l.slot_bytes * world;
+  return l;
+}
+
+// NOTE [Two-shot buffer reuse]
+// No double buffering is needed: rank p pushes launch e+1 into q's slot only after
+// finishing launch e, which includes pulling q's reduced slice of e, which q wrote
+// after it had read every slot of that chunk. Likewise p overwrites its reduced
+// slice of e+1 only after q's reduce-scatter data of e+1 arrived, which q sent
+// after it finished pulling in launch e. Flags are (epoch << 20 | step + 1), so
+// they grow across steps and launches.
+template <typename T, ReduceOp Op>
+__global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  const uint64_t epoch = read_epoch(p.epoch);
+  const int world = p.world_size, me = p.rank;
+  const size_t num_packs = packs_of(p.count, sizeof(T));
+  const ShardLayout layout = shard_layout(num_packs, p.capacity_bytes, world);
+  const size_t chunk = p.chunk_packs;
+  const size_t num_chunks = (layout.shard_packs + chunk - 1) / chunk;
+  const T* in = static_cast<const T*>(p.in);
+  T* out = static_cast<T*>(p.out);
+  char* local = p.scratch[me];
+  const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
+  // Valid packs of shard q.
+  auto shard_len = [&](int q) -> size_t {
+    const size_t first = static_cast<size_t>(q) * layout.shard_packs;
+    return first >= num_packs ? 0 : min(layout.shard_packs, num_packs - first);
+  };
+  const size_t my_len = shard_len(me);
+
+  uint64_t step = 0;
+  bool ok = true;
+  for (size_t c = blockIdx.x; c < num_chunks && ok; c += gridDim.x, ++step) {
+    const size_t chunk_begin = c * chunk;
+    const size_t chunk_end = min(chunk_begin + chunk, layout.shard_packs);
+    const uint64_t flag = (epoch << kIterationBits) | (step + 1);
+
+    // 1. Reduce-scatter: push the slice of every peer's shard into its scratch.
+    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
+      uint4 v[kMaxRanks];
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q)
+        if (q < world && q != me && j < shard_len(q))
+          v[q] = load_user_pack(in, q * layout.shard_packs + j, p.count, p.aligned);
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q)
+        if (q < world && q != me && j < shard_len(q))
+          device::store16(p.scratch[q] + me * layout.slot_bytes + j * kPackBytes, v[q]);
+    }
+    __syncthreads();
+    signal_peers(p, row, me, flag);
+    ok = wait_peers(p, row, flag, kPhaseTwoShotReduceScatter, &failed);
+    if (!ok) break;
+
+    // 2. Reduce this rank's shard slice in rank order; keep it for the peers.
+    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end && j < my_len; j += blockDim.x) {
+      const size_t pack = me * layout.shard_packs + j;
+      uint4 raw[kMaxRanks];
+#pragma unroll
+      for (int r = 0; r < kMaxRanks; ++r)
+        if (r < world)
+          raw[r] = (r == me) ? load_user_pack(in, pack, p.count, p.aligned)
+                             : device::load16(local + r * layout.slot_bytes + j * kPackBytes);
+      AccPack<T> acc = unpack<T>(raw[0]);
+#pragma unroll
+      for (int r = 1; r < kMaxRanks; ++r)
+        if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
+      const uint4 result = pack_final<T, Op>(acc, world);
+      device::store16(local + layout.reduced_offset + j * kPackBytes, result);
+      store_user_pack(out, pack, p.count, p.aligned, result);
+    }
+    __syncthreads();
+    signal_peers(p, row + kMaxRanks, me, flag);
+    ok = wait_peers(p, row + kMaxRanks, flag, kPhaseTwoShotAllGather, &failed);
+    if (!ok) break;
+
+    // 3. All-gather: pull every peer's reduced slice into the output.
+    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
+      uint4 v[kMaxRanks];
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q)
+        if (q < world && q != me && j < shard_len(q))
+          v[q] = device::load16(p.scratch[q] + layout.reduced_offset + j * kPackBytes);
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q)
+        if (q < world && q != me && j < shard_len(q))
+          store_user_pack(out, q * layout.shard_packs + j, p.count, p.aligned, v[q]);
+    }
+  }
+  finish_epoch(p.epoch);
+}
+
+}  // namespace
+
+size_t two_shot_capacity(size_t max_bytes) { return round_up(max_bytes, kPackBytes); }
+
+size_t two_shot_scratch_bytes(size_t capacity, int world_size) {
+  const ShardLayout l = shard_layout(0, capacity, world_size);
+  return l.reduced_offset + l.slot_bytes;
+}
+
+void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
+  dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
+    using T = decltype(type_tag);
+    Params p = params;
+    const size_t packs = packs_of(p.count, sizeof(T));
+    const size_t shard = (packs + p.world_size - 1) / p.world_size;
+    const int max_blocks = std::min(num_sms, kMaxBlocks);
+    // Spread a shard over every SM, 64..2048 packs per block step.
+    size_t chunk = (shard + max_blocks - 1) / max_blocks;
+    chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), 2048);
+    p.chunk_packs = chunk;
+    const size_t chunks = (shard + chunk - 1) / chunk;
+    const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
+    const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));
+    two_shot_kernel<T, decltype(op_tag)::value><<<blocks, threads, 0, stream>>>(p);
+    FERRY_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace ferry::allreduce

@@ -1,0 +1,161 @@
+// Communicator: topology, device choice, P2P reachability, the symmetric heap and
+// the host-mapped device error record.
+#include "ferry/communicator.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
+#include "ferry/symmetric_heap.hpp"
+
+namespace ferry {
+
+namespace {
+
+constexpr uint64_t kDefaultTimeoutMs = 10000;
+
+uint64_t timeout_ms_from(const CommunicatorOptions& options) {
+  if (options.timeout.count() > 0) return static_cast<uint64_t>(options.timeout.count());
+  const char* env = std::getenv("FERRY_TIMEOUT_MS");
+  if (env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(env, &end, 10);
+    FERRY_CHECK(end != env && *end == '\0' && v > 0, InvalidArgument,
+                "FERRY_TIMEOUT_MS must be a positive integer (milliseconds), got '" << env << "'");
+    return v;
+  }
+  return kDefaultTimeoutMs;
+}
+
+// -1: keep the device of a current context if the caller made one, else local rank.
+int choose_device(int requested, int local_rank) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    FERRY_THROW(CudaError, "no CUDA device available (" << cudaGetErrorString(err) << ")");
+  }
+  if (requested >= 0) {
+    FERRY_CHECK(requested < count, InvalidArgument,
+                "CommunicatorOptions::device " << requested << " but only " << count << " devices are visible");
+    return requested;
+  }
+  FERRY_CU_CHECK(cuInit(0));
+  CUcontext current = nullptr;
+  if (cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != nullptr) {
+    CUdevice dev = 0;
+    FERRY_CU_CHECK(cuCtxGetDevice(&dev));
+    return static_cast<int>(dev);
+  }
+  return local_rank % count;
+}
+
+struct DeviceId {
+  char bus_id[32];
+  int32_t ok;            // local setup succeeded
+  char error[200];       // first part of the local error, if any
+};
+
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOptions options)
+    : bootstrap_(std::move(bootstrap)) {
+  FERRY_ARG_CHECK(bootstrap_ != nullptr, "Communicator: bootstrap is null");
+  topology_ = discover_topology(*bootstrap_);
+  timeout_ns_ = timeout_ms_from(options) * 1000000ull;
+
+  // Local setup may fail on one rank only; gather the outcome so every rank
+  // throws instead of leaving the others waiting in the next collective.
+  DeviceId mine{};
+  std::string local_error;
+  try {
+    device_ = choose_device(options.device, topology_.local_rank);
+    FERRY_CUDA_CHECK(cudaSetDevice(device_));
+    FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+    FERRY_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), device_));
+    void* host = nullptr;
+    FERRY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(DeviceErrorState), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(host, 0, sizeof(DeviceErrorState));
+    device_error_ = static_cast<DeviceErrorState*>(host);
+    mine.ok = 1;
+  } catch (const Error& e) {
+    local_error = e.what();
+    std::strncpy(mine.error, e.what(), sizeof(mine.error) - 1);
+  }
+  std::vector<DeviceId> all = bootstrap_->all_gather_value(mine);
+  for (int r = 0; r < size(); ++r) {
+    if (all[r].ok) continue;
+    if (device_error_ != nullptr) cudaFreeHost(device_error_);
+    if (r == rank()) FERRY_THROW(CudaError, "Communicator setup failed on rank " << r << ": " << local_error);
+    FERRY_THROW(CudaError, "Communicator setup failed on rank " << r << ": " << all[r].error);
+  }
+
+  // Every local peer must be reachable over P2P: a clear error now, not a crash in
+  // a kernel later. Peers on GPUs this process can't see are checked by the IPC
+  // mapping instead.
+  std::ostringstream unreachable;
+  for (int peer : topology_.ranks_in_node) {
+    if (peer == rank()) continue;
+    int peer_device = -1;
+    if (cudaDeviceGetByPCIBusId(&peer_device, all[peer].bus_id) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (peer_device == device_) continue;
+    int can_access = 0;
+    FERRY_CUDA_CHECK(cudaDeviceCanAccessPeer(&can_access, device_, peer_device));
+    if (!can_access)
+      unreachable << " rank " << peer << " (GPU " << all[peer].bus_id << ")";
+  }
+  const int my_unreachable = unreachable.str().empty() ? 0 : 1;
+  std::vector<int> any = bootstrap_->all_gather_value(my_unreachable);
+  for (int r = 0; r < size(); ++r) {
+    if (!any[r]) continue;
+    cudaFreeHost(device_error_);
+    if (r == rank())
+      FERRY_THROW(NotSupported, "rank " << rank() << " (GPU " << all[rank()].bus_id
+                                        << ") cannot reach local peers over peer-to-peer:" << unreachable.str());
+    FERRY_THROW(NotSupported, "rank " << r << " cannot reach some of its local peers over peer-to-peer");
+  }
+  heap_ = std::make_unique<SymmetricHeap>(*bootstrap_, topology_, device_);
+}
+
+Communicator::~Communicator() {
+  cudaDeviceSynchronize();  // no kernel of ours may still use the heap
+  heap_.reset();
+  if (device_error_ != nullptr) cudaFreeHost(device_error_);
+}
+
+bool Communicator::aborted() const { return aborted_; }
+
+void Communicator::abort(const std::string& reason) const {
+  if (!aborted_) {
+    aborted_ = true;
+    abort_reason_ = reason;
+  }
+}
+
+void Communicator::check() const {
+  if (!aborted_ && device_error_ != nullptr && device_error_->code != kDeviceOk) {
+    std::ostringstream os;
+    os << "device wait timed out on rank " << device_error_->rank << " waiting for peer rank "
+       << device_error_->peer << " in phase '" << phase_name(device_error_->phase) << "' (expected flag >= "
+       << device_error_->expected << ", saw " << device_error_->observed << ", timeout "
+       << timeout_ns_ / 1000000 << " ms); the communicator is aborted";
+    abort(os.str());
+    FERRY_THROW(TimeoutError, os.str());
+  }
+  if (aborted_) FERRY_THROW(AbortedError, "communicator was aborted earlier: " << abort_reason_);
+}
+
+void Communicator::synchronize(cudaStream_t stream) const {
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  check();
+}
+
+}  // namespace ferry

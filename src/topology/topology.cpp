@@ -1,0 +1,76 @@
+// Which ranks share a node: same hostname, or consecutive groups of
+// FERRY_RANKS_PER_NODE ranks ("virtual nodes", used to exercise the inter-node
+// path on one machine).
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "ferry/communicator.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry {
+
+namespace {
+constexpr size_t kHostNameBytes = 256;
+
+int ranks_per_node_from_env(int world_size) {
+  const char* env = std::getenv("FERRY_RANKS_PER_NODE");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  long value = std::strtol(env, &end, 10);
+  FERRY_CHECK(end != env && *end == '\0' && value > 0, InvalidArgument,
+              "FERRY_RANKS_PER_NODE must be a positive integer, got '" << env << "'");
+  FERRY_CHECK(world_size % value == 0, InvalidArgument,
+              "FERRY_RANKS_PER_NODE=" << value << " does not divide the world size " << world_size);
+  return static_cast<int>(value);
+}
+}  // namespace
+
+Topology discover_topology(Bootstrap& bootstrap) {
+  Topology topo;
+  topo.rank = bootstrap.rank();
+  topo.size = bootstrap.size();
+  topo.node_of_rank.assign(topo.size, 0);
+  topo.local_rank_of_rank.assign(topo.size, 0);
+
+  std::array<char, kHostNameBytes> host{};
+  gethostname(host.data(), host.size() - 1);
+  std::vector<char> hosts(kHostNameBytes * topo.size);
+  bootstrap.all_gather(host.data(), hosts.data(), kHostNameBytes);
+  // Every rank must agree on FERRY_RANKS_PER_NODE: gather it too.
+  const int per_node = ranks_per_node_from_env(topo.size);
+  std::vector<int> all_per_node = bootstrap.all_gather_value(per_node);
+  for (int r = 0; r < topo.size; ++r) {
+    FERRY_CHECK(all_per_node[r] == per_node, InvalidArgument,
+                "FERRY_RANKS_PER_NODE differs between ranks: rank " << topo.rank << " has " << per_node
+                                                                   << ", rank " << r << " has "
+                                                                   << all_per_node[r]);
+  }
+
+  if (per_node > 0) {
+    for (int r = 0; r < topo.size; ++r) topo.node_of_rank[r] = r / per_node;
+  } else {
+    std::map<std::string, int> node_by_host;  // nodes numbered by first appearance
+    std::vector<int> first_rank;
+    for (int r = 0; r < topo.size; ++r) {
+      std::string name(&hosts[kHostNameBytes * r], strnlen(&hosts[kHostNameBytes * r], kHostNameBytes));
+      auto [it, inserted] = node_by_host.emplace(name, static_cast<int>(node_by_host.size()));
+      topo.node_of_rank[r] = it->second;
+    }
+  }
+  std::map<int, int> count_in_node;
+  for (int r = 0; r < topo.size; ++r) topo.local_rank_of_rank[r] = count_in_node[topo.node_of_rank[r]]++;
+  topo.num_nodes = static_cast<int>(count_in_node.size());
+  topo.node = topo.node_of_rank[topo.rank];
+  topo.local_rank = topo.local_rank_of_rank[topo.rank];
+  topo.local_size = count_in_node[topo.node];
+  for (int r = 0; r < topo.size; ++r)
+    if (topo.node_of_rank[r] == topo.node) topo.ranks_in_node.push_back(r);
+  return topo;
+}
+
+}  // namespace ferry
