@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# The one script to run on the GPU machine (Ubuntu 24.04, CUDA at /usr/local/cuda,
+# OpenMPI, CMake + ninja on PATH, 2/4/8 GPUs, root, no network; GoogleTest comes
+# from .deps/googletest, which scripts/setup.sh seeds on a machine that has it).
+#
+# Stages, each logged to $OUT/<stage>.log; a failing stage does not stop the
+# others. A summary (PASS/FAIL/SKIP and seconds per stage) and the end of the
+# bench table are printed last; the exit status is non-zero if any stage failed.
+#
+#   setup      scripts/setup.sh (installs nothing when everything is present)
+#   configure  cmake into build-device (Release, ninja, NCCL found for the bench)
+#   build      all targets, all cores
+#   gpus       nvidia-smi -L and the topology matrix
+#   ctest      the CPU tests: ctest -R 'unit|mp'
+#   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
+#   memcheck   compute-sanitizer memcheck on 2 ranks     (only with FERRY_SANITIZE=1)
+#   racecheck  compute-sanitizer racecheck on 2 ranks    (only with FERRY_SANITIZE=1)
+#   example    the allreduce example on the largest N
+#   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
+#
+# Environment:
+#   OUT                    where logs and the CSV go (default ./out)
+#   FERRY_NPS              rank counts for the GPU tests (default "2 4 8", capped by the GPU count)
+#   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
+#   FERRY_SKIP_BENCH=1     skip the bench
+#   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
+#   FERRY_BENCH_TAIL       lines of the bench output shown at the end (default 60)
+#   FERRY_SANITIZE=1       run the compute-sanitizer stages
+#   FERRY_SANITIZE_FILTER  gtest filter for them (default '*Small*')
+#   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
+#   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
+#   BUILD_DIR              build directory (default build-device)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+BUILD_DIR="${BUILD_DIR:-build-device}"
+OUT="${OUT:-./out}"
+mkdir -p "$OUT" || exit 1
+OUT="$(cd "$OUT" && pwd)"
+STAGE_TIMEOUT="${FERRY_STAGE_TIMEOUT:-300}"
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+
+# Never create NVLink multicast objects (the host is shared).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+ANY_FAILED=0
+now() { date +%s.%N; }
+record() {  # record STAGE RESULT SECONDS [NOTE]
+  local line
+  line="$(printf '%-12s %-5s %8.1fs  %s' "$1" "$2" "$3" "${4:-}")"
+  echo "$line" >>"$SUMMARY"
+  [ "$2" = FAIL ] && ANY_FAILED=1
+  echo "=== [$1] $2 (${3}s) ${4:-}"
+}
+skip() { record "$1" SKIP 0 "$2"; }
+# run_stage STAGE COMMAND...: runs it, tees its output into $OUT/STAGE.log.
+run_stage() {
+  local stage="$1"; shift
+  local log="$OUT/$stage.log" t0 rc dt note=""
+  echo
+  echo "=== [$stage] $*"
+  t0="$(now)"
+  { echo "\$ $*"; "$@" 2>&1; } | tee "$log"
+  rc="${PIPESTATUS[0]}"
+  dt="$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
+  if [ "$rc" -eq 0 ]; then record "$stage" PASS "$dt"; return 0; fi
+  case "$rc" in 124|137) note="timed out after ${STAGE_TIMEOUT}s" ;; *) note="exit $rc" ;; esac
+  record "$stage" FAIL "$dt" "$note (log: $log)"
+  return "$rc"
+}
+TO=()
+command -v timeout >/dev/null 2>&1 && TO=(timeout -k 20 "$STAGE_TIMEOUT")
+
+# ---------------------------------------------------------------- setup, configure, build
+cmake_extra=""
+setup_stage() { cmake_extra="$(scripts/setup.sh --cmake-args)"; local rc=$?; echo "$cmake_extra"; return $rc; }
+# (not in a pipeline: it sets cmake_extra)
+t0="$(now)"
+echo "=== [setup] scripts/setup.sh --cmake-args"
+setup_stage >"$OUT/setup.log" 2>&1
+rc=$?
+cat "$OUT/setup.log"
+dt="$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
+if [ $rc -eq 0 ]; then record setup PASS "$dt"; else record setup FAIL "$dt" "exit $rc (log: $OUT/setup.log)"; fi
+
+cmake_args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}")
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+  cmake_args+=(-G Ninja)
+fi
+[ -f .deps/googletest/CMakeLists.txt ] && cmake_args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
+# CMake 4 refuses projects that ask for CMake < 3.5 (older GoogleTest trees do).
+cmake_args+=(-DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+if [ -n "$cmake_extra" ]; then
+  mapfile -t extra <<<"$cmake_extra"
+  cmake_args+=("${extra[@]}")
+  for a in "${extra[@]}"; do  # NCCL from a Python wheel: found at run time too
+    case "$a" in -DNCCL_ROOT=*) export LD_LIBRARY_PATH="${a#-DNCCL_ROOT=}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  done
+fi
+if [ -n "${FERRY_CMAKE_ARGS:-}" ]; then
+  read -r -a user_cmake_args <<<"$FERRY_CMAKE_ARGS"
+  cmake_args+=("${user_cmake_args[@]}")
+fi
+BUILT=0
+if run_stage configure cmake "${cmake_args[@]}"; then
+  run_stage build cmake --build "$BUILD_DIR" --parallel "$(nproc)" && BUILT=1
+else
+  skip build "configure failed"
+fi
+
+# ---------------------------------------------------------------- GPUs
+GPUS=0
+# shellcheck disable=SC2317  # called through run_stage
+gpu_info() {
+  nvidia-smi -L || return 1
+  echo
+  nvidia-smi topo -m | sed -n '1,/^$/p'  # the matrix, without the legend
+}
+if command -v nvidia-smi >/dev/null 2>&1; then
+  GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
+fi
+if [ "${GPUS:-0}" -gt 0 ]; then
+  run_stage gpus gpu_info
+else
+  GPUS=0
+  record gpus FAIL 0 "no GPU (nvidia-smi -L lists none)"
+fi
+
+NPS=()
+for n in ${FERRY_NPS:-2 4 8}; do
+  if [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le "$GPUS" ]; then NPS+=("$n")
+  else echo "device_run: leaving out N=$n ($GPUS GPUs)"; fi
+done
+NMAX="$GPUS"
+if [ "${#NPS[@]}" -gt 0 ]; then NMAX="$(printf '%s\n' "${NPS[@]}" | sort -n | tail -n1)"; fi
+MPIRUN=(mpirun --allow-run-as-root --bind-to none)
+B="$BUILD_DIR"
+
+# ---------------------------------------------------------------- tests
+if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
+  skip ctest "FERRY_SKIP_TESTS=1"
+elif [ "$BUILT" -ne 1 ]; then
+  skip ctest "build failed"
+else
+  run_stage ctest "${TO[@]}" ctest --test-dir "$B" -R 'unit|mp' --no-tests=error --output-on-failure
+fi
+if [ "${#NPS[@]}" -eq 0 ]; then
+  skip gpu_tests "no rank count in '${FERRY_NPS:-2 4 8}' fits $GPUS GPUs"
+fi
+for n in "${NPS[@]}"; do
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "gpu_np$n" "FERRY_SKIP_TESTS=1"; continue; fi
+  if [ "$BUILT" -ne 1 ]; then skip "gpu_np$n" "build failed"; continue; fi
+  run_stage "gpu_np$n" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "$B/tests/ferry_gpu_tests"
+done
+
+FILTER="${FERRY_SANITIZE_FILTER:-*Small*}"
+for tool in memcheck racecheck; do
+  if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$tool" "set FERRY_SANITIZE=1"; continue; fi
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$tool" "FERRY_SKIP_TESTS=1"; continue; fi
+  if [ "$BUILT" -ne 1 ]; then skip "$tool" "build failed"; continue; fi
+  if [ "$GPUS" -lt 2 ]; then skip "$tool" "needs 2 GPUs"; continue; fi
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  if [ ! -x "$sanitizer" ]; then record "$tool" FAIL 0 "no compute-sanitizer"; continue; fi
+  run_stage "$tool" "${TO[@]}" "${MPIRUN[@]}" -np 2 \
+    "$sanitizer" --tool "$tool" --error-exitcode 86 \
+    "$B/tests/ferry_gpu_tests" --gtest_filter="$FILTER"
+done
+
+# ---------------------------------------------------------------- example, bench
+if [ "$BUILT" -ne 1 ]; then
+  skip example "build failed"
+elif [ "$NMAX" -lt 1 ]; then
+  skip example "no GPU"
+else
+  run_stage example "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" "$B/examples/ferry-example-allreduce"
+fi
+
+BENCH_LOG="$OUT/bench.log"
+if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
+  skip bench "FERRY_SKIP_BENCH=1"
+elif [ "$BUILT" -ne 1 ]; then
+  skip bench "build failed"
+elif [ "$NMAX" -lt 1 ]; then
+  skip bench "no GPU"
+else
+  read -r -a bench_args <<<"${FERRY_BENCH_ARGS:-}"
+  run_stage bench "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" \
+    "$B/bench/ferry-bench" allreduce --csv "$OUT/allreduce.csv" "${bench_args[@]}"
+fi
+
+# ---------------------------------------------------------------- summary (last)
+echo
+echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
+cat "$SUMMARY"
+if [ -s "$BENCH_LOG" ]; then
+  echo "---------------- ferry-bench allreduce (end of $BENCH_LOG)"
+  # The bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines, without MPI noise.
+  grep -v -E '^\$ |^--------------------------------------------------------------------------$' "$BENCH_LOG" |
+    tail -n "${FERRY_BENCH_TAIL:-60}"
+  [ -s "$OUT/allreduce.csv" ] && echo "(csv: $OUT/allreduce.csv)"
+fi
+if [ "$ANY_FAILED" -ne 0 ]; then
+  echo "device_run: FAILED ($(grep -c ' FAIL ' "$SUMMARY") stages)"
+  exit 1
+fi
+echo "device_run: PASSED"
+exit 0
