@@ -1,0 +1,392 @@
+#include "bench_common.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::bench {
+
+// ------------------------------------------------------------------ command line
+
+ArgParser::ArgParser(std::vector<std::string> args) : args_(std::move(args)) {}
+
+std::optional<std::string> ArgParser::take_value(const std::string& name) {
+  const std::string prefix = name + "=";
+  for (size_t i = 0; i < args_.size(); ++i) {
+    if (args_[i] == name) {
+      if (i + 1 >= args_.size()) throw UsageError("option " + name + " needs a value");
+      std::string value = args_[i + 1];
+      args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i), args_.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      return value;
+    }
+    if (args_[i].rfind(prefix, 0) == 0) {
+      std::string value = args_[i].substr(prefix.size());
+      args_.erase(args_.begin() + static_cast<std::ptrdiff_t>(i));
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+bool ArgParser::take_flag(const std::string& name) {
+  auto it = std::find(args_.begin(), args_.end(), name);
+  if (it == args_.end()) return false;
+  args_.erase(it);
+  return true;
+}
+
+void ArgParser::finish() const {
+  if (!args_.empty()) throw UsageError("unknown argument '" + args_.front() + "' (see --help)");
+}
+
+std::vector<std::string> split_list(const std::string& text, char separator) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, separator)) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+size_t parse_byte_size(const std::string& text) {
+  std::string s = text;
+  if (!s.empty() && (s.back() == 'B' || s.back() == 'b')) s.pop_back();
+  size_t multiplier = 1;
+  if (!s.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
+      case 'K': multiplier = size_t{1} << 10; break;
+      case 'M': multiplier = size_t{1} << 20; break;
+      case 'G': multiplier = size_t{1} << 30; break;
+      default: break;
+    }
+    if (multiplier != 1) s.pop_back();
+  }
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    throw UsageError("bad byte size '" + text + "' (expected e.g. 4096, 4K, 256M, 1G)");
+  }
+  const size_t value = std::stoull(s) * multiplier;
+  if (value == 0) throw UsageError("byte size '" + text + "' must be > 0");
+  return value;
+}
+
+int parse_positive_int(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value <= 0 || value > 1000000000) {
+    throw UsageError("option " + option + " needs a positive integer, got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+std::string format_byte_size(size_t bytes) {
+  const char* suffixes[] = {"G", "M", "K"};
+  const int shifts[] = {30, 20, 10};
+  for (int i = 0; i < 3; ++i) {
+    const size_t unit = size_t{1} << shifts[i];
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + suffixes[i];
+  }
+  return std::to_string(bytes);
+}
+
+std::string format_fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, value);
+  return buffer;
+}
+
+// ------------------------------------------------------------------ environment
+
+void keep_nvls_disabled(bool print_warnings) {
+  const char* value = std::getenv("NCCL_NVLS_ENABLE");
+  if (value == nullptr) {
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    if (print_warnings) {
+      std::printf("warning: NCCL_NVLS_ENABLE was unset; set to 0 for this run "
+                  "(NVLink multicast stays off on this host)\n");
+    }
+  } else if (std::strcmp(value, "0") != 0 && print_warnings) {
+    std::printf("WARNING: NCCL_NVLS_ENABLE=%s: NCCL may create NVLink multicast objects, which this "
+                "shared host must not use, and its baseline is not the NVLS-off reference; "
+                "run with NCCL_NVLS_ENABLE=0\n", value);
+  }
+}
+
+// ------------------------------------------------------------------ CUDA holders
+
+CudaStream::CudaStream() { FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+CudaStream::~CudaStream() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) { FERRY_CUDA_CHECK(cudaMalloc(&ptr_, bytes)); }
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+
+// ------------------------------------------------------------------ timing
+
+namespace {
+
+struct GraphHolder {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~GraphHolder() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+
+struct EventList {
+  std::vector<cudaEvent_t> events;
+  explicit EventList(size_t count) {
+    events.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      cudaEvent_t event = nullptr;
+      FERRY_CUDA_CHECK(cudaEventCreate(&event));
+      events.push_back(event);
+    }
+  }
+  ~EventList() {
+    for (cudaEvent_t event : events) cudaEventDestroy(event);
+  }
+};
+
+// Ends a capture that was abandoned and clears the error it left behind.
+void abandon_capture(cudaStream_t stream) {
+  cudaGraph_t broken = nullptr;
+  cudaStreamEndCapture(stream, &broken);
+  if (broken != nullptr) cudaGraphDestroy(broken);
+  (void)cudaGetLastError();
+}
+
+// Returns false if the op cannot be captured (a CUDA error during capture or
+// instantiation); argument errors and other failures propagate.
+bool capture_graph(const TimedOp& op, cudaStream_t stream, int ops, GraphHolder& holder) {
+  // Thread-local mode: helper threads (NCCL's proxy) may call CUDA meanwhile.
+  FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < ops; ++i) op.enqueue(stream);
+  } catch (const ferry::CudaError&) {
+    abandon_capture(stream);
+    return false;
+  } catch (...) {
+    abandon_capture(stream);
+    throw;
+  }
+  if (cudaStreamEndCapture(stream, &holder.graph) != cudaSuccess ||
+      cudaGraphInstantiate(&holder.exec, holder.graph, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+double max_over_ranks(ferry::Bootstrap& bootstrap, double value) {
+  const std::vector<double> all = bootstrap.all_gather_value(value);
+  return *std::max_element(all.begin(), all.end());
+}
+
+}  // namespace
+
+double median(std::vector<double> values) {
+  FERRY_ARG_CHECK(!values.empty(), "median of no values");
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+TimingResult time_op(const TimedOp& op, cudaStream_t stream, ferry::Bootstrap& bootstrap,
+                     const TimingOptions& options) {
+  const int ops = std::max(1, options.ops_per_graph);
+  auto synchronize = [&] {
+    if (op.synchronize) {
+      op.synchronize(stream);
+    } else {
+      FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  };
+
+  TimingResult result;
+  GraphHolder graph;
+  result.used_graph = capture_graph(op, stream, ops, graph);
+  if (!result.used_graph && bootstrap.rank() == 0) {
+    std::printf("warning: %s: capture into a CUDA graph failed; timing direct launches instead\n",
+                op.name.c_str());
+  }
+  auto replay = [&] {
+    if (graph.exec != nullptr) {
+      FERRY_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream));
+    } else {
+      for (int i = 0; i < ops; ++i) op.enqueue(stream);
+    }
+  };
+  // Times `count` back-to-back replays, one event pair (shared boundaries) each.
+  auto time_replays = [&](int count) {
+    EventList events(static_cast<size_t>(count) + 1);
+    FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
+    for (int i = 0; i < count; ++i) {
+      replay();
+      FERRY_CUDA_CHECK(cudaEventRecord(events.events[static_cast<size_t>(i) + 1], stream));
+    }
+    synchronize();
+    std::vector<double> replay_ms(static_cast<size_t>(count));
+    for (size_t i = 0; i < replay_ms.size(); ++i) {
+      float ms = 0;
+      FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.events[i], events.events[i + 1]));
+      replay_ms[i] = ms;
+    }
+    return replay_ms;
+  };
+
+  for (int i = 0; i < options.warmup_replays; ++i) replay();
+  synchronize();
+
+  result.replays = options.timed_replays;
+  if (result.replays <= 0) {
+    // All ranks must replay the same number of times: size from the slowest rank.
+    const double probe_ms = max_over_ranks(bootstrap, median(time_replays(3)));
+    const double wanted = options.target_seconds * 1e3 / std::max(probe_ms, 1e-3);
+    result.replays = static_cast<int>(std::clamp(std::ceil(wanted), double(options.min_replays),
+                                                 double(options.max_replays)));
+  }
+  const double median_replay_ms = median(time_replays(result.replays));
+  result.op_us = max_over_ranks(bootstrap, median_replay_ms * 1e3 / ops);
+  return result;
+}
+
+// ------------------------------------------------------------------ test data
+
+namespace {
+
+uint16_t half_bits_from_int(int v) {  // exact for |v| < 2048
+  if (v == 0) return 0;
+  const uint16_t sign = v < 0 ? 0x8000 : 0;
+  const unsigned a = static_cast<unsigned>(std::abs(v));
+  int exponent = 0;
+  while ((a >> (exponent + 1)) != 0) ++exponent;
+  const unsigned mantissa = (a << (10 - exponent)) & 0x3ffu;
+  return static_cast<uint16_t>(sign | ((exponent + 15) << 10) | mantissa);
+}
+
+float half_bits_to_float(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  float magnitude;
+  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31) magnitude = mantissa != 0 ? NAN : INFINITY;
+  else magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  return (h & 0x8000) != 0 ? -magnitude : magnitude;
+}
+
+}  // namespace
+
+void store_small_int(DataType type, void* base, size_t i, int v) {
+  FERRY_ARG_CHECK(v > -2048 && v < 2048, "value " << v << " is not a small integer");
+  if (type == DataType::kFloat32) {
+    static_cast<float*>(base)[i] = static_cast<float>(v);
+  } else if (type == DataType::kBFloat16) {
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof(bits));
+    static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(bits >> 16);  // exact: small integer
+  } else {
+    static_cast<uint16_t*>(base)[i] = half_bits_from_int(v);
+  }
+}
+
+float load_as_float(DataType type, const void* base, size_t i) {
+  if (type == DataType::kFloat32) return static_cast<const float*>(base)[i];
+  const uint16_t h = static_cast<const uint16_t*>(base)[i];
+  if (type == DataType::kFloat16) return half_bits_to_float(h);
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+
+// ------------------------------------------------------------------ output
+
+TablePrinter::TablePrinter(std::vector<Column> columns, std::FILE* out)
+    : columns_(std::move(columns)), out_(out) {}
+
+void TablePrinter::print_header() const {
+  std::string groups;
+  std::string headers;
+  std::string rule;
+  for (size_t i = 0; i < columns_.size();) {
+    // Span consecutive columns of one group; its label is centred over them.
+    size_t end = i + 1;
+    int span = columns_[i].width;
+    while (!columns_[i].group.empty() && end < columns_.size() && columns_[end].group == columns_[i].group) {
+      span += 1 + columns_[end].width;
+      ++end;
+    }
+    std::string label = columns_[i].group.substr(0, static_cast<size_t>(span));
+    const size_t pad = static_cast<size_t>(span) - label.size();
+    if (i != 0) groups += ' ';
+    groups += std::string(pad / 2, ' ') + label + std::string(pad - pad / 2, ' ');
+    i = end;
+  }
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    char cell[128];
+    const Column& c = columns_[i];
+    std::snprintf(cell, sizeof(cell), c.left_align ? "%-*s" : "%*s", c.width, c.header.c_str());
+    if (i != 0) {
+      headers += ' ';
+      rule += ' ';
+    }
+    headers += cell;
+    rule += std::string(static_cast<size_t>(c.width), '-');
+  }
+  std::fprintf(out_, "%s\n%s\n%s\n", groups.c_str(), headers.c_str(), rule.c_str());
+  std::fflush(out_);
+}
+
+void TablePrinter::print_row(const std::vector<std::string>& cells) const {
+  std::string line;
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const Column& c = columns_[i];
+    const std::string text = i < cells.size() ? cells[i] : "";
+    char cell[256];
+    std::snprintf(cell, sizeof(cell), c.left_align ? "%-*s" : "%*s", c.width, text.c_str());
+    if (i != 0) line += ' ';
+    line += cell;
+  }
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& header)
+    : path_(path), num_columns_(header.size()) {
+  file_ = std::fopen(path.c_str(), "w");
+  if (file_ == nullptr) {
+    FERRY_THROW(ferry::Error, "cannot open CSV file '" << path << "' for writing: " << std::strerror(errno));
+  }
+  write_row(header);
+}
+
+CsvWriter::~CsvWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void CsvWriter::write_row(const std::vector<std::string>& cells) {
+  FERRY_ARG_CHECK(cells.size() == num_columns_,
+                  "CSV row has " << cells.size() << " cells, header has " << num_columns_);
+  std::string line;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i != 0) line += ',';
+    line += cells[i];
+  }
+  std::fprintf(file_, "%s\n", line.c_str());
+  std::fflush(file_);
+}
+
+}  // namespace ferry::bench

@@ -1,0 +1,107 @@
+// ferry-bench: one command line for every benchmark, dispatched on argv[1].
+// Each subcommand runs its cases against their baseline in the same MPI job.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "ferry/bootstrap.hpp"
+#include "ferry/error.hpp"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  void (*print_usage)(std::FILE* out);
+  int (*run)(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
+};
+
+// New subcommands (ep: dispatch/combine vs its baseline) go here.
+constexpr Subcommand kSubcommands[] = {
+    {"allreduce", "ferry AllReduce algorithms vs NCCL, latency and busbw per size",
+     ferry::bench::print_allreduce_usage, ferry::bench::run_allreduce_bench},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: mpirun -np N ferry-bench <subcommand> [options]   (one GPU per rank)\n\nsubcommands:\n");
+  for (const Subcommand& s : kSubcommands) std::fprintf(out, "  %-12s %s\n", s.name, s.summary);
+  std::fprintf(out, "\n'ferry-bench <subcommand> --help' lists a subcommand's options.\n");
+}
+
+// Help is printed before MPI starts; under mpirun only the first rank prints it.
+bool is_first_launched_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(var)) return std::strcmp(value, "0") == 0;
+  }
+  return true;
+}
+
+bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h" || arg == "help"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || is_help(argv[1])) {
+    if (is_first_launched_rank()) print_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  const Subcommand* subcommand = nullptr;
+  for (const Subcommand& s : kSubcommands) {
+    if (name == s.name) subcommand = &s;
+  }
+  if (subcommand == nullptr) {
+    if (is_first_launched_rank()) {
+      std::fprintf(stderr, "ferry-bench: unknown subcommand '%s'\n\n", name.c_str());
+      print_usage(stderr);
+    }
+    return 2;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      if (is_first_launched_rank()) subcommand->print_usage(stdout);
+      return 0;
+    }
+  }
+
+  // main owns MPI (MpiBootstrap then neither initializes nor finalizes it), so an
+  // error on one rank can abort the job instead of leaving the others waiting in
+  // a collective.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  int rc = 0;
+  bool abort_job = false;
+  try {
+    auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+    rc = subcommand->run(bootstrap, args);
+  } catch (const ferry::bench::UsageError& e) {
+    // Every rank parsed the same arguments and stopped here together.
+    if (rank == 0) std::fprintf(stderr, "ferry-bench %s: %s\n", name.c_str(), e.what());
+    rc = 2;
+  } catch (const ferry::Error& e) {
+    std::fprintf(stderr, "ferry-bench %s: rank %d: error: %s\n", name.c_str(), rank, e.what());
+    rc = 1;
+    abort_job = size > 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferry-bench %s: rank %d: unexpected error: %s\n", name.c_str(), rank, e.what());
+    rc = 1;
+    abort_job = size > 1;
+  }
+  std::fflush(stdout);
+  if (abort_job) MPI_Abort(MPI_COMM_WORLD, rc);
+  MPI_Finalize();
+  return rc;
+}
