@@ -30,9 +30,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
 
-# CMake >= 3.25.2: the first that knows nvcc's C++20 flag (CUDA_STANDARD 20).
-# Debian 12 ships 3.25.1; a newer one then comes from PyPI (see below).
-FERRY_MIN_CMAKE="${FERRY_MIN_CMAKE:-3.25.2}"
+# CMake >= 3.24 (device code is C++17, so Debian 12's 3.25.1 is enough); an
+# older one is replaced by one from PyPI (see below).
+FERRY_MIN_CMAKE="${FERRY_MIN_CMAKE:-3.24}"
 version_ge() {  # version_ge A B: A >= B
   [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
 }

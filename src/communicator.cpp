@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/driver_api.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/symmetric_heap.hpp"
@@ -45,11 +46,10 @@ int choose_device(int requested, int local_rank) {
                 "CommunicatorOptions::device " << requested << " but only " << count << " devices are visible");
     return requested;
   }
-  FERRY_CU_CHECK(cuInit(0));
   CUcontext current = nullptr;
-  if (cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != nullptr) {
+  if (driver::ctx_get_current(&current) == CUDA_SUCCESS && current != nullptr) {
     CUdevice dev = 0;
-    FERRY_CU_CHECK(cuCtxGetDevice(&dev));
+    FERRY_CU_CHECK(driver::ctx_get_device(&dev));
     return static_cast<int>(dev);
   }
   return local_rank % count;

@@ -16,14 +16,13 @@
     }                                                                                   \
   } while (0)
 
+// Driver results are reported by number: the library does not link libcuda.
 #define FERRY_CU_CHECK(expr)                                                            \
   do {                                                                                  \
     CUresult ferry_cu_err_ = (expr);                                                    \
     if (ferry_cu_err_ != CUDA_SUCCESS) {                                                \
-      const char* ferry_cu_name_ = nullptr;                                             \
-      cuGetErrorName(ferry_cu_err_, &ferry_cu_name_);                                   \
-      FERRY_THROW(::ferry::CudaError, "CUDA driver call `" #expr "` failed: "           \
-                                          << (ferry_cu_name_ ? ferry_cu_name_ : "?"));  \
+      FERRY_THROW(::ferry::CudaError, "CUDA driver call `" #expr "` failed: CUresult "  \
+                                          << static_cast<int>(ferry_cu_err_));          \
     }                                                                                   \
   } while (0)
 

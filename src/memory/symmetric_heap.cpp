@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/driver_api.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
@@ -106,7 +107,7 @@ SymmetricBuffer SymmetricHeap::exchange(void* local, size_t bytes, Kind kind, bo
   BufferInfo mine{};
   CUdeviceptr base = 0;
   size_t base_size = 0;
-  FERRY_CU_CHECK(cuMemGetAddressRange(&base, &base_size, reinterpret_cast<CUdeviceptr>(local)));
+  FERRY_CU_CHECK(driver::mem_get_address_range(&base, &base_size, reinterpret_cast<CUdeviceptr>(local)));
   const uint64_t offset = reinterpret_cast<uint64_t>(local) - static_cast<uint64_t>(base);
   FERRY_CHECK(offset + bytes <= base_size, InvalidArgument,
               "register_buffer: range [" << local << ", +" << bytes << ") runs past the end of its allocation ("

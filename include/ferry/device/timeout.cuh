@@ -80,7 +80,7 @@ __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
 
 // Spins until *flag >= expected (flags are monotonic epochs, see the algorithms'
 // NOTEs). Returns false on timeout, or if another waiter already reported one.
-__device__ __noinline__ bool wait_flag_geq(const uint64_t* flag, uint64_t expected,
+__device__ __noinline__ inline bool wait_flag_geq(const uint64_t* flag, uint64_t expected,
                                            WaitContext ctx, int32_t peer,
                                            int32_t phase) {
   if (ld_acquire_sys(flag) >= expected) return true;

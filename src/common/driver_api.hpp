@@ -1,0 +1,16 @@
+// CUDA driver functions used by the library, resolved at run time through the
+// runtime's entry-point query, so libferry.so does not link libcuda.so.1 and
+// loads (and runs its CPU paths) on machines without a GPU driver.
+#pragma once
+
+#include <cuda.h>
+
+namespace ferry::driver {
+
+// Each throws CudaError when the driver or the function is unavailable.
+CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+CUresult ctx_get_current(CUcontext* ctx);
+CUresult ctx_get_device(CUdevice* device);
+const char* error_name(CUresult result);
+
+}  // namespace ferry::driver
