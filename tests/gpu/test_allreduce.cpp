@@ -1,0 +1,506 @@
+// AllReduce on real GPUs (mpirun -np 2/4/8, one GPU per rank), against a host
+// reference: every rank generates its input from (seed, rank), so every rank can
+// compute the full reference. Covers every algorithm x op x type, odd counts,
+// unaligned and in-place pointers, untouched guards around the output, unchanged
+// inputs, bitwise identical results on every rank, CUDA graph capture/replay with
+// new data, and long back-to-back sequences on one stream.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/host_types.hpp"
+#include "common/test_util.hpp"
+#include "ferry/allreduce.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/error.hpp"
+#include "ferry/types.hpp"
+
+namespace {
+
+using ferry::AllReduceAlgorithm;
+using ferry::DataType;
+using ferry::ReduceOp;
+using namespace ferry::testing;
+
+constexpr size_t kMaxBytes = size_t{32} << 20;
+constexpr size_t kGuard = 256;  // poisoned bytes checked on both sides of an output
+const std::vector<AllReduceAlgorithm> kAlgos = {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot,
+                                                AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing,
+                                                AllReduceAlgorithm::kRecursiveDoubling};
+const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64,  DataType::kInt32,
+                                      DataType::kInt64,   DataType::kBFloat16, DataType::kFloat16};
+const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                                    ReduceOp::kAvg};
+
+// Own names (valid gtest identifiers), independent of the library's.
+const char* algo_id(AllReduceAlgorithm a) {
+  return std::array{"auto", "one_shot", "two_shot", "ring", "recursive_doubling"}[static_cast<int>(a)];
+}
+const char* type_id(DataType t) { return std::array{"f32", "f64", "i32", "i64", "bf16", "f16"}[static_cast<int>(t)]; }
+const char* op_id(ReduceOp op) { return std::array{"sum", "prod", "min", "max", "avg"}[static_cast<int>(op)]; }
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#define CK(expr) cuda_check((expr), #expr)
+
+uint64_t mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// ---------------------------------------------------------------- shared state
+struct Shared {
+  std::unique_ptr<ferry::Communicator> comm;
+  std::unique_ptr<ferry::AllReduce> ar;
+  cudaStream_t stream = nullptr;
+  char* in_buf = nullptr;
+  char* out_buf = nullptr;
+  uint64_t seed = 0;
+  uint64_t cases = 0;
+  ~Shared() {
+    if (stream) cudaStreamSynchronize(stream);
+    ar.reset();
+    if (in_buf) cudaFree(in_buf);
+    if (out_buf) cudaFree(out_buf);
+    if (stream) cudaStreamDestroy(stream);
+    comm.reset();
+  }
+  uint64_t next_seed() { return mix(seed ^ mix(++cases)); }  // same sequence on every rank
+};
+std::unique_ptr<Shared>& shared_slot() {
+  static std::unique_ptr<Shared> s;
+  return s;
+}
+// Collective on first use; every rank runs the same tests in the same order.
+Shared& shared() {
+  auto& s = shared_slot();
+  if (s) return *s;
+  s = std::make_unique<Shared>();
+  s->comm = std::make_unique<ferry::Communicator>(std::make_shared<ferry::MpiBootstrap>());
+  s->ar = std::make_unique<ferry::AllReduce>(*s->comm, kMaxBytes);
+  CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  CK(cudaMalloc(&s->in_buf, kMaxBytes + 4 * kGuard));
+  CK(cudaMalloc(&s->out_buf, kMaxBytes + 4 * kGuard));
+  unsigned long long seed = 0;
+  if (mpi_rank() == 0) {
+    const char* env = std::getenv("FERRY_TEST_SEED");
+    seed = env ? std::strtoull(env, nullptr, 0) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    std::printf("[ferry] allreduce tests: seed %llu (FERRY_TEST_SEED=%llu repeats it)\n", seed, seed);
+  }
+  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  s->seed = seed;
+  return *s;
+}
+class AllReduceEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { shared_slot().reset(); }
+};
+[[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new AllReduceEnvironment);
+
+#define REQUIRE_SINGLE_NODE_ALLREDUCE()                                                         \
+  FERRY_REQUIRE_GPUS();                                                                         \
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "AllReduce runs inside one node"
+
+// ---------------------------------------------------------------- inputs and reference
+// Values are exact in their type and chosen so the reference is well defined:
+// sums of [-1,1) (ints: full width divided by the world size, so no overflow),
+// products of +-(1 +- 1/4) (ints: [-3,3]), min/max over wide ranges (ints: all bits).
+double gen_float(DataType t, ReduceOp op, uint64_t u) {
+  const double x = static_cast<double>(u >> 11) * 0x1p-52 - 1.0;  // [-1, 1)
+  double v = x;
+  if (op == ReduceOp::kProd) v = ((u & 1) ? -1.0 : 1.0) * (1.0 + 0.25 * x);
+  if (op == ReduceOp::kMin || op == ReduceOp::kMax) v = 100.0 * x;
+  switch (t) {
+    case DataType::kFloat32: return static_cast<float>(v);
+    case DataType::kBFloat16: return round_bf16(static_cast<float>(v));
+    case DataType::kFloat16: return round_f16(static_cast<float>(v));
+    default: return v;
+  }
+}
+int64_t gen_int(DataType t, ReduceOp op, uint64_t u, int world) {
+  const bool i32 = t == DataType::kInt32;
+  if (op == ReduceOp::kProd) return static_cast<int64_t>(u % (world <= 19 ? 7 : 3)) - (world <= 19 ? 3 : 1);
+  if (op == ReduceOp::kMin || op == ReduceOp::kMax) return i32 ? int64_t{static_cast<int32_t>(u)} : static_cast<int64_t>(u);
+  const uint64_t lim = (i32 ? uint64_t{INT32_MAX} : uint64_t{INT64_MAX}) / static_cast<uint64_t>(world);
+  return static_cast<int64_t>(u % (2 * lim + 1)) - static_cast<int64_t>(lim);
+}
+struct HostCase {
+  std::vector<uint8_t> input;   // this rank's input
+  std::vector<double> ref, tol; // float types
+  std::vector<int64_t> iref;    // int types
+};
+
+// 16-bit and fp32 types accumulate in fp32 and round once; fp64 in fp64.
+HostCase make_case(DataType t, ReduceOp op, size_t count, uint64_t seed, int rank, int world) {
+  const size_t sz = elem_size(t);
+  const double rel = t == DataType::kBFloat16 ? 1e-2 : t == DataType::kFloat16 ? 2e-3 : t == DataType::kFloat32 ? 1e-5 : 1e-12;
+  const double acc_eps = 2.0 * world * (t == DataType::kFloat64 ? 0x1p-53 : 0x1p-24);
+  std::vector<uint64_t> rs(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) rs[r] = mix(seed ^ (0x632be59bd9b4e019ull * static_cast<uint64_t>(r + 1)));
+  HostCase hc;
+  hc.input.resize(count * sz);
+  if (is_int(t)) hc.iref.resize(count); else { hc.ref.resize(count); hc.tol.resize(count); }
+  for (size_t i = 0; i < count; ++i) {
+    if (is_int(t)) {
+      int64_t acc = 0;
+      for (int r = 0; r < world; ++r) {
+        const int64_t v = gen_int(t, op, mix(rs[r] ^ i), world);
+        if (r == rank) store_element(t, &hc.input[i * sz], 0, v);
+        if (r == 0) acc = v;
+        else if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += v;
+        else if (op == ReduceOp::kProd) acc *= v;
+        else if (op == ReduceOp::kMin) acc = std::min(acc, v);
+        else acc = std::max(acc, v);
+      }
+      hc.iref[i] = op == ReduceOp::kAvg ? acc / world : acc;  // C++ division truncates toward zero
+    } else {
+      long double acc = 0, mag = 0;
+      for (int r = 0; r < world; ++r) {
+        const double v = gen_float(t, op, mix(rs[r] ^ i));
+        if (r == rank) store_element(t, &hc.input[i * sz], v, 0);
+        mag += std::fabs(v);
+        if (r == 0) acc = v;
+        else if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += v;
+        else if (op == ReduceOp::kProd) acc *= v;
+        else if (op == ReduceOp::kMin) acc = std::min<long double>(acc, v);
+        else acc = std::max<long double>(acc, v);
+      }
+      if (op == ReduceOp::kAvg) { acc /= world; mag /= world; }
+      const double ref = static_cast<double>(acc);
+      hc.ref[i] = ref;
+      if (op == ReduceOp::kMin || op == ReduceOp::kMax) hc.tol[i] = 0;  // exact
+      else if (op == ReduceOp::kProd) hc.tol[i] = (rel + acc_eps) * std::fabs(ref);
+      else hc.tol[i] = rel * std::fabs(ref) + acc_eps * static_cast<double>(mag);
+    }
+  }
+  return hc;
+}
+
+uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// ---------------------------------------------------------------- one call, staged and checked
+struct Job {
+  AllReduceAlgorithm algo;
+  DataType type;
+  ReduceOp op;
+  size_t count;
+  const void* in;
+  void* out;
+  size_t guard;  // poisoned bytes checked before and after out
+  uint64_t seed;
+  HostCase hc;
+  std::vector<uint8_t> region, in_after;
+  size_t bytes() const { return count * elem_size(type); }
+  bool in_place() const { return in == out; }
+  std::string what() const {
+    std::ostringstream os;
+    os << algo_id(algo) << " " << type_id(type) << " " << op_id(op) << " count " << count << " in "
+       << in << " out " << out << (in_place() ? " in-place" : "") << " seed " << seed << " (rank "
+       << mpi_rank() << " of " << mpi_size() << ")";
+    return os.str();
+  }
+};
+
+Job make_job(Shared& s, AllReduceAlgorithm algo, DataType t, ReduceOp op, size_t count, const void* in,
+             void* out, size_t guard = 0) {
+  Job j{algo, t, op, count, in, out, guard, s.next_seed(), {}, {}, {}};
+  j.hc = make_case(t, op, count, j.seed, mpi_rank(), mpi_size());
+  return j;
+}
+// Poison the output (and its guards), then upload the input.
+void stage(Shared& s, Job& j) {
+  CK(cudaMemsetAsync(static_cast<char*>(j.out) - j.guard, 0xFF, j.bytes() + 2 * j.guard, s.stream));
+  CK(cudaMemcpyAsync(const_cast<void*>(j.in), j.hc.input.data(), j.bytes(), cudaMemcpyHostToDevice, s.stream));
+}
+void launch(Shared& s, Job& j) { s.ar->run(j.in, j.out, j.count, j.type, j.op, s.stream, j.algo); }
+void fetch(Shared& s, Job& j) {
+  j.region.assign(j.bytes() + 2 * j.guard, 0);
+  CK(cudaMemcpyAsync(j.region.data(), static_cast<char*>(j.out) - j.guard, j.region.size(), cudaMemcpyDeviceToHost, s.stream));
+  if (!j.in_place()) {
+    j.in_after.assign(j.bytes(), 0);
+    CK(cudaMemcpyAsync(j.in_after.data(), j.in, j.bytes(), cudaMemcpyDeviceToHost, s.stream));
+  }
+}
+
+// Checks one fetched job on this rank; returns the hash of its output.
+uint64_t verify(const Job& j) {
+  const uint8_t* out = j.region.data() + j.guard;
+  const size_t sz = elem_size(j.type);
+  size_t bad_guard = 0, bad = 0;
+  for (size_t i = 0; i < j.guard; ++i) bad_guard += (j.region[i] != 0xFF) + (out[j.bytes() + i] != 0xFF);
+  std::ostringstream first;
+  for (size_t i = 0; i < j.count; ++i) {
+    bool ok;
+    if (is_int(j.type)) {
+      const int64_t got = load_int(j.type, out + i * sz);
+      ok = got == j.hc.iref[i];
+      if (!ok && bad < 5) first << "\n  [" << i << "] got " << got << " want " << j.hc.iref[i];
+    } else {
+      const double got = load_float(j.type, out + i * sz);
+      ok = std::fabs(got - j.hc.ref[i]) <= j.hc.tol[i];  // false for NaN (the poison)
+      if (!ok && bad < 5) first << "\n  [" << i << "] got " << got << " want " << j.hc.ref[i] << " +- " << j.hc.tol[i];
+    }
+    bad += !ok;
+  }
+  EXPECT_EQ(bad, 0u) << bad << " of " << j.count << " elements wrong: " << j.what() << first.str();
+  EXPECT_EQ(bad_guard, 0u) << "wrote outside the output: " << j.what();
+  if (!j.in_place()) {
+    EXPECT_TRUE(j.in_after == j.hc.input) << "input modified: " << j.what();
+  }
+  return fnv1a(out, j.bytes());
+}
+
+// Runs `enqueue` (work on s.stream), synchronizes through the communicator, checks
+// every job and that all ranks hold bitwise identical outputs. Collective. Returns
+// false on every rank if any rank threw (the caller stops the test).
+template <typename Enqueue>
+bool run_and_check(Shared& s, std::vector<Job>& jobs, Enqueue&& enqueue) {
+  std::string error;
+  try {
+    enqueue();
+    s.comm->synchronize(s.stream);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const bool ok = all_ranks(error.empty());
+  if (!error.empty()) ADD_FAILURE() << "threw: " << error << "\n  first job: " << jobs.front().what();
+  if (!ok) return false;
+  std::vector<uint64_t> hashes;
+  for (const Job& j : jobs) hashes.push_back(verify(j));
+  std::vector<uint64_t> all(hashes.size() * static_cast<size_t>(mpi_size()));
+  MPI_Allgather(hashes.data(), static_cast<int>(hashes.size()), MPI_UINT64_T, all.data(),
+                static_cast<int>(hashes.size()), MPI_UINT64_T, MPI_COMM_WORLD);
+  for (size_t k = 0; k < jobs.size(); ++k)
+    for (int r = 0; r < mpi_size(); ++r)
+      EXPECT_EQ(all[r * hashes.size() + k], hashes[k]) << "rank " << r << " differs bitwise: " << jobs[k].what();
+  return true;
+}
+
+// One eager call on the shared buffers: `in_off` / `out_off` in elements (so not
+// 16-byte aligned for small values), guards poisoned around the output.
+bool check_call(Shared& s, AllReduceAlgorithm algo, DataType t, ReduceOp op, size_t count, size_t in_off = 0,
+                size_t out_off = 0, bool in_place = false) {
+  const size_t sz = elem_size(t);
+  char* out = s.out_buf + 2 * kGuard + out_off * sz;
+  const char* in = in_place ? out : s.in_buf + 2 * kGuard + in_off * sz;
+  std::vector<Job> jobs;
+  jobs.push_back(make_job(s, algo, t, op, count, in, out, kGuard));
+  return run_and_check(s, jobs, [&] {
+    stage(s, jobs[0]);
+    launch(s, jobs[0]);
+    fetch(s, jobs[0]);
+  });
+}
+
+std::vector<AllReduceAlgorithm> supported(Shared& s) {
+  std::vector<AllReduceAlgorithm> v;
+  for (AllReduceAlgorithm a : kAlgos)
+    if (s.ar->supports(a)) v.push_back(a);
+  return v;
+}
+
+// ---------------------------------------------------------------- tests
+class AllReduceMatrix : public ::testing::TestWithParam<std::tuple<AllReduceAlgorithm, DataType>> {};
+
+TEST_P(AllReduceMatrix, EveryOpOddCountsUnalignedInPlace) {
+  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  Shared& s = shared();
+  const auto [algo, type] = GetParam();
+  const bool pow2 = (mpi_size() & (mpi_size() - 1)) == 0;
+  if (algo == AllReduceAlgorithm::kRecursiveDoubling) {
+    EXPECT_EQ(s.ar->supports(algo), pow2);
+  }
+  if (!s.ar->supports(algo)) {
+    EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, 16, type, ReduceOp::kSum, s.stream, algo), ferry::NotSupported);
+    EXPECT_FALSE(s.comm->aborted());
+    GTEST_SKIP() << algo_id(algo) << " not supported on " << mpi_size() << " ranks";
+  }
+  for (ReduceOp op : kOps) {
+    for (size_t count : {1, 3, 1023, 4097, 65536, 65537, 300007}) ASSERT_TRUE(check_call(s, algo, type, op, count));
+    ASSERT_TRUE(check_call(s, algo, type, op, 4097, /*in_off=*/1, /*out_off=*/3));
+    ASSERT_TRUE(check_call(s, algo, type, op, 1023, 0, 0, /*in_place=*/true));
+    ASSERT_TRUE(check_call(s, algo, type, op, 17, 0, 1, /*in_place=*/true));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AllReduceMatrix, ::testing::Combine(::testing::ValuesIn(kAlgos), ::testing::ValuesIn(kTypes)),
+                         [](const auto& info) {
+                           return std::string(algo_id(std::get<0>(info.param))) + "_" + type_id(std::get<1>(info.param));
+                         });
+
+TEST(AllReduce, LargeSums) {
+  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  Shared& s = shared();
+  for (AllReduceAlgorithm a : supported(s)) {
+    ASSERT_TRUE(check_call(s, a, DataType::kFloat32, ReduceOp::kSum, 3000017));
+    ASSERT_TRUE(check_call(s, a, DataType::kBFloat16, ReduceOp::kSum, 3000017, 1, 1));
+  }
+  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kInt64, ReduceOp::kSum, 3000017));
+  // Exactly max_bytes.
+  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat64, ReduceOp::kSum, kMaxBytes / 8));
+}
+
+TEST(AllReduce, SelectAndSupports) {
+  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  Shared& s = shared();
+  EXPECT_EQ(s.ar->max_bytes(), kMaxBytes);
+  for (AllReduceAlgorithm a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
+                               AllReduceAlgorithm::kRing})
+    EXPECT_TRUE(s.ar->supports(a)) << algo_id(a);
+  for (size_t bytes : {size_t{2}, size_t{1024}, size_t{65536}, size_t{1} << 20, size_t{16} << 20, kMaxBytes}) {
+    const AllReduceAlgorithm a = s.ar->select(bytes);
+    EXPECT_NE(a, AllReduceAlgorithm::kAuto) << bytes;
+    EXPECT_TRUE(s.ar->supports(a)) << algo_id(a) << " for " << bytes;
+    const auto all = s.comm->bootstrap().all_gather_value(static_cast<int>(a));
+    for (int r = 0; r < mpi_size(); ++r) EXPECT_EQ(all[r], static_cast<int>(a)) << "rank " << r << ", " << bytes;
+  }
+}
+
+TEST(AllReduce, BadArgumentsThrowAndLeaveTheCommunicatorUsable) {
+  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  Shared& s = shared();
+  EXPECT_THROW(s.ar->run(nullptr, s.out_buf, 8, DataType::kFloat32, ReduceOp::kSum, s.stream), ferry::InvalidArgument);
+  EXPECT_THROW(s.ar->run(s.in_buf, nullptr, 8, DataType::kFloat32, ReduceOp::kSum, s.stream), ferry::InvalidArgument);
+  EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, 0, DataType::kFloat32, ReduceOp::kSum, s.stream), ferry::InvalidArgument);
+  EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, kMaxBytes / 4 + 1, DataType::kFloat32, ReduceOp::kSum, s.stream),
+               ferry::InvalidArgument);
+  EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, 8, static_cast<DataType>(99), ReduceOp::kSum, s.stream),
+               ferry::InvalidArgument);
+  EXPECT_FALSE(s.comm->aborted());
+  EXPECT_NO_THROW(s.comm->check());
+  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat32, ReduceOp::kSum, 1000));
+}
+
+// Captures ar.run into graphs (two graphs on different pointers, and one graph
+// holding two calls), replays them with new data uploaded between replays on the
+// stream, interleaved with eager calls.
+TEST(AllReduce, GraphReplayWithNewData) {
+  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  Shared& s = shared();
+  constexpr size_t kBuf = size_t{1} << 20;
+  char* pool = nullptr;
+  CK(cudaMalloc(&pool, 4 * kBuf));
+  // Graph A: bf16 sum, 4097; graph B: i32 max, 1023, unaligned pointers.
+  const auto a_in = pool, a_out = pool + kBuf + kGuard;
+  const auto b_in = pool + 2 * kBuf + 4, b_out = pool + 3 * kBuf + kGuard + 8;
+  bool alive = true;
+  for (AllReduceAlgorithm algo : supported(s)) {
+    if (!alive) break;
+    SCOPED_TRACE(algo_id(algo));
+    auto job_a = [&] { return make_job(s, algo, DataType::kBFloat16, ReduceOp::kSum, 4097, a_in, a_out, kGuard); };
+    auto job_b = [&] { return make_job(s, algo, DataType::kInt32, ReduceOp::kMax, 1023, b_in, b_out, kGuard); };
+    cudaGraphExec_t exec[3] = {nullptr, nullptr, nullptr};
+    std::string error;
+    try {
+      for (int g = 0; g < 3; ++g) {
+        Job ja = job_a(), jb = job_b();  // only the pointers and shapes matter for capture
+        cudaGraph_t graph = nullptr;
+        CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeGlobal));
+        try {
+          if (g != 1) launch(s, ja);
+          if (g != 0) launch(s, jb);
+        } catch (...) {
+          cudaStreamEndCapture(s.stream, &graph);
+          if (graph) cudaGraphDestroy(graph);
+          throw;
+        }
+        CK(cudaStreamEndCapture(s.stream, &graph));
+        CK(cudaGraphInstantiate(&exec[g], graph, 0));
+        CK(cudaGraphDestroy(graph));
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    alive = all_ranks(error.empty());
+    EXPECT_TRUE(error.empty()) << "capture failed: " << error;
+    for (int rep = 0; alive && rep < 5; ++rep) {
+      SCOPED_TRACE("replay " + std::to_string(rep));
+      std::vector<Job> jobs;
+      jobs.push_back(job_a());
+      jobs.push_back(job_b());
+      jobs.push_back(job_a());
+      jobs.push_back(job_b());
+      // A, B, then the two-call graph, all queued before one synchronization.
+      const bool ok = run_and_check(s, jobs, [&] {
+        stage(s, jobs[0]);
+        CK(cudaGraphLaunch(exec[0], s.stream));
+        fetch(s, jobs[0]);
+        stage(s, jobs[1]);
+        CK(cudaGraphLaunch(exec[1], s.stream));
+        fetch(s, jobs[1]);
+        stage(s, jobs[2]);
+        stage(s, jobs[3]);
+        CK(cudaGraphLaunch(exec[2], s.stream));
+        fetch(s, jobs[2]);
+        fetch(s, jobs[3]);
+      });
+      // Eager calls between replays advance the same device epochs.
+      alive = ok && check_call(s, algo, DataType::kFloat32, ReduceOp::kSum, 777 + 100 * rep, rep % 2, 0);
+    }
+    for (auto e : exec)
+      if (e) cudaGraphExecDestroy(e);
+  }
+  EXPECT_TRUE(alive);
+  cudaStreamSynchronize(s.stream);
+  CK(cudaFree(pool));
+}
+
+// 200 calls on one stream, with no host synchronization inside a batch of 20:
+// algorithms, types, ops, sizes, offsets and in-place alternate from call to call.
+TEST(AllReduce, BackToBack) {
+  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  Shared& s = shared();
+  const std::vector<AllReduceAlgorithm> algos = supported(s);
+  const std::vector<size_t> counts = {1, 31, 1000, 4097, 65537, 131075};
+  constexpr int kBatch = 20, kCalls = 200;
+  const size_t slot = 131075 * 8 + 2 * kGuard + 64;
+  char* pool = nullptr;
+  CK(cudaMalloc(&pool, 2 * slot * kBatch));
+  bool ok = true;
+  for (int base = 0; ok && base < kCalls; base += kBatch) {
+    std::vector<Job> jobs;
+    for (int k = 0; k < kBatch; ++k) {
+      const int c = base + k;
+      const AllReduceAlgorithm algo = algos[c % algos.size()];
+      const DataType t = kTypes[(c / 3) % kTypes.size()];
+      const ReduceOp op = kOps[(c * 7 / 2) % kOps.size()];
+      const size_t count = counts[(c * 5) % counts.size()];
+      const size_t off = (c % 3 == 1) ? elem_size(t) : 0;
+      char* in = pool + (2 * k) * slot + kGuard + off;
+      char* out = pool + (2 * k + 1) * slot + kGuard + 2 * off;
+      jobs.push_back(make_job(s, algo, t, op, count, c % 5 == 0 ? out : in, out, kGuard));
+    }
+    ok = run_and_check(s, jobs, [&] {
+      for (Job& j : jobs) stage(s, j);
+      for (Job& j : jobs) launch(s, j);
+      for (Job& j : jobs) fetch(s, j);
+    });
+  }
+  EXPECT_TRUE(ok);
+  cudaStreamSynchronize(s.stream);
+  CK(cudaFree(pool));
+}
+
+}  // namespace

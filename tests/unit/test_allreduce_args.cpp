@@ -1,0 +1,226 @@
+// AllReduce argument checks at the API boundary (ferry::allreduce::validate_call),
+// no GPU: every rejection is the right exception with a message naming the values,
+// and valid calls (unaligned pointers and in-place included) return their byte size.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "allreduce/validate.hpp"
+#include "ferry/allreduce.hpp"
+#include "ferry/error.hpp"
+#include "ferry/types.hpp"
+
+namespace {
+
+using ferry::AllReduceAlgorithm;
+using ferry::DataType;
+using ferry::ReduceOp;
+using ferry::allreduce::algorithm_supported;
+using ferry::allreduce::CallShape;
+using ferry::allreduce::CommShape;
+using ferry::allreduce::validate_call;
+
+const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64,  DataType::kInt32,
+                                      DataType::kInt64,   DataType::kBFloat16, DataType::kFloat16};
+const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                                    ReduceOp::kAvg};
+const std::vector<AllReduceAlgorithm> kExplicit = {AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
+                                                   AllReduceAlgorithm::kRing,
+                                                   AllReduceAlgorithm::kRecursiveDoubling};
+const std::vector<AllReduceAlgorithm> kAll = {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot,
+                                              AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing,
+                                              AllReduceAlgorithm::kRecursiveDoubling};
+
+// Fake device addresses: validation must not dereference them.
+const void* const kIn = reinterpret_cast<const void*>(uintptr_t{0x7f0000100000});
+void* const kOut = reinterpret_cast<void*>(uintptr_t{0x7f0000900000});
+
+constexpr CommShape kComm{size_t{1} << 20, 8, true};
+
+CallShape call(size_t count, DataType type = DataType::kFloat32, ReduceOp op = ReduceOp::kSum,
+               AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto) {
+  return CallShape{kIn, kOut, count, type, op, algorithm};
+}
+
+// Without the "[check failed: ...]" and "(file:line)" the macros append.
+std::string user_part(const std::string& what) {
+  const size_t check = what.find(" [check failed:");
+  if (check != std::string::npos) return what.substr(0, check);
+  const size_t where = what.rfind(" (");
+  if (where != std::string::npos && !what.empty() && what.back() == ')') return what.substr(0, where);
+  return what;
+}
+
+// `number` appears in the message as a whole number (not as part of a longer one).
+bool names_number(const std::string& what, unsigned long long number) {
+  const std::regex re("(^|[^0-9])" + std::to_string(number) + "([^0-9]|$)");
+  return std::regex_search(user_part(what), re);
+}
+
+bool contains_ci(std::string haystack, std::string needle) {
+  for (auto* s : {&haystack, &needle})
+    for (char& c : *s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Runs validate_call, expects exception E exactly, returns its message.
+template <typename E>
+std::string rejection(const CallShape& c, const CommShape& comm) {
+  try {
+    const size_t bytes = validate_call(c, comm);
+    ADD_FAILURE() << "expected an exception, validate_call returned " << bytes;
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+  return {};
+}
+
+TEST(AllReduceArgs, NullPointersAreInvalid) {
+  CallShape c = call(16);
+  c.in = nullptr;
+  std::string msg = rejection<ferry::InvalidArgument>(c, kComm);
+  EXPECT_TRUE(contains_ci(msg, "null")) << msg;
+
+  c = call(16);
+  c.out = nullptr;
+  msg = rejection<ferry::InvalidArgument>(c, kComm);
+  EXPECT_TRUE(contains_ci(msg, "null")) << msg;
+
+  c.in = nullptr;
+  rejection<ferry::InvalidArgument>(c, kComm);
+}
+
+TEST(AllReduceArgs, ZeroCountIsInvalid) {
+  for (DataType t : kTypes) {
+    SCOPED_TRACE(ferry::dtype_name(t));
+    const std::string msg = rejection<ferry::InvalidArgument>(call(0, t), kComm);
+    EXPECT_TRUE(contains_ci(user_part(msg), "count")) << msg;
+  }
+}
+
+TEST(AllReduceArgs, TooManyBytesNamesTheSizes) {
+  const CommShape comm{1000, 4, true};
+  // 300 float32 = 1200 bytes > 1000.
+  std::string msg = rejection<ferry::InvalidArgument>(call(300, DataType::kFloat32), comm);
+  EXPECT_TRUE(names_number(msg, 1000)) << "should name max_bytes 1000: " << msg;
+  EXPECT_TRUE(names_number(msg, 1200) || names_number(msg, 300)) << "should name the request: " << msg;
+
+  // One element over, for a 2-byte type: 501 bf16 = 1002 bytes.
+  msg = rejection<ferry::InvalidArgument>(call(501, DataType::kBFloat16), comm);
+  EXPECT_TRUE(names_number(msg, 1000)) << msg;
+  EXPECT_TRUE(names_number(msg, 1002) || names_number(msg, 501)) << msg;
+
+  // Exactly max_bytes is accepted.
+  EXPECT_EQ(validate_call(call(500, DataType::kBFloat16), comm), 1000u);
+  EXPECT_EQ(validate_call(call(125, DataType::kFloat64), comm), 1000u);
+}
+
+TEST(AllReduceArgs, ByteCountOverflowIsInvalid) {
+  // count * 8 wraps around to 8 bytes in size_t arithmetic: must still be rejected.
+  const size_t count = std::numeric_limits<size_t>::max() / 4 + 2;
+  rejection<ferry::InvalidArgument>(call(count, DataType::kFloat64), kComm);
+  rejection<ferry::InvalidArgument>(call(std::numeric_limits<size_t>::max(), DataType::kBFloat16), kComm);
+}
+
+TEST(AllReduceArgs, UnknownTypeOrOpIsInvalid) {
+  std::string msg = rejection<ferry::InvalidArgument>(call(16, static_cast<DataType>(99)), kComm);
+  EXPECT_TRUE(names_number(msg, 99)) << msg;
+  msg = rejection<ferry::InvalidArgument>(call(16, DataType::kFloat32, static_cast<ReduceOp>(99)), kComm);
+  EXPECT_TRUE(names_number(msg, 99)) << msg;
+  rejection<ferry::InvalidArgument>(call(16, static_cast<DataType>(-1)), kComm);
+  rejection<ferry::InvalidArgument>(call(16, DataType::kInt32, static_cast<ReduceOp>(5)), kComm);
+}
+
+TEST(AllReduceArgs, UnknownAlgorithmIsRejected) {
+  const CallShape c = call(16, DataType::kFloat32, ReduceOp::kSum, static_cast<AllReduceAlgorithm>(99));
+  EXPECT_FALSE(algorithm_supported(c.algorithm, kComm));
+  try {
+    validate_call(c, kComm);
+    ADD_FAILURE() << "algorithm 99 accepted";
+  } catch (const ferry::InvalidArgument& e) {
+    EXPECT_TRUE(names_number(e.what(), 99)) << e.what();
+  } catch (const ferry::NotSupported& e) {
+    EXPECT_TRUE(names_number(e.what(), 99)) << e.what();
+  }
+}
+
+TEST(AllReduceArgs, RecursiveDoublingNeedsPowerOfTwo) {
+  for (int n : {3, 5, 6, 7}) {
+    SCOPED_TRACE("world size " + std::to_string(n));
+    const CommShape comm{size_t{1} << 20, n, true};
+    EXPECT_FALSE(algorithm_supported(AllReduceAlgorithm::kRecursiveDoubling, comm));
+    const std::string msg = rejection<ferry::NotSupported>(
+        call(64, DataType::kFloat32, ReduceOp::kSum, AllReduceAlgorithm::kRecursiveDoubling), comm);
+    EXPECT_TRUE(names_number(msg, static_cast<unsigned>(n))) << "should name the world size: " << msg;
+    // Every other algorithm (and kAuto) still works on this size.
+    for (AllReduceAlgorithm a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot,
+                                 AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing}) {
+      EXPECT_TRUE(algorithm_supported(a, comm)) << ferry::algorithm_name(a);
+      EXPECT_EQ(validate_call(call(64, DataType::kFloat32, ReduceOp::kSum, a), comm), 256u);
+    }
+  }
+  for (int n : {2, 4, 8}) {
+    const CommShape comm{size_t{1} << 20, n, true};
+    EXPECT_TRUE(algorithm_supported(AllReduceAlgorithm::kRecursiveDoubling, comm)) << n;
+    EXPECT_EQ(validate_call(call(64, DataType::kFloat32, ReduceOp::kSum, AllReduceAlgorithm::kRecursiveDoubling),
+                            comm),
+              256u);
+  }
+}
+
+TEST(AllReduceArgs, MultiNodeIsNotSupported) {
+  const CommShape comm{size_t{1} << 20, 8, false};
+  for (AllReduceAlgorithm a : kExplicit) {
+    SCOPED_TRACE(ferry::algorithm_name(a));
+    EXPECT_FALSE(algorithm_supported(a, comm));
+  }
+  for (AllReduceAlgorithm a : kAll) {
+    SCOPED_TRACE(ferry::algorithm_name(a));
+    rejection<ferry::NotSupported>(call(64, DataType::kFloat32, ReduceOp::kSum, a), comm);
+  }
+}
+
+TEST(AllReduceArgs, SingleNodeSupportsTheBasicAlgorithms) {
+  for (int n : {2, 3, 4, 6, 8}) {
+    const CommShape comm{size_t{1} << 20, n, true};
+    for (AllReduceAlgorithm a : {AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
+                                 AllReduceAlgorithm::kRing})
+      EXPECT_TRUE(algorithm_supported(a, comm)) << ferry::algorithm_name(a) << " on " << n;
+  }
+}
+
+TEST(AllReduceArgs, ValidCallsReturnTheirByteSize) {
+  for (DataType t : kTypes) {
+    for (ReduceOp op : kOps) {
+      for (AllReduceAlgorithm a : kAll) {
+        for (size_t count : {size_t{1}, size_t{3}, size_t{17}, size_t{1023}, size_t{65537}}) {
+          SCOPED_TRACE(std::string(ferry::dtype_name(t)) + " " + ferry::reduce_op_name(op) + " " +
+                       ferry::algorithm_name(a) + " count " + std::to_string(count));
+          EXPECT_EQ(validate_call(call(count, t, op, a), kComm), count * ferry::dtype_size(t));
+        }
+      }
+    }
+  }
+}
+
+TEST(AllReduceArgs, InPlaceAndUnalignedPointersAreValid) {
+  // The API takes any device pointers: no alignment requirement, in == out allowed.
+  for (DataType t : kTypes) {
+    SCOPED_TRACE(ferry::dtype_name(t));
+    const size_t sz = ferry::dtype_size(t);
+    const auto* in = static_cast<const char*>(kIn) + sz;       // base + 1 element
+    auto* out = static_cast<char*>(kOut) + 3 * sz;              // base + 3 elements
+    EXPECT_EQ(validate_call(CallShape{in, out, 1001, t, ReduceOp::kSum, AllReduceAlgorithm::kAuto}, kComm),
+              1001 * sz);
+    EXPECT_EQ(validate_call(CallShape{out, out, 7, t, ReduceOp::kMax, AllReduceAlgorithm::kRing}, kComm), 7 * sz);
+  }
+}
+
+}  // namespace
