@@ -57,6 +57,9 @@ FERRY_HOST_DEVICE inline size_t packs_of(size_t count, size_t elem_size) {
 }
 FERRY_HOST_DEVICE inline size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+// Tuning knob from the environment (0 or unset: the built-in choice). Read once.
+size_t tuning_knob(const char* name);
+
 // Each algorithm: the user bytes one launch may carry for a given AllReduce
 // capacity, the scratch bytes that needs, and its launcher.
 size_t one_shot_capacity(size_t max_bytes);

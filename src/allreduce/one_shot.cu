@@ -82,7 +82,9 @@ void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, c
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
     // About one pack per thread: latency matters more than SM count here.
-    const size_t want = (packs + kThreads - 1) / kThreads;
+    static const size_t knob_ppt = tuning_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD");
+    const size_t per_block = kThreads * (knob_ppt ? knob_ppt : 1);
+    const size_t want = (packs + per_block - 1) / per_block;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
     one_shot_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();

@@ -137,10 +137,12 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     Params p = params;
     const size_t packs = packs_of(p.count, sizeof(T));
     const size_t shard = (packs + p.world_size - 1) / p.world_size;
-    const int max_blocks = std::min(num_sms, kMaxBlocks);
+    static const size_t knob_blocks = tuning_knob("FERRY_TWO_SHOT_BLOCKS");
+    static const size_t knob_chunk = tuning_knob("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
+    const int max_blocks = std::min(knob_blocks ? static_cast<int>(knob_blocks) : num_sms, kMaxBlocks);
     // Spread a shard over every SM, 64..2048 packs per block step.
     size_t chunk = (shard + max_blocks - 1) / max_blocks;
-    chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), 2048);
+    chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), knob_chunk ? knob_chunk : 2048);
     p.chunk_packs = chunk;
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
