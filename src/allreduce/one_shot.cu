@@ -12,6 +12,7 @@ namespace {
 constexpr int kThreads = 512;
 constexpr size_t kMaxLaunchBytes = size_t{2} << 20;
 constexpr size_t kSlotAlign = 256;
+constexpr size_t kMaxOneShotBlocks = 64;
 
 // NOTE [One-shot buffer reuse]
 // Rank p's data for launch e lands in slot p of parity (e & 1) of each peer q.
@@ -81,11 +82,15 @@ void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, c
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
-    // About one pack per thread: latency matters more than SM count here.
+    // About one pack per thread up to kMaxOneShotBlocks blocks: latency matters
+    // more than SM count here, and on 4xH200 grids of 128+ blocks ran 5x slower
+    // at 2 MB (ferry-bench, FERRY_ONE_SHOT_PACKS_PER_THREAD sweep).
     static const size_t knob_ppt = tuning_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD");
+    static const size_t knob_blocks = tuning_knob("FERRY_ONE_SHOT_BLOCKS");
     const size_t per_block = kThreads * (knob_ppt ? knob_ppt : 1);
     const size_t want = (packs + per_block - 1) / per_block;
-    const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
+    const size_t cap = std::min<size_t>(knob_blocks ? knob_blocks : kMaxOneShotBlocks, std::min(num_sms, kMaxBlocks));
+    const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, cap)));
     one_shot_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();
   });

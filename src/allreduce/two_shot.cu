@@ -20,7 +20,8 @@ constexpr unsigned kIterationBits = 20;
 struct ShardLayout {
   size_t shard_packs;     // packs per shard (last shards may hold fewer)
   size_t slot_bytes;      // one sender's slot in the scratch
-  size_t reduced_offset;  // where the reduced shard lives
+  size_t reduced_offset;  // where the reduced shard lives (all-gather by pull)
+  size_t gather_offset;   // one slot per sender of reduced shards (all-gather by push)
 };
 
 __host__ __device__ inline ShardLayout shard_layout(size_t count_packs, size_t capacity_bytes, int world) {
@@ -29,10 +30,13 @@ __host__ __device__ inline ShardLayout shard_layout(size_t count_packs, size_t c
   const size_t capacity_shard_packs = (capacity_bytes / kPackBytes + world - 1) / world;
   l.slot_bytes = round_up(capacity_shard_packs * kPackBytes, kSlotAlign);
   l.reduced_offset = l.slot_bytes * world;
+  l.gather_offset = l.reduced_offset + l.slot_bytes;
   return l;
 }
 
 // NOTE [Two-shot buffer reuse]
+// (All-gather by push: p writes its reduced slice of e+1 into q's gather slot
+// only after q's reduce-scatter data of e+1 arrived, sent after q finished e.)
 // No double buffering is needed: rank p pushes launch e+1 into q's slot only after
 // finishing launch e, which includes pulling q's reduced slice of e, which q wrote
 // after it had read every slot of that chunk. Likewise p overwrites its reduced
@@ -59,6 +63,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     return first >= num_packs ? 0 : min(layout.shard_packs, num_packs - first);
   };
   const size_t my_len = shard_len(me);
+  const bool push_gather = p.variant == 1;
 
   uint64_t step = 0;
   bool ok = true;
@@ -98,7 +103,14 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
       for (int r = 1; r < kMaxRanks; ++r)
         if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
       const uint4 result = pack_final<T, Op>(acc, world);
-      device::store16(local + layout.reduced_offset + j * kPackBytes, result);
+      if (push_gather) {
+#pragma unroll
+        for (int q = 0; q < kMaxRanks; ++q)
+          if (q < world && q != me)
+            device::store16(p.scratch[q] + layout.gather_offset + me * layout.slot_bytes + j * kPackBytes, result);
+      } else {
+        device::store16(local + layout.reduced_offset + j * kPackBytes, result);
+      }
       store_user_pack(out, pack, p.count, p.aligned, result);
     }
     __syncthreads();
@@ -106,13 +118,15 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     ok = wait_peers(p, row + kMaxRanks, flag, kPhaseTwoShotAllGather, &failed);
     if (!ok) break;
 
-    // 3. All-gather: pull every peer's reduced slice into the output.
+    // 3. All-gather: pull every peer's reduced slice (or copy the slices the
+    // peers pushed here) into the output.
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
       uint4 v[kMaxRanks];
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q)
         if (q < world && q != me && j < shard_len(q))
-          v[q] = device::load16(p.scratch[q] + layout.reduced_offset + j * kPackBytes);
+          v[q] = push_gather ? device::load16(local + layout.gather_offset + q * layout.slot_bytes + j * kPackBytes)
+                             : device::load16(p.scratch[q] + layout.reduced_offset + j * kPackBytes);
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q)
         if (q < world && q != me && j < shard_len(q))
@@ -128,7 +142,7 @@ size_t two_shot_capacity(size_t max_bytes) { return round_up(max_bytes, kPackByt
 
 size_t two_shot_scratch_bytes(size_t capacity, int world_size) {
   const ShardLayout l = shard_layout(0, capacity, world_size);
-  return l.reduced_offset + l.slot_bytes;
+  return l.gather_offset + l.slot_bytes * world_size;
 }
 
 void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
@@ -144,6 +158,8 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     size_t chunk = (shard + max_blocks - 1) / max_blocks;
     chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), knob_chunk ? knob_chunk : 2048);
     p.chunk_packs = chunk;
+    static const size_t knob_push = tuning_knob("FERRY_TWO_SHOT_PUSH_GATHER");
+    p.variant = knob_push == 1 ? 1 : 0;
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
     const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));

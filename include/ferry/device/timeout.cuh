@@ -78,23 +78,29 @@ __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
   return v;
 }
 
+__device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* ptr) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
 // Spins until *flag >= expected (flags are monotonic epochs, see the algorithms'
 // NOTEs). Returns false on timeout, or if another waiter already reported one.
+// The spin uses relaxed loads (an acquire load per spin would keep invalidating
+// the SM's L1); the fence after the successful load makes it an acquire.
 __device__ __noinline__ inline bool wait_flag_geq(const uint64_t* flag, uint64_t expected,
-                                           WaitContext ctx, int32_t peer,
-                                           int32_t phase) {
-  if (ld_acquire_sys(flag) >= expected) return true;
-  const uint64_t start = global_timer_ns();
-  uint32_t spins = 0;
-  while (true) {
-    uint64_t seen = ld_acquire_sys(flag);
-    if (seen >= expected) return true;
-    if ((++spins & 255u) == 0) {
+                                                  WaitContext ctx, int32_t peer, int32_t phase) {
+  uint64_t seen = ld_relaxed_sys(flag);
+  if (seen < expected) {
+    const uint64_t start = global_timer_ns();
+    uint32_t spins = 0;
+    while ((seen = ld_relaxed_sys(flag)) < expected) {
+      if ((++spins & 255u) != 0) continue;
       const uint64_t now = global_timer_ns();
       if (ctx.error->code != kDeviceOk) return false;
       if (now - start > ctx.timeout_ns) {
-        if (atomicCAS_system(const_cast<int32_t*>(&ctx.error->code), kDeviceOk,
-                             kDeviceTimeout) == kDeviceOk) {
+        if (atomicCAS_system(const_cast<int32_t*>(&ctx.error->code), kDeviceOk, kDeviceTimeout) ==
+            kDeviceOk) {
           ctx.error->rank = ctx.rank;
           ctx.error->peer = peer;
           ctx.error->phase = phase;
@@ -106,6 +112,8 @@ __device__ __noinline__ inline bool wait_flag_geq(const uint64_t* flag, uint64_t
       }
     }
   }
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+  return true;
 }
 
 }  // namespace device
