@@ -82,6 +82,9 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
     FERRY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(DeviceErrorState), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(host, 0, sizeof(DeviceErrorState));
     device_error_ = static_cast<DeviceErrorState*>(host);
+    FERRY_CUDA_CHECK(cudaMalloc(&device_abort_, sizeof(int32_t)));
+    FERRY_CUDA_CHECK(cudaMemset(device_abort_, 0, sizeof(int32_t)));
+    FERRY_CUDA_CHECK(cudaDeviceSynchronize());
     mine.ok = 1;
   } catch (const Error& e) {
     local_error = e.what();
@@ -129,6 +132,7 @@ Communicator::~Communicator() {
   cudaDeviceSynchronize();  // no kernel of ours may still use the heap
   heap_.reset();
   if (device_error_ != nullptr) cudaFreeHost(device_error_);
+  if (device_abort_ != nullptr) cudaFree(device_abort_);
 }
 
 bool Communicator::aborted() const { return aborted_; }

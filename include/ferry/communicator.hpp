@@ -62,6 +62,8 @@ class Communicator {
 
   // Device-visible error record (host-mapped). Kernels report timeouts here.
   DeviceErrorState* device_error_state() const { return device_error_; }
+  // Device-memory flag every device wait polls; set on the first timeout.
+  int32_t* device_abort_flag() const { return device_abort_; }
 
   // Throws AbortedError if the communicator was aborted, or TimeoutError (and
   // aborts) if a kernel recorded a timeout. Cheap: reads host-mapped memory.
@@ -79,6 +81,7 @@ class Communicator {
   int num_sms_ = 0;
   uint64_t timeout_ns_ = 0;
   DeviceErrorState* device_error_ = nullptr;  // cudaHostAlloc(mapped)
+  int32_t* device_abort_ = nullptr;           // cudaMalloc
   mutable bool aborted_ = false;
   mutable std::string abort_reason_;
   std::unique_ptr<SymmetricHeap> heap_;

@@ -173,7 +173,7 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   }
   p.capacity_bytes = state_->capacity[a];
   p.epoch = state_->epoch;
-  p.wait = WaitContext{comm_.device_error_state(), comm_.timeout_ns(), comm_.rank()};
+  p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
   const int num_sms = options_.max_blocks > 0 ? std::min(options_.max_blocks, comm_.num_sms()) : comm_.num_sms();
 
   // Split into launches of at most the algorithm's capacity (a multiple of 16

@@ -5,9 +5,10 @@
 // wait polls a deadline read from %globaltimer. On expiry the first waiter to
 // notice records {rank, peer, phase} in a DeviceErrorState that lives in
 // host-mapped pinned memory, and every waiter returns false so the kernel can
-// exit early (its output is then undefined). Waiters also give up as soon as
-// another waiter has recorded an error, so one timeout drains the whole grid
-// quickly. The host reads the record (Communicator::check), throws a TimeoutError
+// exit early (its output is then undefined). A device-memory abort flag, set
+// by the first waiter that times out, makes every other waiter give up at once,
+// so one timeout drains the whole grid quickly; it stays set, as the
+// communicator is aborted from then on. The host reads the record (Communicator::check), throws a TimeoutError
 // naming rank, peer and phase, and the communicator refuses further work: the
 // flags of the aborted exchange are out of step, so no later call could be safe.
 #pragma once
@@ -58,7 +59,9 @@ inline const char* phase_name(int32_t phase) {
 
 // What a kernel needs to wait with a deadline. Travels inside each kernel's Params.
 struct WaitContext {
-  DeviceErrorState* error;  // host-mapped
+  DeviceErrorState* error;  // host-mapped: written once, on timeout
+  int32_t* abort_flag;      // device memory: polled by waiters (a host-mapped read
+                            // in the spin loop would cross PCIe and stall it)
   uint64_t timeout_ns;
   int32_t rank;
 };
@@ -96,16 +99,16 @@ __device__ __noinline__ inline bool wait_flag_geq(const uint64_t* flag, uint64_t
     uint32_t spins = 0;
     while ((seen = ld_relaxed_sys(flag)) < expected) {
       if ((++spins & 255u) != 0) continue;
-      const uint64_t now = global_timer_ns();
-      if (ctx.error->code != kDeviceOk) return false;
-      if (now - start > ctx.timeout_ns) {
-        if (atomicCAS_system(const_cast<int32_t*>(&ctx.error->code), kDeviceOk, kDeviceTimeout) ==
-            kDeviceOk) {
+      if (*static_cast<volatile int32_t*>(ctx.abort_flag) != kDeviceOk) return false;
+      if (global_timer_ns() - start > ctx.timeout_ns) {
+        if (atomicCAS(ctx.abort_flag, kDeviceOk, kDeviceTimeout) == kDeviceOk) {
           ctx.error->rank = ctx.rank;
           ctx.error->peer = peer;
           ctx.error->phase = phase;
           ctx.error->expected = expected;
           ctx.error->observed = seen;
+          __threadfence_system();  // the record before the code the host polls
+          ctx.error->code = kDeviceTimeout;
           __threadfence_system();
         }
         return false;
