@@ -89,15 +89,15 @@ __device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* ptr) {
 
 // Spins until *flag >= expected (flags are monotonic epochs, see the algorithms'
 // NOTEs). Returns false on timeout, or if another waiter already reported one.
-// The spin uses relaxed loads (an acquire load per spin would keep invalidating
-// the SM's L1); the fence after the successful load makes it an acquire.
+// Acquire loads in the spin: measured ~1 us faster per exchange on 4xH200 than
+// relaxed loads followed by one fence.acq_rel.sys (the fence is the cost).
 __device__ __noinline__ inline bool wait_flag_geq(const uint64_t* flag, uint64_t expected,
                                                   WaitContext ctx, int32_t peer, int32_t phase) {
-  uint64_t seen = ld_relaxed_sys(flag);
+  uint64_t seen = ld_acquire_sys(flag);
   if (seen < expected) {
     const uint64_t start = global_timer_ns();
     uint32_t spins = 0;
-    while ((seen = ld_relaxed_sys(flag)) < expected) {
+    while ((seen = ld_acquire_sys(flag)) < expected) {
       if ((++spins & 255u) != 0) continue;
       if (*static_cast<volatile int32_t*>(ctx.abort_flag) != kDeviceOk) return false;
       if (global_timer_ns() - start > ctx.timeout_ns) {
@@ -115,7 +115,6 @@ __device__ __noinline__ inline bool wait_flag_geq(const uint64_t* flag, uint64_t
       }
     }
   }
-  asm volatile("fence.acq_rel.sys;" ::: "memory");
   return true;
 }
 
