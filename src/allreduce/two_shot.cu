@@ -63,16 +63,21 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     return first >= num_packs ? 0 : min(layout.shard_packs, num_packs - first);
   };
   const size_t my_len = shard_len(me);
-  const bool push_gather = p.variant == 1;
+  const bool push_gather = p.variant != 0;
+  const bool pipelined = p.variant == 2;
+  // This block handles chunks blockIdx.x, blockIdx.x + gridDim.x, ...: `steps` of them.
+  const size_t steps = blockIdx.x < num_chunks ? (num_chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  auto flag_of = [&](size_t step) { return (epoch << kIterationBits) | (step + 1); };
+  auto chunk_range = [&](size_t step, size_t* begin, size_t* end) {
+    const size_t c = blockIdx.x + step * gridDim.x;
+    *begin = c * chunk;
+    *end = min(*begin + chunk, layout.shard_packs);
+  };
 
-  uint64_t step = 0;
-  bool ok = true;
-  for (size_t c = blockIdx.x; c < num_chunks && ok; c += gridDim.x, ++step) {
-    const size_t chunk_begin = c * chunk;
-    const size_t chunk_end = min(chunk_begin + chunk, layout.shard_packs);
-    const uint64_t flag = (epoch << kIterationBits) | (step + 1);
-
-    // 1. Reduce-scatter: push the slice of every peer's shard into its scratch.
+  // 1. Reduce-scatter: push the slice of every peer's shard into its scratch.
+  auto push_scatter = [&](size_t step) {
+    size_t chunk_begin, chunk_end;
+    chunk_range(step, &chunk_begin, &chunk_end);
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
       uint4 v[kMaxRanks];
 #pragma unroll
@@ -85,11 +90,15 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
           device::store16(p.scratch[q] + me * layout.slot_bytes + j * kPackBytes, v[q]);
     }
     __syncthreads();
-    signal_peers(p, row, me, flag);
-    ok = wait_peers(p, row, flag, kPhaseTwoShotReduceScatter, &failed);
-    if (!ok) break;
+    signal_peers(p, row, me, flag_of(step));
+  };
 
-    // 2. Reduce this rank's shard slice in rank order; keep it for the peers.
+  // 2. Reduce this rank's shard slice in rank order; push it to the peers (or
+  // keep it for them to pull).
+  auto reduce = [&](size_t step) -> bool {
+    if (!wait_peers(p, row, flag_of(step), kPhaseTwoShotReduceScatter, &failed)) return false;
+    size_t chunk_begin, chunk_end;
+    chunk_range(step, &chunk_begin, &chunk_end);
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end && j < my_len; j += blockDim.x) {
       const size_t pack = me * layout.shard_packs + j;
       uint4 raw[kMaxRanks];
@@ -114,12 +123,16 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
       store_user_pack(out, pack, p.count, p.aligned, result);
     }
     __syncthreads();
-    signal_peers(p, row + kMaxRanks, me, flag);
-    ok = wait_peers(p, row + kMaxRanks, flag, kPhaseTwoShotAllGather, &failed);
-    if (!ok) break;
+    signal_peers(p, row + kMaxRanks, me, flag_of(step));
+    return true;
+  };
 
-    // 3. All-gather: pull every peer's reduced slice (or copy the slices the
-    // peers pushed here) into the output.
+  // 3. All-gather: copy the slices the peers pushed here (or pull them) into
+  // the output.
+  auto gather = [&](size_t step) -> bool {
+    if (!wait_peers(p, row + kMaxRanks, flag_of(step), kPhaseTwoShotAllGather, &failed)) return false;
+    size_t chunk_begin, chunk_end;
+    chunk_range(step, &chunk_begin, &chunk_end);
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
       uint4 v[kMaxRanks];
 #pragma unroll
@@ -131,6 +144,27 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
       for (int q = 0; q < kMaxRanks; ++q)
         if (q < world && q != me && j < shard_len(q))
           store_user_pack(out, q * layout.shard_packs + j, p.count, p.aligned, v[q]);
+    }
+    return true;
+  };
+
+  // NOTE [Two-shot pipelining]
+  // Pipelined, a block pushes step k+1's scatter before it waits for step k's,
+  // and copies step k-1's gather after it published step k's reduction, so its
+  // stores stay in flight while it waits. Flags only grow (waits are >=), and
+  // every step has its own memory, so running ahead is safe.
+  if (pipelined) {
+    if (steps > 0) push_scatter(0);
+    for (size_t k = 0; k < steps; ++k) {
+      if (k + 1 < steps) push_scatter(k + 1);
+      if (!reduce(k)) break;
+      if (k > 0 && !gather(k - 1)) break;
+      if (k + 1 == steps) gather(k);
+    }
+  } else {
+    for (size_t k = 0; k < steps; ++k) {
+      push_scatter(k);
+      if (!reduce(k) || !gather(k)) break;
     }
   }
   finish_epoch(p.epoch);
@@ -160,9 +194,10 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), knob_chunk ? knob_chunk : 8192);
     p.chunk_packs = chunk;
     // All-gather by push measured faster than by pull at every size on 4xH200
-    // (16 MB: 91.6 vs 100.3 us; 256 MB: 1188 vs 1265 us). FERRY_TWO_SHOT_PUSH_GATHER=2 pulls.
-    static const size_t knob_push = tuning_knob("FERRY_TWO_SHOT_PUSH_GATHER");
-    p.variant = knob_push == 2 ? 0 : 1;
+    // (16 MB: 91.6 vs 100.3 us; 256 MB: 1188 vs 1265 us).
+    // FERRY_TWO_SHOT_VARIANT: 1 pull, 2 push, 3 push pipelined (values + 1).
+    static const size_t knob_variant = tuning_knob("FERRY_TWO_SHOT_VARIANT");
+    p.variant = knob_variant ? static_cast<int>(knob_variant) - 1 : 1;
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
     const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));
