@@ -44,7 +44,7 @@ struct Params {
   EpochState* epoch;           // this rank's, local
   WaitContext wait;
   size_t chunk_packs;          // packs one block moves per step (two-shot)
-  int variant;                 // algorithm-specific (two-shot: 0 pull, 1 push, 2 push pipelined)
+  int variant;                 // algorithm-specific (two-shot: 0 pull, 1 push)
 };
 
 struct LaunchConfig {

@@ -64,7 +64,6 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
   };
   const size_t my_len = shard_len(me);
   const bool push_gather = p.variant != 0;
-  const bool pipelined = p.variant == 2;
   // This block handles chunks blockIdx.x, blockIdx.x + gridDim.x, ...: `steps` of them.
   const size_t steps = blockIdx.x < num_chunks ? (num_chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   auto flag_of = [&](size_t step) { return (epoch << kIterationBits) | (step + 1); };
@@ -148,24 +147,9 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     return true;
   };
 
-  // NOTE [Two-shot pipelining]
-  // Pipelined, a block pushes step k+1's scatter before it waits for step k's,
-  // and copies step k-1's gather after it published step k's reduction, so its
-  // stores stay in flight while it waits. Flags only grow (waits are >=), and
-  // every step has its own memory, so running ahead is safe.
-  if (pipelined) {
-    if (steps > 0) push_scatter(0);
-    for (size_t k = 0; k < steps; ++k) {
-      if (k + 1 < steps) push_scatter(k + 1);
-      if (!reduce(k)) break;
-      if (k > 0 && !gather(k - 1)) break;
-      if (k + 1 == steps) gather(k);
-    }
-  } else {
-    for (size_t k = 0; k < steps; ++k) {
-      push_scatter(k);
-      if (!reduce(k) || !gather(k)) break;
-    }
+  for (size_t k = 0; k < steps; ++k) {
+    push_scatter(k);
+    if (!reduce(k) || !gather(k)) break;
   }
   finish_epoch(p.epoch);
 }
@@ -188,16 +172,19 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     static const size_t knob_blocks = tuning_knob("FERRY_TWO_SHOT_BLOCKS");
     static const size_t knob_chunk = tuning_knob("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
     const int max_blocks = std::min(knob_blocks ? static_cast<int>(knob_blocks) : num_sms, kMaxBlocks);
-    // Spread a shard over every SM, 64..8192 packs per block step (8192: 1188 us
-    // at 256 MB on 4xH200 against 1254 us with 2048).
+    // Spread a shard over every SM, 64..2048 packs per block step, up to 8192
+    // for shards of 2M+ packs (4xH200: 64 MB 307 us with 2048 vs 324 with 8192;
+    // 256 MB 1184 us with 8192 vs 1193 with 2048).
+    const size_t max_chunk = knob_chunk ? knob_chunk : shard >= (size_t{2} << 20) ? 8192 : 2048;
     size_t chunk = (shard + max_blocks - 1) / max_blocks;
-    chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), knob_chunk ? knob_chunk : 8192);
+    chunk = std::min<size_t>(std::max<size_t>(round_up(chunk, 32), 64), max_chunk);
     p.chunk_packs = chunk;
     // All-gather by push measured faster than by pull at every size on 4xH200
-    // (16 MB: 91.6 vs 100.3 us; 256 MB: 1188 vs 1265 us).
-    // FERRY_TWO_SHOT_VARIANT: 1 pull, 2 push, 3 push pipelined (values + 1).
+    // (16 MB: 91.6 vs 100.3 us; 256 MB: 1188 vs 1265 us). A pipelined variant
+    // (scatter of step k+1 in flight while waiting on step k) measured no gain
+    // and was dropped. FERRY_TWO_SHOT_VARIANT: 1 pull, 2 push.
     static const size_t knob_variant = tuning_knob("FERRY_TWO_SHOT_VARIANT");
-    p.variant = knob_variant ? static_cast<int>(knob_variant) - 1 : 1;
+    p.variant = knob_variant == 1 ? 0 : 1;
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
     const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));
