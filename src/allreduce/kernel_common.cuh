@@ -221,6 +221,13 @@ template <typename Fn> void dispatch_type_op(DataType type, ReduceOp op, Fn&& fn
   FERRY_THROW(InvalidArgument, "unsupported data type " << static_cast<int>(type));
 }
 
+// Packs of shard q when num_packs are cut into shards of shard_packs (the last
+// shards may be short or empty).
+__host__ __device__ __forceinline__ size_t shard_length(int q, size_t shard_packs, size_t num_packs) {
+  const size_t first = static_cast<size_t>(q) * shard_packs;
+  return first >= num_packs ? 0 : (num_packs - first < shard_packs ? num_packs - first : shard_packs);
+}
+
 // Contiguous split of [0, total) into `parts`: the range of part `index`.
 __host__ __device__ __forceinline__ void split_range(size_t total, size_t parts, size_t index, size_t* begin,
                                                      size_t* end) {

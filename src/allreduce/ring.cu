@@ -56,10 +56,8 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
   T* out = static_cast<T*>(p.out);
   char* local = p.scratch[me];
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
-  auto shard_len = [&](int q) -> size_t {
-    const size_t first = static_cast<size_t>(q) * layout.shard_packs;
-    return first >= num_packs ? 0 : min(layout.shard_packs, num_packs - first);
-  };
+  auto shard_len = [&](int q) { return shard_length(q, layout.shard_packs, num_packs); };
+
   auto signal_successor = [&](int slot) {
     __syncthreads();
     if (threadIdx.x == 0) device::st_release_sys(p.flags[succ] + row + slot, epoch);

@@ -57,11 +57,8 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
   T* out = static_cast<T*>(p.out);
   char* local = p.scratch[me];
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
-  // Valid packs of shard q.
-  auto shard_len = [&](int q) -> size_t {
-    const size_t first = static_cast<size_t>(q) * layout.shard_packs;
-    return first >= num_packs ? 0 : min(layout.shard_packs, num_packs - first);
-  };
+  auto shard_len = [&](int q) { return shard_length(q, layout.shard_packs, num_packs); };
+
   const size_t my_len = shard_len(me);
   const bool push_gather = p.variant != 0;
   // This block handles chunks blockIdx.x, blockIdx.x + gridDim.x, ...: `steps` of them.
