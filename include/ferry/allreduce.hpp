@@ -42,7 +42,8 @@ struct AllReduceOptions {
 class AllReduce {
  public:
   // Collective. `max_bytes`: the largest buffer (count * dtype size) any call
-  // will reduce. Allocates about 2 * max_bytes of symmetric scratch per rank.
+  // will reduce. Allocates about 2 * max_bytes of symmetric scratch per rank,
+  // plus fixed regions of at most ~150 MB for the latency algorithms.
   AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options = {});
   ~AllReduce();
   AllReduce(const AllReduce&) = delete;

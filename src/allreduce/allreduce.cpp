@@ -16,8 +16,11 @@ namespace ferry {
 
 namespace {
 
-constexpr int kNumAlgorithms = 4;  // one-shot, two-shot, ring, recursive doubling
-int algorithm_index(AllReduceAlgorithm a) { return static_cast<int>(a) - 1; }
+// Kernels, each with its own scratch and flag region: one-shot, two-shot, ring,
+// recursive doubling (indexed like AllReduceAlgorithm - 1), then one-shot LL.
+constexpr int kNumKernels = 5;
+constexpr int kOneShotLlKernel = 4;
+int kernel_index(AllReduceAlgorithm a) { return static_cast<int>(a) - 1; }
 bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 size_t env_size(const char* name, size_t fallback) {
@@ -95,10 +98,11 @@ size_t validate_call(const CallShape& call, const CommShape& comm) {
 struct AllReduce::State {
   SymmetricBuffer scratch;  // one region per algorithm, see NOTE [AllReduce regions]
   SymmetricBuffer flags;    // kFlagRegionWords per algorithm
-  size_t region_offset[kNumAlgorithms] = {};
-  size_t capacity[kNumAlgorithms] = {};
+  size_t region_offset[kNumKernels] = {};
+  size_t capacity[kNumKernels] = {};
   allreduce::EpochState* epoch = nullptr;
   size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
+  size_t ll_max_bytes = 0;        // one-shot: largest call using the LL protocol
 };
 
 // NOTE [AllReduce regions]
@@ -113,19 +117,21 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   comm_.check();
   const int world = comm_.size();
   using namespace allreduce;
-  const size_t caps[kNumAlgorithms] = {one_shot_capacity(max_bytes), two_shot_capacity(max_bytes),
-                                       ring_capacity(max_bytes), recursive_doubling_capacity(max_bytes)};
-  const size_t sizes[kNumAlgorithms] = {
+  const size_t caps[kNumKernels] = {one_shot_capacity(max_bytes), two_shot_capacity(max_bytes),
+                                    ring_capacity(max_bytes), recursive_doubling_capacity(max_bytes),
+                                    one_shot_ll_capacity(max_bytes)};
+  const size_t sizes[kNumKernels] = {
       one_shot_scratch_bytes(caps[0], world), two_shot_scratch_bytes(caps[1], world),
-      ring_scratch_bytes(caps[2], world), recursive_doubling_scratch_bytes(caps[3], world)};
+      ring_scratch_bytes(caps[2], world), recursive_doubling_scratch_bytes(caps[3], world),
+      one_shot_ll_scratch_bytes(caps[4], world)};
   size_t total = 0;
-  for (int a = 0; a < kNumAlgorithms; ++a) {
+  for (int a = 0; a < kNumKernels; ++a) {
     state_->capacity[a] = caps[a];
     state_->region_offset[a] = total;
     total += round_up(sizes[a], 4096);
   }
   state_->scratch = comm_.heap().allocate(total);
-  state_->flags = comm_.heap().allocate(kNumAlgorithms * kFlagRegionWords * sizeof(uint64_t));
+  state_->flags = comm_.heap().allocate(kNumKernels * kFlagRegionWords * sizeof(uint64_t));
   FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
@@ -136,6 +142,12 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // 2- and 8-rank values are scaled from the 4-rank measurement, not measured.
   const size_t default_one_shot = world <= 2 ? (size_t{1} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
   state_->one_shot_max_bytes = env_size("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", default_one_shot);
+  // One-shot switches to the LL protocol (no fence, no flag; 2x the bytes) at
+  // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off.
+  const char* ll_env = std::getenv("FERRY_ALLREDUCE_LL_MAX_BYTES");
+  const size_t default_ll = size_t{64} << 10;
+  state_->ll_max_bytes = std::min(ll_env && *ll_env ? env_size("FERRY_ALLREDUCE_LL_MAX_BYTES", 0) : default_ll,
+                                  state_->capacity[kOneShotLlKernel]);
 }
 
 AllReduce::~AllReduce() {
@@ -166,7 +178,9 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
     return;
   }
 
-  const int a = algorithm_index(algorithm);
+  const int a = algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes
+                    ? kOneShotLlKernel
+                    : kernel_index(algorithm);
   allreduce::Params p{};
   p.world_size = comm_.size();
   p.rank = comm_.rank();
@@ -188,7 +202,12 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
     p.out = static_cast<char*>(out) + done * elem;
     p.aligned = device_aligned(p.in) && device_aligned(p.out);
     switch (algorithm) {
-      case AllReduceAlgorithm::kOneShot: allreduce::launch_one_shot(p, type, op, num_sms, stream); break;
+      case AllReduceAlgorithm::kOneShot:
+        if (a == kOneShotLlKernel)
+          allreduce::launch_one_shot_ll(p, type, op, num_sms, stream);
+        else
+          allreduce::launch_one_shot(p, type, op, num_sms, stream);
+        break;
       case AllReduceAlgorithm::kTwoShot: allreduce::launch_two_shot(p, type, op, num_sms, stream); break;
       case AllReduceAlgorithm::kRing: allreduce::launch_ring(p, type, op, num_sms, stream); break;
       case AllReduceAlgorithm::kRecursiveDoubling:

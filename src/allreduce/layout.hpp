@@ -67,6 +67,10 @@ size_t one_shot_capacity(size_t max_bytes);
 size_t one_shot_scratch_bytes(size_t capacity, int world_size);
 void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
 
+size_t one_shot_ll_capacity(size_t max_bytes);
+size_t one_shot_ll_scratch_bytes(size_t capacity, int world_size);
+void launch_one_shot_ll(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
+
 size_t two_shot_capacity(size_t max_bytes);
 size_t two_shot_scratch_bytes(size_t capacity, int world_size);
 void launch_two_shot(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);

@@ -28,6 +28,11 @@ __device__ __forceinline__ uint4 load16_volatile(const void* ptr) {
                : "l"(ptr));
   return v;
 }
+__device__ __forceinline__ void store16_volatile(void* ptr, const uint4& v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
 __device__ __forceinline__ bool is_aligned16(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
