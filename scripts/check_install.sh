@@ -6,14 +6,12 @@
 # Environment: BUILD_DIR (default build).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # sets ROOT, enters it
 BUILD_DIR="${BUILD_DIR:-build}"
 [ -f "$BUILD_DIR/CMakeCache.txt" ] || { echo "check_install: no build in $BUILD_DIR (build first)" >&2; exit 1; }
 
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
+ferry_cuda_path
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

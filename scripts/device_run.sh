@@ -32,8 +32,8 @@
 #   BUILD_DIR              build directory (default build-device)
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT" || exit 1
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1  # sets ROOT, enters it
 BUILD_DIR="${BUILD_DIR:-build-device}"
 OUT="${OUT:-./out}"
 mkdir -p "$OUT" || exit 1
@@ -42,14 +42,7 @@ STAGE_TIMEOUT="${FERRY_STAGE_TIMEOUT:-300}"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 
-# Never create NVLink multicast objects (the host is shared).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
+ferry_export_env  # OpenMPI as root, no NVLink multicast, nvcc on PATH
 
 ANY_FAILED=0
 now() { date +%s.%N; }
@@ -80,9 +73,9 @@ TO=()
 command -v timeout >/dev/null 2>&1 && TO=(timeout -k 20 "$STAGE_TIMEOUT")
 
 # ---------------------------------------------------------------- setup, configure, build
-cmake_extra=""
-setup_stage() { cmake_extra="$(scripts/setup.sh --cmake-args)"; local rc=$?; echo "$cmake_extra"; return $rc; }
-# (not in a pipeline: it sets cmake_extra)
+FERRY_SETUP_ARGS=""
+setup_stage() { ferry_setup; local rc=$?; echo "$FERRY_SETUP_ARGS"; return $rc; }
+# (not in a pipeline: it sets FERRY_SETUP_ARGS)
 t0="$(now)"
 echo "=== [setup] scripts/setup.sh --cmake-args"
 setup_stage >"$OUT/setup.log" 2>&1
@@ -91,20 +84,12 @@ cat "$OUT/setup.log"
 dt="$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
 if [ $rc -eq 0 ]; then record setup PASS "$dt"; else record setup FAIL "$dt" "exit $rc (log: $OUT/setup.log)"; fi
 
-cmake_args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}")
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
-  cmake_args+=(-G Ninja)
-fi
-[ -f .deps/googletest/CMakeLists.txt ] && cmake_args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
+device_args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}")
+[ -f .deps/googletest/CMakeLists.txt ] && device_args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
 # CMake 4 refuses projects that ask for CMake < 3.5 (older GoogleTest trees do).
-cmake_args+=(-DCMAKE_POLICY_VERSION_MINIMUM=3.5)
-if [ -n "$cmake_extra" ]; then
-  mapfile -t extra <<<"$cmake_extra"
-  cmake_args+=("${extra[@]}")
-  for a in "${extra[@]}"; do  # NCCL from a Python wheel: found at run time too
-    case "$a" in -DNCCL_ROOT=*) export LD_LIBRARY_PATH="${a#-DNCCL_ROOT=}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
-  done
-fi
+device_args+=(-DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+ferry_cmake_args "$BUILD_DIR" "${device_args[@]}"  # -> cmake_args
+ferry_nccl_library_path  # the bench finds a wheel's NCCL at run time
 if [ -n "${FERRY_CMAKE_ARGS:-}" ]; then
   read -r -a user_cmake_args <<<"$FERRY_CMAKE_ARGS"
   cmake_args+=("${user_cmake_args[@]}")

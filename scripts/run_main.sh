@@ -8,8 +8,8 @@
 # FERRY_JOBS (build jobs; default: all cores).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # sets ROOT, enters it
 BUILD_DIR="${BUILD_DIR:-build}"
 JOBS="${FERRY_JOBS:-$(nproc)}"
 
@@ -28,31 +28,10 @@ if ! [[ "$NP" =~ ^[0-9]+$ ]] || [ "$NP" -lt 1 ] || [ "$NP" -gt "$gpus" ]; then
   exit 1
 fi
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Never create NVLink multicast objects (the GPU host is shared).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
-fi
-cmake_extra="$(scripts/setup.sh --cmake-args)"
-if [ "$(id -u)" -ne 0 ] && [ -x "$HOME/.local/share/ferry-tools/bin/cmake" ]; then
-  export PATH="$HOME/.local/bin:$PATH"
-fi
-cmake_args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release)
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
-  cmake_args+=(-G Ninja)
-fi
-if [ -n "$cmake_extra" ]; then
-  mapfile -t extra <<<"$cmake_extra"
-  cmake_args+=("${extra[@]}")
-  # NCCL from a Python wheel: its directory must be found at run time too.
-  for a in "${extra[@]}"; do
-    case "$a" in -DNCCL_ROOT=*) export LD_LIBRARY_PATH="${a#-DNCCL_ROOT=}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
-  done
-fi
+ferry_export_env              # OpenMPI as root, no NVLink multicast, nvcc on PATH
+ferry_setup                   # installs what is missing; CMake arguments for this machine
+ferry_cmake_args "$BUILD_DIR"  # -> cmake_args
+ferry_nccl_library_path       # the bench finds a wheel's NCCL at run time
 
 echo "==> configure"
 cmake "${cmake_args[@]}"

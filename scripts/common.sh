@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# Shared by the scripts in this directory; sourced, not run:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+#
+# Sourcing it sets ROOT (the repository root) and enters it, and defines the
+# functions below; each script calls those it needs.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+
+# nvcc: /usr/local/cuda/bin is often not on PATH on a fresh machine.
+ferry_cuda_path() {
+  if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+}
+
+# The run-time environment of every script that runs MPI jobs or GPU code:
+# OpenMPI as root, on one host, with more ranks than cores and no network; never
+# NVLink multicast objects (the GPU host is shared); nvcc on PATH.
+ferry_export_env() {
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  ferry_cuda_path
+}
+
+# Runs scripts/setup.sh --cmake-args (installs what is missing) and keeps its
+# output, one CMake argument per line, in FERRY_SETUP_ARGS. Returns setup.sh's
+# status. Run from the repository root.
+ferry_setup() {
+  FERRY_SETUP_ARGS="$(scripts/setup.sh --cmake-args)" || return
+  # A newer CMake that setup.sh installed for a non-root user.
+  if [ "$(id -u)" -ne 0 ] && [ -x "$HOME/.local/share/ferry-tools/bin/cmake" ]; then
+    export PATH="$HOME/.local/bin:$PATH"
+  fi
+}
+
+# ferry_cmake_args BUILD_DIR [ARG...]: sets the array cmake_args to the configure
+# command's arguments: a Release build of . into BUILD_DIR (with ninja when the
+# build directory is new and ninja is there), then the ARGs, then the lines of
+# FERRY_SETUP_ARGS (from ferry_setup).
+ferry_cmake_args() {
+  local build_dir="$1"
+  shift
+  cmake_args=(-S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release)
+  if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+    cmake_args+=(-G Ninja)
+  fi
+  cmake_args+=("$@")
+  if [ -n "${FERRY_SETUP_ARGS:-}" ]; then
+    local -a extra
+    mapfile -t extra <<<"$FERRY_SETUP_ARGS"
+    cmake_args+=("${extra[@]}")
+  fi
+}
+
+# NCCL from a Python wheel (-DNCCL_ROOT=... in cmake_args): its library directory
+# must be found at run time too.
+ferry_nccl_library_path() {
+  local a
+  for a in "${cmake_args[@]}"; do
+    case "$a" in -DNCCL_ROOT=*) export LD_LIBRARY_PATH="${a#-DNCCL_ROOT=}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  done
+}
