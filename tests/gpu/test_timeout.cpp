@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "common/expect_error.hpp"
 #include "common/test_util.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
@@ -26,20 +27,12 @@ namespace {
 using ferry::AllReduceAlgorithm;
 using ferry::DataType;
 using ferry::ReduceOp;
-using namespace ferry::testing;
+using namespace ferry::testing;  // mpi_rank, all_ranks, user_part, ...
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kTimeout = std::chrono::milliseconds(1000);
 constexpr size_t kCount = 4096;
 
-// Without the "[check failed: ...]" and "(file:line)" the macros append.
-std::string user_part(const std::string& what) {
-  const size_t check = what.find(" [check failed:");
-  if (check != std::string::npos) return what.substr(0, check);
-  const size_t where = what.rfind(" (");
-  if (where != std::string::npos && !what.empty() && what.back() == ')') return what.substr(0, where);
-  return what;
-}
 // `word` followed, within a few non-digit characters, by the number n.
 bool names(const std::string& what, const std::string& word, int n) {
   const std::regex re(word + "[^0-9]{0,12}" + std::to_string(n) + "([^0-9]|$)", std::regex::icase);

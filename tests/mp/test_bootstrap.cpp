@@ -2,12 +2,8 @@
 // against MPI itself, and TcpBootstrap with its id passed around by MPI_Bcast.
 // Every check that could differ between ranks is agreed on with all_ranks() first,
 // so a failing rank never leaves the others waiting in a collective.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tcp_util.hpp"
 #include "common/test_util.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
@@ -25,8 +22,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::ferry::testing::all_ranks;
+using ::ferry::testing::free_port;
 using ::ferry::testing::mpi_rank;
 using ::ferry::testing::mpi_size;
+using ::ferry::testing::with_timeout;
 
 uint8_t pattern_byte(int rank, size_t index, int salt) {
   return static_cast<uint8_t>((rank + 1) * 37 + index * 11 + static_cast<size_t>(salt) * 101 + (index >> 8));
@@ -145,25 +144,6 @@ TcpUniqueId broadcast_new_id(int port) {
   if (mpi_rank() == 0) id = TcpBootstrap::create_unique_id("127.0.0.1", port);
   MPI_Bcast(id.bytes.data(), static_cast<int>(id.bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
   return id;
-}
-
-// A port that was free a moment ago.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-TcpBootstrapOptions with_timeout(std::chrono::milliseconds timeout) {
-  TcpBootstrapOptions options;
-  options.timeout = timeout;
-  return options;
 }
 
 // Builds a group from `id` and runs gathers of several sizes and barriers.

@@ -12,8 +12,10 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "common/test_util.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/communicator.hpp"
@@ -23,8 +25,11 @@
 namespace {
 
 using ferry::testing::all_ranks;
+using ferry::testing::contains_ci;
 using ferry::testing::mpi_rank;
 using ferry::testing::mpi_size;
+using ferry::testing::names_number;
+using ferry::testing::user_part;
 
 constexpr size_t kMiB = size_t{1} << 20;
 const char* const kRanksPerNodeVar = "FERRY_RANKS_PER_NODE";
@@ -47,28 +52,12 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// Without the "[check failed: ...]" and "(file:line)" the macros append.
-std::string user_part(const std::string& what) {
-  const size_t check = what.find(" [check failed:");
-  if (check != std::string::npos) return what.substr(0, check);
-  const size_t where = what.rfind(" (");
-  if (where != std::string::npos && !what.empty() && what.back() == ')') return what.substr(0, where);
-  return what;
-}
-bool names_number(const std::string& what, unsigned long long n) {
-  return std::regex_search(user_part(what), std::regex("(^|[^0-9])" + std::to_string(n) + "([^0-9]|$)"));
-}
 // "rank 3", "ranks 1, 3", "rank(s) 3", "rank=3", "rank #3" ...: the word rank, then
 // the number within a few non-digit characters or a list of numbers.
 bool names_rank(const std::string& what, int r) {
   const std::regex re("rank[^0-9]{0,12}([0-9]+[^0-9]{1,4}){0,64}" + std::to_string(r) + "([^0-9]|$)",
                       std::regex::icase);
   return std::regex_search(user_part(what), re);
-}
-bool contains_ci(std::string haystack, std::string needle) {
-  for (auto* s : {&haystack, &needle})
-    for (char& c : *s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return haystack.find(needle) != std::string::npos;
 }
 
 struct Group {
@@ -79,19 +68,10 @@ struct Group {
 // Runs a collective heap call expected to fail on every rank with MismatchError.
 template <typename Fn>
 std::string expect_mismatch(Fn&& fn) {
-  std::string msg;
-  bool got = false;
-  try {
-    fn();
-    ADD_FAILURE() << "rank " << mpi_rank() << ": no exception for a mismatched collective";
-  } catch (const ferry::MismatchError& e) {
-    msg = e.what();
-    got = true;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "rank " << mpi_rank() << ": expected MismatchError, got: " << e.what();
-  }
-  EXPECT_TRUE(all_ranks(got)) << "every rank must throw MismatchError";
-  return msg;
+  SCOPED_TRACE("rank " + std::to_string(mpi_rank()));
+  const std::optional<std::string> msg = ferry::testing::caught<ferry::MismatchError>(std::forward<Fn>(fn));
+  EXPECT_TRUE(all_ranks(msg.has_value())) << "every rank must throw MismatchError";
+  return msg.value_or(std::string());
 }
 
 std::vector<std::string> all_hostnames() {

@@ -3,14 +3,13 @@
 // and valid calls (unaligned pointers and in-place included) return their byte size.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cstdint>
 #include <limits>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "allreduce/validate.hpp"
+#include "common/expect_error.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
@@ -47,39 +46,14 @@ CallShape call(size_t count, DataType type = DataType::kFloat32, ReduceOp op = R
   return CallShape{kIn, kOut, count, type, op, algorithm};
 }
 
-// Without the "[check failed: ...]" and "(file:line)" the macros append.
-std::string user_part(const std::string& what) {
-  const size_t check = what.find(" [check failed:");
-  if (check != std::string::npos) return what.substr(0, check);
-  const size_t where = what.rfind(" (");
-  if (where != std::string::npos && !what.empty() && what.back() == ')') return what.substr(0, where);
-  return what;
-}
+using ferry::testing::contains_ci;
+using ferry::testing::names_number;
+using ferry::testing::user_part;
 
-// `number` appears in the message as a whole number (not as part of a longer one).
-bool names_number(const std::string& what, unsigned long long number) {
-  const std::regex re("(^|[^0-9])" + std::to_string(number) + "([^0-9]|$)");
-  return std::regex_search(user_part(what), re);
-}
-
-bool contains_ci(std::string haystack, std::string needle) {
-  for (auto* s : {&haystack, &needle})
-    for (char& c : *s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return haystack.find(needle) != std::string::npos;
-}
-
-// Runs validate_call, expects exception E exactly, returns its message.
+// Runs validate_call, expects exception E, returns its message.
 template <typename E>
 std::string rejection(const CallShape& c, const CommShape& comm) {
-  try {
-    const size_t bytes = validate_call(c, comm);
-    ADD_FAILURE() << "expected an exception, validate_call returned " << bytes;
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-  return {};
+  return ferry::testing::error_message<E>([&] { return validate_call(c, comm); });
 }
 
 TEST(AllReduceArgs, NullPointersAreInvalid) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tcp_util.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 
@@ -26,6 +27,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using ::ferry::testing::free_port;
+using ::ferry::testing::with_timeout;
 
 // A copy of the frame header in src/bootstrap/tcp_bootstrap.cpp, so that raw
 // sockets can send frames that are wrong in one chosen way.
@@ -38,12 +41,6 @@ struct WireHeader {
 };
 constexpr uint32_t kWireMagic = 0x59525246u;
 constexpr uint32_t kWireHello = 1;
-
-TcpBootstrapOptions with_timeout(std::chrono::milliseconds timeout) {
-  TcpBootstrapOptions options;
-  options.timeout = timeout;
-  return options;
-}
 
 // Runs fn(rank) on one thread per rank; returns what each rank threw (or null).
 template <typename Fn>
@@ -87,18 +84,6 @@ void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
       ADD_FAILURE() << "rank " << r << " threw: " << e.what();
     }
   }
-}
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // A plain blocking socket to 127.0.0.1:port, retried while the root starts listening.

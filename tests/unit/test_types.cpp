@@ -5,8 +5,10 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
@@ -25,29 +27,12 @@ const std::vector<AllReduceAlgorithm> kAlgorithms = {
     AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
     AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling};
 
-// The part of an error message the thrower wrote: without the "[check failed: ...]"
-// and "(file:line)" the check macros append, which may contain any digit.
-std::string user_part(const std::string& what) {
-  const size_t check = what.find(" [check failed:");
-  if (check != std::string::npos) return what.substr(0, check);
-  const size_t where = what.rfind(" (");
-  if (where != std::string::npos && !what.empty() && what.back() == ')') return what.substr(0, where);
-  return what;
-}
+using ferry::testing::user_part;
 
-// Runs `fn`, expects exactly ferry::InvalidArgument, and returns its message.
+// Runs `fn`, expects ferry::InvalidArgument, and returns its message.
 template <typename Fn>
 std::string invalid_argument_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ferry::InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected ferry::InvalidArgument, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected ferry::InvalidArgument, nothing was thrown";
-  return {};
+  return ferry::testing::error_message<ferry::InvalidArgument>(std::forward<Fn>(fn));
 }
 
 TEST(Types, DtypeSize) {
