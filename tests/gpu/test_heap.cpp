@@ -1,7 +1,8 @@
 // Symmetric heap on real GPUs (mpirun -np N, one GPU per rank): allocate and
 // register_buffer (sub-ranges at odd offsets of a larger allocation) give every
 // rank pointers to its peers' memory through CUDA IPC, and bytes written by one
-// rank are read (and written) by the others through those pointers.
+// rank are read (and written) by the others through those pointers. Also: a
+// Communicator uses the device its caller made current (or named in its options).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -268,6 +270,73 @@ TEST(Heap, RegisterAgainAfterRelease) {
   comm().bootstrap().barrier();
   heap.release(c);
   CUDA_OK(cudaFree(base));
+}
+
+// Makes `device` current for one scope; the device that was current before is
+// current again when the scope ends, however it ends.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    CUDA_OK(cudaGetDevice(&previous_));
+    CUDA_OK(cudaSetDevice(device));
+  }
+  ~CurrentDevice() { CUDA_OK(cudaSetDevice(previous_)); }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// Each rank makes device (local rank + 1) % device_count current, then builds a
+// Communicator with make_options(that device): it must use that device.
+// Collective: every rank builds and destroys the communicator, whatever the
+// (non-fatal) checks say.
+template <typename MakeOptions>
+void expect_communicator_keeps_current_device(MakeOptions make_options) {
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  if (!all_ranks(count >= 2)) GTEST_SKIP() << "needs 2 GPUs, " << count << " visible";
+  // The shared communicator first (if no earlier test made it): it makes the
+  // default device choice current, and that is the device restored below, so the
+  // tests after this one (and their own communicators) see what they always see.
+  const ferry::Topology& t = comm().topology();
+  int before = -1;
+  CUDA_OK(cudaGetDevice(&before));
+  EXPECT_EQ(before, comm().device());
+
+  const int device = (t.local_rank + 1) % count;
+  {
+    CurrentDevice current(device);
+    std::unique_ptr<ferry::Communicator> c;
+    std::string error;
+    try {
+      c = std::make_unique<ferry::Communicator>(std::make_shared<ferry::MpiBootstrap>(), make_options(device));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error, "") << "rank " << mpi_rank() << " could not build a Communicator on device " << device;
+    if (c) {
+      EXPECT_EQ(c->device(), device) << "rank " << mpi_rank() << " made device " << device << " current";
+      int now = -1;
+      CUDA_OK(cudaGetDevice(&now));
+      EXPECT_EQ(now, device) << "the communicator changed the current device";
+    }
+    c.reset();  // on every rank, before the device is restored
+  }
+  int after = -1;
+  CUDA_OK(cudaGetDevice(&after));
+  EXPECT_EQ(after, before) << "the current device was not restored";
+}
+
+TEST(Heap, CommunicatorKeepsTheDeviceTheCallerMadeCurrent) {
+  FERRY_REQUIRE_GPUS();
+  expect_communicator_keeps_current_device([](int) { return ferry::CommunicatorOptions{}; });
+}
+
+TEST(Heap, CommunicatorUsesTheDeviceInItsOptions) {
+  FERRY_REQUIRE_GPUS();
+  expect_communicator_keeps_current_device([](int d) { return ferry::CommunicatorOptions{.device = d}; });
 }
 
 }  // namespace
