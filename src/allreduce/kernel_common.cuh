@@ -92,6 +92,17 @@ __device__ __forceinline__ void accumulate(AccPack<T>& acc, const AccPack<T>& x)
   for (int i = 0; i < Pack<T>::kElems; ++i) acc.elems[i] = Reducer<Op>::apply(acc.elems[i], x.elems[i]);
 }
 
+// Reduces raw[0..world) in rank order (the order every rank uses, so every rank
+// gets identical bits) and applies the op's final step (avg: divide by world).
+template <typename T, ReduceOp Op>
+__device__ __forceinline__ uint4 reduce_in_rank_order(const uint4 (&raw)[kMaxRanks], int world) {
+  AccPack<T> acc = unpack<T>(raw[0]);
+#pragma unroll
+  for (int r = 1; r < kMaxRanks; ++r)
+    if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
+  return pack_final<T, Op>(acc, world);
+}
+
 // ---------------------------------------------------------------- user memory
 
 // User buffers may be unaligned and of any element count: the last pack may be

@@ -60,11 +60,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_kernel(Params p) {
                                  : device::load16(local + r * slot_bytes + i * kPackBytes);
         }
       }
-      AccPack<T> acc = unpack<T>(raw[0]);
-#pragma unroll
-      for (int r = 1; r < kMaxRanks; ++r)
-        if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
-      store_user_pack(out, i, p.count, p.aligned, pack_final<T, Op>(acc, world));
+      store_user_pack(out, i, p.count, p.aligned, reduce_in_rank_order<T, Op>(raw, world));
     }
   }
   finish_epoch(p.epoch);

@@ -81,11 +81,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
       raw[r] = make_uint4(line0.x, line0.z, line1.x, line1.z);
     }
     if (!ok) break;
-    AccPack<T> acc = unpack<T>(raw[0]);
-#pragma unroll
-    for (int r = 1; r < kMaxRanks; ++r)
-      if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
-    store_user_pack(out, i, p.count, p.aligned, pack_final<T, Op>(acc, world));
+    store_user_pack(out, i, p.count, p.aligned, reduce_in_rank_order<T, Op>(raw, world));
   }
   finish_epoch(p.epoch);
 }

@@ -103,11 +103,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
         if (r < world)
           raw[r] = (r == me) ? load_user_pack(in, pack, p.count, p.aligned)
                              : device::load16(local + r * layout.slot_bytes + j * kPackBytes);
-      AccPack<T> acc = unpack<T>(raw[0]);
-#pragma unroll
-      for (int r = 1; r < kMaxRanks; ++r)
-        if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
-      const uint4 result = pack_final<T, Op>(acc, world);
+      const uint4 result = reduce_in_rank_order<T, Op>(raw, world);
       if (push_gather) {
 #pragma unroll
         for (int q = 0; q < kMaxRanks; ++q)
