@@ -43,7 +43,10 @@ class AllReduce {
  public:
   // Collective. `max_bytes`: the largest buffer (count * dtype size) any call
   // will reduce. Allocates about 2 * max_bytes of symmetric scratch per rank,
-  // plus fixed regions of at most ~150 MB for the latency algorithms.
+  // plus fixed regions of at most ~150 MB for the latency algorithms. The scratch
+  // belongs to the communicator's symmetric heap and is freed with the
+  // Communicator (destructors cannot run collectives), so create AllReduce
+  // objects once, not per call.
   AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options = {});
   ~AllReduce();
   AllReduce(const AllReduce&) = delete;
