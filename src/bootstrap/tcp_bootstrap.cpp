@@ -4,52 +4,38 @@
 // Every wait is a poll() against a deadline, so a missing or broken peer becomes a
 // TimeoutError or BootstrapError naming it, never a hang. When the root fails it
 // tells the members why (an abort frame), so they report the same cause.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <random>
-#include <system_error>
-#include <thread>
-#include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "bootstrap/tcp_socket.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using tcp::Clock;
+using tcp::Deadline;
+using tcp::FrameHeader;
+using tcp::kFrameMagic;
+using tcp::Socket;
 
 // ---------------------------------------------------------------- wire format
-// Fields are in host byte order: all ranks of one job share an architecture.
-constexpr uint32_t kFrameMagic = 0x59525246u;  // "FRRY"
+// Frames are a tcp::FrameHeader (tcp_socket.hpp) and `length` payload bytes; these
+// are the kinds and payloads of the bootstrap protocol.
 enum FrameKind : uint32_t { kHello = 1, kReady = 2, kContribution = 3, kResult = 4, kAbort = 5 };
 
-struct FrameHeader {
-  uint32_t magic, kind;
-  int32_t sender;
-  uint32_t reserved;
-  uint64_t length;  // payload bytes that follow
-};
 struct HelloPayload {
   uint64_t id_magic;  // proves the member holds this group's unique id
   int32_t world_size;
   uint32_t reserved;
 };
-static_assert(sizeof(FrameHeader) == 24 && sizeof(HelloPayload) == 16);
+static_assert(sizeof(HelloPayload) == 16);
 
 // Abort payload: uint32 "is a timeout" flag, then the root's error message.
 constexpr size_t kMaxAbortBytes = 16384;
@@ -79,100 +65,10 @@ IdLayout decode_id(const TcpUniqueId& id) {
 }
 
 // ---------------------------------------------------------------- small helpers
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
-struct Deadline {
-  Clock::time_point at;
-  long long budget_ms;
-  static Deadline in(std::chrono::milliseconds budget) { return {Clock::now() + budget, budget.count()}; }
-  int poll_ms() const {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(at - Clock::now()).count();
-    return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
-  }
-  bool passed() const { return Clock::now() >= at; }
-};
-
 std::string rank_list(const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
   return out;
-}
-
-class Socket {  // owns one file descriptor
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(other.release()) {}
-  Socket& operator=(Socket&& other) noexcept { return reset(other.release()), *this; }
-  ~Socket() { reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (int old = std::exchange(fd_, fd); old >= 0) ::close(old);
-  }
-
- private:
-  int fd_ = -1;
-};
-
-void make_nonblocking_nodelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // frames are small and latency-bound
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
-}
-
-sockaddr_in resolve_ipv4(const std::string& address, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int rc = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
-  if (rc != 0 || found == nullptr)
-    FERRY_THROW(BootstrapError, "TcpBootstrap: cannot resolve address '" << address << "': " << ::gai_strerror(rc));
-  sockaddr_in addr;
-  std::memcpy(&addr, found->ai_addr, sizeof addr);
-  ::freeaddrinfo(found);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return addr;
-}
-
-// "address:port" of the remote (or local) end of a connected socket.
-std::string endpoint_name(int fd, bool remote = true) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-                  : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (rc != 0) return "unknown";
-  char text[INET_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
-  return std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
-}
-
-Socket listen_on(const std::string& address, int port) {
-  sockaddr_in addr = resolve_ipv4(address, port);
-  Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!sock.valid()) FERRY_THROW(BootstrapError, "TcpBootstrap: socket() failed: " << errno_text(errno));
-  int one = 1;
-  ::setsockopt(sock.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // rebinding after TIME_WAIT
-  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    int err = errno;
-    FERRY_THROW(BootstrapError, "TcpBootstrap: cannot bind " << address << ":" << port << ": " << errno_text(err));
-  }
-  if (::listen(sock.get(), SOMAXCONN) != 0)
-    FERRY_THROW(BootstrapError, "TcpBootstrap: listen() failed: " << errno_text(errno));
-  ::fcntl(sock.get(), F_SETFL, ::fcntl(sock.get(), F_GETFL, 0) | O_NONBLOCK);
-  return sock;
-}
-
-// Listening sockets of ids created with port 0, until rank 0 of that id claims them.
-struct ListenRegistry {
-  std::mutex mutex;
-  std::unordered_map<uint64_t, int> fds;  // id magic -> listening fd
-};
-ListenRegistry& listen_registry() {
-  static ListenRegistry registry;
-  return registry;
 }
 
 uint64_t random_magic() {
@@ -196,6 +92,7 @@ struct TcpBootstrap::Impl {
   Socket listener;            // rank 0, until every member connected
   std::vector<Socket> peers;  // rank 0: indexed by rank; members: peers[0] is the root
   std::string failure;        // what broke this group; it refuses work afterwards
+  tcp::FrameIo io;            // framed I/O; its errors start with me()
 
   std::string me() const { return "TcpBootstrap: rank " + std::to_string(rank); }
 
@@ -203,123 +100,24 @@ struct TcpBootstrap::Impl {
   // is missing the root's verdict (which names the missing ranks) arrives first.
   std::chrono::milliseconds member_wait() const { return options.timeout + options.timeout / 2; }
 
-  [[noreturn]] void malformed(const std::string& from, const std::string& why) const {
-    FERRY_THROW(BootstrapError, me() << ": malformed frame from " << from << ": " << why);
-  }
-
-  void check_header(const FrameHeader& h, const std::string& from, uint32_t kind, uint64_t length) const {
-    std::ostringstream why;
-    if (h.magic != kFrameMagic)
-      why << "bad magic 0x" << std::hex << h.magic;
-    else if (h.kind != kind)
-      why << "kind " << h.kind << ", expected " << kind;
-    else if (h.length > options.max_frame_bytes)
-      why << "length " << h.length << " exceeds max_frame_bytes " << options.max_frame_bytes;
-    else if (h.length != length)
-      why << "length " << h.length << ", expected " << length << " (every rank must pass the same bytes_per_rank)";
-    else
-      return;
-    malformed(from, why.str());
-  }
-
-  // ---------------------------------------------------------------- blocking-style I/O
-  void wait_ready(int fd, short events, const Deadline& deadline, const std::string& on_timeout) const {
-    for (;;) {
-      pollfd p{fd, events, 0};
-      int rc = ::poll(&p, 1, deadline.poll_ms());
-      if (rc > 0) return;
-      if (rc < 0 && errno != EINTR) FERRY_THROW(BootstrapError, me() << ": poll() failed: " << errno_text(errno));
-      if (rc == 0 && deadline.passed())
-        FERRY_THROW(TimeoutError, me() << " timed out after " << deadline.budget_ms << " ms " << on_timeout);
-    }
-  }
-
-  void send_bytes(int fd, const void* data, size_t n, const Deadline& deadline, int peer, const char* what) const {
-    auto* at = static_cast<const uint8_t*>(data);
-    while (n > 0) {
-      ssize_t sent = ::send(fd, at, n, MSG_NOSIGNAL);  // a dead peer must not raise SIGPIPE
-      if (sent > 0) {
-        at += sent;
-        n -= static_cast<size_t>(sent);
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        wait_ready(fd, POLLOUT, deadline,
-                   std::string("sending ") + what + " to rank " + std::to_string(peer) + " (it is not reading)");
-      } else if (errno != EINTR) {
-        int err = errno;
-        FERRY_THROW(BootstrapError, me() << " lost the connection to rank " << peer << " while sending " << what << ": "
-                                         << errno_text(err));
-      }
-    }
-  }
-
-  void send_frame(int fd, uint32_t kind, const void* payload, size_t n, const Deadline& deadline, int peer,
-                  const char* what) const {
-    FrameHeader header{kFrameMagic, kind, rank, 0, n};
-    send_bytes(fd, &header, sizeof header, deadline, peer, what);
-    if (n > 0) send_bytes(fd, payload, n, deadline, peer, what);
-  }
-
-  // One nonblocking recv: the bytes read, 0 when nothing is there yet; EOF and errors throw.
-  size_t recv_some(int fd, void* at, size_t want, const std::string& from, bool mid_frame) const {
-    for (;;) {
-      ssize_t n = ::recv(fd, at, want, 0);
-      if (n > 0) return static_cast<size_t>(n);
-      if (n == 0)
-        FERRY_THROW(BootstrapError,
-                    me() << ": " << from << " closed the connection" << (mid_frame ? " in the middle of a frame" : ""));
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      if (errno != EINTR) {
-        int err = errno;
-        FERRY_THROW(BootstrapError, me() << ": connection to " << from << " failed: " << errno_text(err));
-      }
-    }
-  }
-
-  void recv_bytes(int fd, void* data, size_t n, const Deadline& deadline, int peer, const char* what) const {
-    const std::string from = "rank " + std::to_string(peer);
-    for (auto* at = static_cast<uint8_t*>(data); n > 0;) {
-      size_t got = recv_some(fd, at, n, from, false);
-      if (got == 0) wait_ready(fd, POLLIN, deadline, "waiting for " + from + " to send " + what);
-      at += got;
-      n -= got;
-    }
-  }
-
   // Members: one frame from the root, or the root's abort message rethrown here.
   void recv_from_root(uint32_t kind, void* payload, uint64_t length, const char* what) const {
     const Deadline deadline = Deadline::in(member_wait());
     FrameHeader h{};
-    recv_bytes(peers[0].get(), &h, sizeof h, deadline, 0, what);
+    io.recv_bytes(peers[0].get(), &h, sizeof h, deadline, 0, what);
     if (h.magic == kFrameMagic && h.kind == kAbort && h.sender == 0) {
-      if (h.length < sizeof(uint32_t) || h.length > kMaxAbortBytes) malformed("rank 0", "bad abort frame length");
+      if (h.length < sizeof(uint32_t) || h.length > kMaxAbortBytes) io.malformed("rank 0", "bad abort frame length");
       std::string text(h.length, '\0');
-      recv_bytes(peers[0].get(), text.data(), text.size(), deadline, 0, "the abort message");
+      io.recv_bytes(peers[0].get(), text.data(), text.size(), deadline, 0, "the abort message");
       uint32_t is_timeout = 0;
       std::memcpy(&is_timeout, text.data(), sizeof is_timeout);
       if (is_timeout) FERRY_THROW(TimeoutError, me() << ": root reported: " << text.substr(sizeof is_timeout));
       FERRY_THROW(BootstrapError, me() << ": root reported: " << text.substr(sizeof is_timeout));
     }
-    if (h.magic == kFrameMagic && h.sender != 0) malformed("rank 0", "sender field says " + std::to_string(h.sender));
-    check_header(h, "rank 0", kind, length);
-    recv_bytes(peers[0].get(), payload, length, deadline, 0, what);
-  }
-
-  // Reads what is available of one frame into `header` then `payload` (nonblocking).
-  // Returns true when the frame is complete; `on_header` validates the header first,
-  // so a bogus length is rejected before anything is read into `payload`.
-  template <typename OnHeader>
-  bool pump_frame(int fd, FrameHeader& header, size_t& got, uint8_t* payload, size_t length, const std::string& from,
-                  OnHeader on_header) const {
-    const size_t total = sizeof(FrameHeader) + length;
-    while (got < total) {
-      uint8_t* at = got < sizeof header ? reinterpret_cast<uint8_t*>(&header) + got : payload + (got - sizeof header);
-      size_t want = got < sizeof header ? sizeof header - got : total - got;
-      size_t n = recv_some(fd, at, want, from, got > 0);
-      if (n == 0) return false;
-      got += n;
-      if (got == sizeof header) on_header();
-    }
-    return true;
+    if (h.magic == kFrameMagic && h.sender != 0)
+      io.malformed("rank 0", "sender field says " + std::to_string(h.sender));
+    io.check_header(h, "rank 0", kind, length);
+    io.recv_bytes(peers[0].get(), payload, length, deadline, 0, what);
   }
 
   // ---------------------------------------------------------------- setup
@@ -348,8 +146,8 @@ struct TcpBootstrap::Impl {
     try {
       std::string payload(reinterpret_cast<const char*>(&is_timeout), sizeof is_timeout);
       payload += std::string(error.what()).substr(0, kMaxAbortBytes - sizeof is_timeout);
-      send_frame(fd, kAbort, payload.data(), payload.size(), Deadline::in(std::chrono::milliseconds(100)), peer,
-                 "the abort message");
+      io.send_frame(fd, kAbort, payload.data(), payload.size(), Deadline::in(std::chrono::milliseconds(100)), peer,
+                    "the abort message");
     } catch (...) {
     }
   }
@@ -368,23 +166,19 @@ struct TcpBootstrap::Impl {
 // Reads what is available of a candidate's hello; true once it joined as a rank.
 bool TcpBootstrap::Impl::admit_member(PendingMember& p) {
   // A connection that closes before sending anything is a port probe, not a rank.
-  if (p.got == 0) {
-    char byte;
-    ssize_t n = ::recv(p.sock.get(), &byte, 1, MSG_PEEK);
-    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-      p.sock.reset();
-      return false;
-    }
+  if (p.got == 0 && tcp::closed_before_sending(p.sock.get())) {
+    p.sock.reset();
+    return false;
   }
   auto check_hello_header = [&] {
     const FrameHeader& h = p.header;
     if (h.magic == kFrameMagic && h.kind == kHello) p.from += " (claims rank " + std::to_string(h.sender) + ")";
-    check_header(h, p.from, kHello, sizeof(HelloPayload));
+    io.check_header(h, p.from, kHello, sizeof(HelloPayload));
     if (h.sender < 1 || h.sender >= size)
-      malformed(p.from, "rank " + std::to_string(h.sender) + " out of range [1, " + std::to_string(size) + ")");
+      io.malformed(p.from, "rank " + std::to_string(h.sender) + " out of range [1, " + std::to_string(size) + ")");
   };
-  if (!pump_frame(p.sock.get(), p.header, p.got, reinterpret_cast<uint8_t*>(&p.hello), sizeof p.hello, p.from,
-                  check_hello_header))
+  if (!io.pump_frame(p.sock.get(), p.header, p.got, reinterpret_cast<uint8_t*>(&p.hello), sizeof p.hello, p.from,
+                     check_hello_header))
     return false;
   const int member = p.header.sender;
   if (peers[static_cast<size_t>(member)].valid())
@@ -407,8 +201,7 @@ void TcpBootstrap::Impl::accept_members() {
   while (connected < size - 1) {
     std::vector<pollfd> fds{{listener.get(), POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p.sock.get(), POLLIN, 0});
-    int rc = ::poll(fds.data(), fds.size(), deadline.poll_ms());
-    if (rc < 0 && errno != EINTR) FERRY_THROW(BootstrapError, me() << ": poll() failed: " << errno_text(errno));
+    int rc = io.poll_once(fds, deadline);
     if (rc <= 0) {
       if (!deadline.passed()) continue;
       std::vector<int> missing;
@@ -429,50 +222,22 @@ void TcpBootstrap::Impl::accept_members() {
     std::erase_if(pending, [](const PendingMember& p) { return !p.sock.valid(); });
     if (fds[0].revents != 0) {
       // Drain the accept queue; EAGAIN ends it, other errors are retried on the next poll.
-      for (int fd; (fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
-        make_nonblocking_nodelay(fd);
-        pending.push_back(PendingMember{Socket(fd), "peer " + endpoint_name(fd)});
+      for (Socket sock; (sock = tcp::accept_nonblocking(listener.get())).valid();) {
+        std::string from = "peer " + tcp::endpoint_name(sock.get());
+        pending.push_back(PendingMember{std::move(sock), std::move(from)});
       }
     }
   }
   listener.reset();  // everyone is here: free the port
   const Deadline ready_deadline = Deadline::in(options.timeout);
   for (int r = 1; r < size; ++r)
-    send_frame(peers[static_cast<size_t>(r)].get(), kReady, nullptr, 0, ready_deadline, r, "the group confirmation");
+    io.send_frame(peers[static_cast<size_t>(r)].get(), kReady, nullptr, 0, ready_deadline, r, "the group confirmation");
 }
 
 void TcpBootstrap::Impl::connect_to_root() {
-  const Deadline deadline = Deadline::in(options.timeout);
-  const std::string address = id.address;
-  const sockaddr_in root = resolve_ipv4(address, id.port);
-  std::chrono::milliseconds backoff(10);
-  std::string last_error = "none";
-  for (;;) {
-    Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!sock.valid()) FERRY_THROW(BootstrapError, me() << ": socket() failed: " << errno_text(errno));
-    int err = ::connect(sock.get(), reinterpret_cast<const sockaddr*>(&root), sizeof root) == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      wait_ready(sock.get(), POLLOUT, deadline, "connecting to rank 0 at " + address + ":" + std::to_string(id.port));
-      socklen_t len = sizeof err;
-      ::getsockopt(sock.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    }
-    // Retrying connects to a local port nobody listens on can connect a socket to
-    // itself (TCP simultaneous open); that is not the root.
-    if (err == 0 && endpoint_name(sock.get()) == endpoint_name(sock.get(), false)) err = ECONNREFUSED;
-    if (err == 0) {
-      make_nonblocking_nodelay(sock.get());
-      peers.push_back(std::move(sock));
-      break;
-    }
-    last_error = errno_text(err);
-    if (deadline.passed())
-      FERRY_THROW(TimeoutError, me() << " timed out after " << deadline.budget_ms << " ms connecting to rank 0 at "
-                                     << address << ":" << id.port << " (last error: " << last_error << ")");
-    std::this_thread::sleep_for(std::min(backoff, std::chrono::milliseconds(deadline.poll_ms())));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-  }
+  peers.push_back(io.connect_with_retry(id.address, id.port, Deadline::in(options.timeout), "rank 0"));
   const HelloPayload hello{id.magic, size, 0};
-  send_frame(peers[0].get(), kHello, &hello, sizeof hello, Deadline::in(options.timeout), 0, "the hello");
+  io.send_frame(peers[0].get(), kHello, &hello, sizeof hello, Deadline::in(options.timeout), 0, "the hello");
   recv_from_root(kReady, nullptr, 0, "the confirmation that all ranks connected");
 }
 
@@ -486,8 +251,7 @@ void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t 
   while (!waiting.empty()) {
     std::vector<pollfd> fds;
     for (int r : waiting) fds.push_back({peers[static_cast<size_t>(r)].get(), POLLIN, 0});
-    int rc = ::poll(fds.data(), fds.size(), deadline.poll_ms());
-    if (rc < 0 && errno != EINTR) FERRY_THROW(BootstrapError, me() << ": poll() failed: " << errno_text(errno));
+    int rc = io.poll_once(fds, deadline);
     if (rc <= 0) {
       if (deadline.passed())
         FERRY_THROW(TimeoutError, me() << " timed out after " << deadline.budget_ms << " ms in all_gather waiting for "
@@ -500,10 +264,10 @@ void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t 
       const auto slot = static_cast<size_t>(r);
       const std::string from = "rank " + std::to_string(r);
       bool done = fds[i].revents != 0 &&
-                  pump_frame(peers[slot].get(), headers[slot], got[slot], recv + slot * bytes, bytes, from, [&] {
+                  io.pump_frame(peers[slot].get(), headers[slot], got[slot], recv + slot * bytes, bytes, from, [&] {
                     if (headers[slot].magic == kFrameMagic && headers[slot].sender != r)
-                      malformed(from, "sender field says " + std::to_string(headers[slot].sender));
-                    check_header(headers[slot], from, kContribution, bytes);
+                      io.malformed(from, "sender field says " + std::to_string(headers[slot].sender));
+                    io.check_header(headers[slot], from, kContribution, bytes);
                   });
       if (!done) still_waiting.push_back(r);
     }
@@ -511,8 +275,8 @@ void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t 
   }
   const Deadline send_deadline = Deadline::in(options.timeout);
   for (int r = 1; r < size; ++r)
-    send_frame(peers[static_cast<size_t>(r)].get(), kResult, recv, bytes * static_cast<size_t>(size), send_deadline, r,
-               "the all_gather result");
+    io.send_frame(peers[static_cast<size_t>(r)].get(), kResult, recv, bytes * static_cast<size_t>(size), send_deadline,
+                  r, "the all_gather result");
 }
 
 // ==================================================================== public API
@@ -534,15 +298,10 @@ TcpUniqueId TcpBootstrap::create_unique_id(const std::string& address, int port)
   std::memcpy(layout.address, host.data(), host.size());
   if (port == 0) {
     // Bind now so the port is known and stays ours until rank 0 of this id claims it.
-    Socket sock = listen_on(host, 0);
-    sockaddr_in bound{};
-    socklen_t len = sizeof bound;
-    ::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-    port = ntohs(bound.sin_port);
+    Socket sock = tcp::listen_on(host, 0);
+    port = tcp::bound_port(sock.get());
     layout.flags |= kIdEphemeralPort;
-    auto& registry = listen_registry();
-    std::lock_guard lock(registry.mutex);
-    registry.fds[layout.magic] = sock.release();
+    tcp::park_listener(layout.magic, std::move(sock));
   }
   layout.port = static_cast<uint16_t>(port);
   TcpUniqueId id;
@@ -586,14 +345,8 @@ TcpBootstrap::TcpBootstrap(const TcpUniqueId& id, int rank, int size, TcpBootstr
   impl.size = size;
   impl.options = options;
   impl.id = decode_id(id);
-  if (rank == 0) {
-    auto& registry = listen_registry();
-    std::lock_guard lock(registry.mutex);
-    if (auto it = registry.fds.find(impl.id.magic); it != registry.fds.end()) {
-      impl.listener.reset(it->second);
-      registry.fds.erase(it);
-    }
-  }
+  impl.io = {impl.me(), rank, options.max_frame_bytes};
+  if (rank == 0) impl.listener = tcp::claim_listener(impl.id.magic);
   if (size == 1) {
     impl.listener.reset();
     return;
@@ -602,7 +355,7 @@ TcpBootstrap::TcpBootstrap(const TcpUniqueId& id, int rank, int size, TcpBootstr
     if (rank == 0) {
       if (!impl.listener.valid()) {
         try {
-          impl.listener = listen_on(impl.id.address, impl.id.port);
+          impl.listener = tcp::listen_on(impl.id.address, impl.id.port);
         } catch (const BootstrapError& e) {
           if (!(impl.id.flags & kIdEphemeralPort)) throw;
           FERRY_THROW(BootstrapError, e.what() << "; this id was created with port 0, so rank 0 must be built in "
@@ -634,8 +387,8 @@ void TcpBootstrap::all_gather(const void* send, void* recv, size_t bytes_per_ran
     if (rank_ == 0) {
       impl_->gather_at_root(send, out, bytes_per_rank);
     } else {
-      impl_->send_frame(impl_->peers[0].get(), kContribution, send, bytes_per_rank,
-                        Deadline::in(impl_->options.timeout), 0, "the all_gather contribution");
+      impl_->io.send_frame(impl_->peers[0].get(), kContribution, send, bytes_per_rank,
+                           Deadline::in(impl_->options.timeout), 0, "the all_gather contribution");
       impl_->recv_from_root(kResult, out, bytes_per_rank * ranks, "the all_gather result");
     }
   });
