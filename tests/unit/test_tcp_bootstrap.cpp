@@ -30,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 using ::ferry::testing::free_port;
 using ::ferry::testing::with_timeout;
 
-// A copy of the frame header in src/bootstrap/tcp_bootstrap.cpp, so that raw
+// A copy of the frame header in src/bootstrap/tcp_socket.hpp, so that raw
 // sockets can send frames that are wrong in one chosen way.
 struct WireHeader {
   uint32_t magic;
