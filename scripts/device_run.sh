@@ -20,7 +20,7 @@
 #
 # Environment:
 #   OUT                    where logs and the CSV go (default ./out)
-#   FERRY_NPS              rank counts for the GPU tests (default "2 4 8", capped by the GPU count)
+#   FERRY_NPS              rank counts for the GPU tests (default "1 2 4 8", capped by the GPU count)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip the bench
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
@@ -120,7 +120,7 @@ else
 fi
 
 NPS=()
-for n in ${FERRY_NPS:-2 4 8}; do
+for n in ${FERRY_NPS:-1 2 4 8}; do
   if [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le "$GPUS" ]; then NPS+=("$n")
   else echo "device_run: leaving out N=$n ($GPUS GPUs)"; fi
 done
