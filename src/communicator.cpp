@@ -55,6 +55,15 @@ int choose_device(int requested, int local_rank) {
   return local_rank % count;
 }
 
+// The device error record and abort flag; the destructor and the failed-setup
+// paths release them the same way.
+void free_device_state(DeviceErrorState*& error, int32_t*& abort_flag) {
+  if (error != nullptr) cudaFreeHost(error);
+  if (abort_flag != nullptr) cudaFree(abort_flag);
+  error = nullptr;
+  abort_flag = nullptr;
+}
+
 struct DeviceId {
   char bus_id[32];
   int32_t ok;            // local setup succeeded
@@ -93,7 +102,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
   std::vector<DeviceId> all = bootstrap_->all_gather_value(mine);
   for (int r = 0; r < size(); ++r) {
     if (all[r].ok) continue;
-    if (device_error_ != nullptr) cudaFreeHost(device_error_);
+    free_device_state(device_error_, device_abort_);
     if (r == rank()) FERRY_THROW(CudaError, "Communicator setup failed on rank " << r << ": " << local_error);
     FERRY_THROW(CudaError, "Communicator setup failed on rank " << r << ": " << all[r].error);
   }
@@ -119,7 +128,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
   std::vector<int> any = bootstrap_->all_gather_value(my_unreachable);
   for (int r = 0; r < size(); ++r) {
     if (!any[r]) continue;
-    cudaFreeHost(device_error_);
+    free_device_state(device_error_, device_abort_);
     if (r == rank())
       FERRY_THROW(NotSupported, "rank " << rank() << " (GPU " << all[rank()].bus_id
                                         << ") cannot reach local peers over peer-to-peer:" << unreachable.str());
@@ -131,8 +140,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
 Communicator::~Communicator() {
   cudaDeviceSynchronize();  // no kernel of ours may still use the heap
   heap_.reset();
-  if (device_error_ != nullptr) cudaFreeHost(device_error_);
-  if (device_abort_ != nullptr) cudaFree(device_abort_);
+  free_device_state(device_error_, device_abort_);
 }
 
 bool Communicator::aborted() const { return aborted_; }
