@@ -49,7 +49,7 @@ class SymmetricHeap {
  private:
   struct PeerMapping;
   enum class Kind : int32_t { kAllocate = 1, kRegister = 2, kRelease = 3 };
-  SymmetricBuffer exchange(void* local, size_t bytes, Kind kind, bool owned);
+  SymmetricBuffer exchange(void* local, size_t bytes, bool owned);
   void rendezvous(Kind kind, size_t bytes, int32_t release_id);
 
   Bootstrap& bootstrap_;

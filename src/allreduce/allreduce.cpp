@@ -146,10 +146,8 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off. 4xH200,
   // bf16, LL vs fenced one-shot: 4 KB 5.2 vs 5.7 us, 8 KB 5.8 vs 6.1, 16 KB 6.1
   // vs 6.2, 32 KB 6.9 vs 6.3, 64 KB 8.3 vs 6.6.
-  const char* ll_env = std::getenv("FERRY_ALLREDUCE_LL_MAX_BYTES");
-  const size_t default_ll = size_t{16} << 10;
-  state_->ll_max_bytes = std::min(ll_env && *ll_env ? env_size("FERRY_ALLREDUCE_LL_MAX_BYTES", 0) : default_ll,
-                                  state_->capacity[kOneShotLlKernel]);
+  state_->ll_max_bytes =
+      std::min(env_size("FERRY_ALLREDUCE_LL_MAX_BYTES", size_t{16} << 10), state_->capacity[kOneShotLlKernel]);
 }
 
 AllReduce::~AllReduce() {

@@ -47,11 +47,6 @@ struct Params {
   int variant;                 // algorithm-specific (two-shot: 0 pull, 1 push)
 };
 
-struct LaunchConfig {
-  int blocks;
-  int threads;
-};
-
 FERRY_HOST_DEVICE inline size_t packs_of(size_t count, size_t elem_size) {
   const size_t per_pack = kPackBytes / elem_size;
   return (count + per_pack - 1) / per_pack;

@@ -89,7 +89,7 @@ SymmetricBuffer SymmetricHeap::allocate(size_t bytes) {
     FERRY_CUDA_CHECK(err);
   }
   try {
-    return exchange(ptr, bytes, Kind::kAllocate, true);
+    return exchange(ptr, bytes, true);
   } catch (...) {
     cudaFree(ptr);
     throw;
@@ -100,10 +100,10 @@ SymmetricBuffer SymmetricHeap::register_buffer(void* ptr, size_t bytes) {
   FERRY_ARG_CHECK(ptr != nullptr, "SymmetricHeap::register_buffer: ptr is null");
   FERRY_ARG_CHECK(bytes > 0, "SymmetricHeap::register_buffer: bytes must be > 0");
   rendezvous(Kind::kRegister, bytes, next_id_);
-  return exchange(ptr, bytes, Kind::kRegister, false);
+  return exchange(ptr, bytes, false);
 }
 
-SymmetricBuffer SymmetricHeap::exchange(void* local, size_t bytes, Kind kind, bool owned) {
+SymmetricBuffer SymmetricHeap::exchange(void* local, size_t bytes, bool owned) {
   BufferInfo mine{};
   CUdeviceptr base = 0;
   size_t base_size = 0;
@@ -163,7 +163,6 @@ SymmetricBuffer SymmetricHeap::exchange(void* local, size_t bytes, Kind kind, bo
     }
     throw;
   }
-  (void)kind;
   SymmetricBuffer result = entry.buffer;
   buffers_.emplace(next_id_++, std::move(entry));
   return result;

@@ -55,7 +55,6 @@ Topology discover_topology(Bootstrap& bootstrap) {
     for (int r = 0; r < topo.size; ++r) topo.node_of_rank[r] = r / per_node;
   } else {
     std::map<std::string, int> node_by_host;  // nodes numbered by first appearance
-    std::vector<int> first_rank;
     for (int r = 0; r < topo.size; ++r) {
       std::string name(&hosts[kHostNameBytes * r], strnlen(&hosts[kHostNameBytes * r], kHostNameBytes));
       auto [it, inserted] = node_by_host.emplace(name, static_cast<int>(node_by_host.size()));

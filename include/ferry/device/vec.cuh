@@ -5,10 +5,6 @@
 
 namespace ferry::device {
 
-struct alignas(16) Pack {
-  uint4 raw;
-};
-
 __device__ __forceinline__ uint4 load16(const void* ptr) {
   return *reinterpret_cast<const uint4*>(ptr);
 }
