@@ -14,6 +14,7 @@ enum class DataType : int {
   kInt64 = 3,
   kBFloat16 = 4,
   kFloat16 = 5,
+  kFloat8E4M3 = 6,  // EP dispatch only (with per-128-column fp32 scales); AllReduce rejects it
 };
 
 enum class ReduceOp : int {

@@ -74,6 +74,9 @@ size_t validate_call(const CallShape& call, const CommShape& comm) {
   FERRY_ARG_CHECK(call.out != nullptr, "AllReduce::run: output pointer is null");
   FERRY_ARG_CHECK(call.count > 0, "AllReduce::run: count must be > 0, got " << call.count);
   const size_t elem = dtype_size(call.type);  // throws for unknown types
+  FERRY_ARG_CHECK(call.type != DataType::kFloat8E4M3,
+                  "AllReduce::run: float8_e4m3 is not a reduction type (use float32, float64, int32, "
+                  "int64, bfloat16 or float16)");
   FERRY_ARG_CHECK(std::strcmp(reduce_op_name(call.op), "unknown") != 0,
                   "AllReduce::run: unsupported reduce op value " << static_cast<int>(call.op));
   FERRY_ARG_CHECK(std::strcmp(algorithm_name(call.algorithm), "unknown") != 0,

@@ -228,6 +228,7 @@ template <typename Fn> void dispatch_type_op(DataType type, ReduceOp op, Fn&& fn
     case DataType::kInt64: return with_type(int64_t{});
     case DataType::kBFloat16: return with_type(__nv_bfloat16{});
     case DataType::kFloat16: return with_type(__half{});
+    case DataType::kFloat8E4M3: break;  // not a reduction type (rejected by validate_call)
   }
   FERRY_THROW(InvalidArgument, "unsupported data type " << static_cast<int>(type));
 }

@@ -15,6 +15,7 @@ size_t dtype_size(DataType type) {
     case DataType::kInt64: return 8;
     case DataType::kBFloat16: return 2;
     case DataType::kFloat16: return 2;
+    case DataType::kFloat8E4M3: return 1;
   }
   FERRY_THROW(InvalidArgument, "unsupported data type value " << static_cast<int>(type));
 }
@@ -27,6 +28,7 @@ const char* dtype_name(DataType type) {
     case DataType::kInt64: return "int64";
     case DataType::kBFloat16: return "bfloat16";
     case DataType::kFloat16: return "float16";
+    case DataType::kFloat8E4M3: return "float8_e4m3";
   }
   return "unknown";
 }
@@ -55,8 +57,9 @@ DataType dtype_from_string(const std::string& name) {
   if (n == "int64" || n == "i64" || n == "long") return DataType::kInt64;
   if (n == "bfloat16" || n == "bf16") return DataType::kBFloat16;
   if (n == "float16" || n == "fp16" || n == "f16" || n == "half") return DataType::kFloat16;
+  if (n == "float8_e4m3" || n == "fp8" || n == "e4m3" || n == "float8_e4m3fn") return DataType::kFloat8E4M3;
   FERRY_THROW(InvalidArgument, "unknown data type '" << name
-                                   << "' (expected float32, float64, int32, int64, bfloat16, float16)");
+                                   << "' (expected float32, float64, int32, int64, bfloat16, float16, float8_e4m3)");
 }
 
 ReduceOp reduce_op_from_string(const std::string& name) {

@@ -1,0 +1,165 @@
+// Expert-parallel dispatch and combine inside a node (NVLink peer-to-peer).
+//
+// Semantics (see DESIGN.md, "EP semantics"): every rank holds tokens[T, H] and
+// topk_idx[T, K] (-1 = no expert); E experts are spread evenly, E / world_size
+// per rank (rank r owns experts [r * local, (r + 1) * local)).
+//  - dispatch: each rank receives the tokens its experts must process, grouped
+//    by local expert (rows of one expert are contiguous, ordered by source rank,
+//    then source token index), with each row's weight. A token crosses NVLink
+//    once per destination rank, however many experts it picks there.
+//  - combine: each rank gets back out[T, H] in its original token order: the
+//    sum over the token's experts of weight * expert_output (fp32 accumulation;
+//    unweighted when dispatch had no weights). Partial sums of the experts of
+//    one destination rank cross NVLink once, in bf16.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+class Communicator;
+
+enum class EpMode : int {
+  kHighThroughput = 0,  // prefill/training: thousands of tokens per rank
+  kLowLatency = 1,      // decode: no host synchronization, CUDA-graph capturable
+};
+const char* ep_mode_name(EpMode mode);
+
+// A device tensor as the EP API sees it (what PyTorch and DLPack describe):
+// element type, shape and strides in elements. Empty strides mean contiguous.
+struct TensorView {
+  const void* data = nullptr;
+  DataType dtype = DataType::kBFloat16;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+
+  TensorView() = default;
+  TensorView(const void* data_, DataType dtype_, std::vector<int64_t> shape_,
+             std::vector<int64_t> strides_ = {})
+      : data(data_), dtype(dtype_), shape(std::move(shape_)), strides(std::move(strides_)) {}
+  bool empty() const { return data == nullptr; }
+  int64_t numel() const;
+  bool is_contiguous() const;
+  std::string describe() const;  // "bfloat16[128, 7168]" (for messages)
+};
+
+struct EpConfig {
+  int max_tokens_per_rank = 0;  // T: tokens one rank may dispatch per call
+  int hidden = 0;               // H: multiple of 128 (fp8 scales cover 128 columns)
+  int topk = 0;                 // K: 1..16
+  int num_experts = 0;          // E: divisible by the world size
+  // Type of the dispatched tokens on the wire and in the output: kBFloat16, or
+  // kFloat8E4M3 with one fp32 scale per 128 columns (bf16 input is quantized in
+  // the kernel; fp8 input with its scales travels as is).
+  DataType dispatch_type = DataType::kBFloat16;
+  bool with_weights = true;     // topk_weights travel with the tokens
+  int num_sms = 0;              // SMs the kernels may use; 0: 24 (high-throughput), all (low-latency)
+  EpMode mode = EpMode::kHighThroughput;
+  int expert_alignment = 1;     // high-throughput: each expert's rows start at a multiple of this
+  // High-throughput only: rows the dispatch output can hold (all experts, with
+  // alignment padding). 0: the worst case, world * T * min(K, local experts)
+  // plus padding. A dispatch that receives more fails with InvalidArgument.
+  int64_t max_recv_rows = 0;
+};
+
+// Routing layout of one dispatch, needed by the combine that follows and by a
+// re-dispatch with the same routing. An EpBuffer keeps one layout (the latest
+// dispatch's); a handle from an older dispatch is rejected. Use one EpBuffer per
+// micro-batch that must be in flight at the same time.
+struct EpHandle {
+  uint64_t generation = 0;  // 0: no layout
+  int num_tokens = 0;
+  bool with_weights = false;
+};
+
+// What dispatch returns. Pointers are into the EpBuffer's own memory and stay
+// valid until the next dispatch on it.
+struct DispatchResult {
+  // High-throughput: [num_rows, H]; low-latency: [local_experts, capacity, H].
+  // dispatch_type elements; rows of expert e start at expert_offsets[e].
+  void* tokens = nullptr;
+  float* scales = nullptr;          // fp8: [rows, H / 128] fp32, else nullptr
+  float* weights = nullptr;         // [rows] fp32 weight of each (token, expert) row, or nullptr
+  int32_t* expert_counts = nullptr; // device [local_experts]: real rows per expert (no padding)
+  int64_t* expert_offsets = nullptr;// device [local_experts + 1]: first row of each expert, then the end
+  int local_experts = 0;
+  int64_t capacity_per_expert = 0;  // low-latency: rows per expert slab (world * T)
+  int64_t capacity_rows = 0;        // rows the token buffer holds
+  // High-throughput with a host synchronization: rows used (padding included)
+  // and the per-expert counts on the host; otherwise -1 and empty.
+  int64_t num_rows = -1;
+  std::vector<int64_t> host_expert_counts;
+  EpHandle handle;
+};
+
+struct DispatchOptions {
+  // High-throughput: synchronize the stream once to learn the row counts
+  // (num_rows, host_expert_counts). Off: no host synchronization; use the device
+  // counts. Low-latency mode never synchronizes.
+  bool sync_counts = true;
+  // Re-dispatch new tokens (and weights) with the routing of this handle (the
+  // latest one): skips the layout step; topk_idx may be empty and is ignored.
+  const EpHandle* reuse = nullptr;
+};
+
+class EpBuffer {
+ public:
+  // Collective over the communicator (symmetric allocations). Throws
+  // InvalidArgument for a bad config, NotSupported when ranks span nodes.
+  EpBuffer(Communicator& comm, const EpConfig& config);
+  ~EpBuffer();
+  EpBuffer(const EpBuffer&) = delete;
+  EpBuffer& operator=(const EpBuffer&) = delete;
+
+  // tokens: [T', H] bf16, or fp8 e4m3 with scales [T', H / 128] fp32 (T' <= T);
+  // topk_idx: [T', K] int32 or int64; topk_weights: [T', K] fp32 or empty.
+  // Asynchronous on `stream` (high-throughput with sync_counts waits once).
+  DispatchResult dispatch(const TensorView& tokens, const TensorView& topk_idx,
+                          const TensorView& topk_weights, const TensorView& scales,
+                          cudaStream_t stream, const DispatchOptions& options = {});
+
+  // out[T', H] bf16 = sum over each token's experts of weight * expert_outputs[row].
+  // expert_outputs: bf16 in the dispatch output's layout ([rows, H] or
+  // [local_experts, capacity, H]).
+  void combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
+               cudaStream_t stream);
+
+  // Low-latency halves (also valid in high-throughput mode): the send half only
+  // issues the writes to peers; the receive half waits for them and produces the
+  // result. The caller may run other work between the two. Order on one buffer:
+  // dispatch_send, dispatch_recv, combine_send, combine_recv, each on the
+  // device in that order (one stream, or streams joined by events).
+  EpHandle dispatch_send(const TensorView& tokens, const TensorView& topk_idx,
+                         const TensorView& topk_weights, const TensorView& scales,
+                         cudaStream_t stream, const DispatchOptions& options = {});
+  DispatchResult dispatch_recv(const EpHandle& handle, cudaStream_t stream,
+                               const DispatchOptions& options = {});
+  void combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream);
+  void combine_recv(const EpHandle& handle, const TensorView& out, cudaStream_t stream);
+
+  // Throws the error a kernel recorded for this buffer (an expert id out of
+  // range, more rows than max_recv_rows), once; the buffer stays usable.
+  // Every dispatch and combine call runs this check first.
+  void check_errors();
+
+  const EpConfig& config() const { return config_; }
+  int local_experts() const;
+  int world_size() const;
+  int rank() const;
+
+ private:
+  struct State;
+  Communicator& comm_;
+  EpConfig config_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ferry

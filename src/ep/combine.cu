@@ -1,0 +1,127 @@
+// Combine: the send half reduces, for every token this rank received, the
+// weighted outputs of its local experts (fp32) and writes the bf16 partial sum
+// once into the token's home rank; the receive half sums the partials of every
+// rank in rank order (fp32) into out[t]. Protocol: NOTE [EP epochs].
+#include "ep/kernel_common.cuh"
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::ep {
+namespace {
+
+constexpr int kUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
+
+// acc[u] += weight * row[unit base + u * 32 + lane], for the kUnroll units of this step.
+__device__ __forceinline__ void accumulate_units(float (&acc)[kUnroll][8], const uint8_t* row, float weight,
+                                                 int base, int units, int lane) {
+  uint4 v[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int i = base + u * 32 + lane;
+    if (i < units) v[u] = device::load16(row + size_t(i) * 16);
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int i = base + u * 32 + lane;
+    if (i >= units) continue;
+    float f[8];
+    unpack_bf16x8(v[u], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[u][j] = fmaf(weight, f[j], acc[u][j]);
+  }
+}
+
+__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kUnroll][8], int base, int units,
+                                            int lane) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int i = base + u * 32 + lane;
+    if (i < units) device::store16(row + size_t(i) * 16, pack_bf16x8(acc[u]));
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
+  const uint64_t epoch = current_epoch(&p.epochs->combine);
+  // Homes must be done reading the partials this rank sent them last time.
+  if (!wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) return;
+  const int W = p.world_size, K = p.topk, H = p.hidden;
+  __shared__ int32_t token_prefix[kMaxRanks + 1];
+  __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
+  __shared__ float warp_weights[kWarps][kMaxTopk];
+  if (threadIdx.x == 0) {
+    token_prefix[0] = 0;
+    for (int s = 0; s < W; ++s) token_prefix[s + 1] = token_prefix[s] + p.recv_token_count[s];
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int units = H * 2 / 16;
+  const size_t row_bytes = size_t(H) * 2;
+  const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
+  for (int item = blockIdx.x * kWarps + warp; item < token_prefix[W]; item += gridDim.x * kWarps) {
+    int s = 0;
+    while (item >= token_prefix[s + 1]) ++s;
+    const size_t index = size_t(s) * p.max_tokens + (item - token_prefix[s]);
+    const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
+    const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+    int num_rows = 0;
+    for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+      const int k = __ffs(m) - 1;
+      if (lane == k) {
+        warp_rows[warp][num_rows] = outputs + size_t(row) * row_bytes;
+        warp_weights[warp][num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
+      }
+      ++num_rows;
+    }
+    __syncwarp();
+    const int src_token = p.slot_src_token[index];
+    uint8_t* dst = p.combine_stage[s] + (size_t(p.rank) * p.max_tokens + src_token) * row_bytes;
+    for (int base = 0; base < units; base += 32 * kUnroll) {
+      float acc[kUnroll][8] = {};
+      for (int j = 0; j < num_rows; ++j)
+        accumulate_units(acc, warp_rows[warp][j], warp_weights[warp][j], base, units, lane);
+      store_units(dst, acc, base, units, lane);
+    }
+    __syncwarp();
+  }
+  signal_all_peers(p, kCombineArrived);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
+  const uint64_t epoch = current_epoch(&p.epochs->combine);
+  if (!wait_all_peers(p, kCombineArrived, epoch * uint64_t(p.num_combine_blocks), kPhaseEpCombine)) return;
+  const int W = p.world_size, H = p.hidden;
+  const int lane = threadIdx.x & 31;
+  const int units = H * 2 / 16;
+  const size_t row_bytes = size_t(H) * 2;
+  // A bad expert id in this call's routing: nothing was sent, nothing is written.
+  if (*p.layout_error == 0) {
+    for (int t = blockIdx.x * kWarps + (threadIdx.x >> 5); t < p.num_tokens; t += gridDim.x * kWarps) {
+      const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
+      const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
+      uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes;
+      for (int base = 0; base < units; base += 32 * kUnroll) {
+        float acc[kUnroll][8] = {};
+        for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
+          const int r = __ffs(m) - 1;
+          accumulate_units(acc, p.combine_stage[p.rank] + (size_t(r) * p.max_tokens + t) * row_bytes, 1.f, base,
+                           units, lane);
+        }
+        store_units(out, acc, base, units, lane);
+      }
+    }
+  }
+  finish_receive(p, &p.epochs->combine, &p.epochs->combine_blocks_done, kCombineConsumed, epoch);
+}
+
+}  // namespace
+
+void launch_combine_send(const Params& p, cudaStream_t stream) {
+  combine_send_kernel<<<p.num_combine_blocks, kThreads, 0, stream>>>(p);
+  FERRY_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_combine_recv(const Params& p, cudaStream_t stream) {
+  combine_recv_kernel<<<p.num_combine_blocks, kThreads, 0, stream>>>(p);
+  FERRY_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ferry::ep

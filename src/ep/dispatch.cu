@@ -1,0 +1,242 @@
+// Dispatch: the send half writes each token once into the staging region of
+// every destination rank it picked (with its routing record), the receive half
+// waits for every source and expands the staged tokens into the output grouped
+// by local expert. Protocol: NOTE [EP epochs] in kernel_common.cuh.
+#include "ep/kernel_common.cuh"
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::ep {
+namespace {
+
+constexpr int kUnroll = 4;  // 16-byte units in flight per lane
+
+// Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
+// base pointers are in `dst` (warp-uniform), kUnroll units per lane at a time.
+__device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
+                                                   int units, int lane) {
+  for (int base = 0; base < units; base += 32 * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
+    }
+    for (int d = 0; d < num_dst; ++d) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = base + u * 32 + lane;
+        if (i < units) device::store16(dst[d] + size_t(i) * 16, v[u]);
+      }
+    }
+  }
+}
+
+// bf16 row -> fp8 rows + one scale per 128 columns. Lane = 8 columns; 16 lanes
+// = one scale group, reduced with shuffles.
+__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
+                                                 int hidden, int lane) {
+  const int units = hidden / 8;
+  for (int base = 0; base < units; base += 32) {
+    const int i = base + lane;
+    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (i < units) unpack_bf16x8(device::load16(src + size_t(i) * 16), f);
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
+    const uint2 q = quantize_fp8x8(f, 1.f / scale);
+    if (i < units) {
+      for (int d = 0; d < num_dst; ++d) {
+        *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
+        if ((lane & 15) == 0) reinterpret_cast<float*>(dst[d] + hidden)[i / 16] = scale;
+      }
+    }
+  }
+}
+
+__device__ void send_token(const Params& p, int t, int lane, uint8_t** dst) {
+  const int W = p.world_size, K = p.topk, Le = p.local_experts;
+  const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
+  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0);
+  if (dst_mask == 0) return;
+  const int e = lane < K ? load_expert(p, t, lane) : -1;
+  const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
+  const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  int num_dst = 0;
+  for (unsigned m = dst_mask; m != 0; m &= m - 1) {
+    const int r = __ffs(m) - 1;
+    const int s = __shfl_sync(0xffffffffu, slot, r);
+    const size_t index = size_t(p.rank) * p.max_tokens + s;
+    int32_t* meta = reinterpret_cast<int32_t*>(p.stage_meta[r] + index * p.meta_bytes);
+    if (lane == 0) meta[0] = t;
+    if (lane < K) {
+      meta[1 + lane] = (e >= 0 && e / Le == r) ? e % Le : -1;
+      meta[1 + K + lane] = pos;
+      reinterpret_cast<float*>(meta)[1 + 2 * K + lane] = w;
+    }
+    dst[num_dst++] = p.stage[r] + index * p.stage_row_bytes;
+  }
+  __syncwarp();
+  const int H = p.hidden;
+  if (p.fp8_out && !p.fp8_in) {
+    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H, lane);
+  } else if (p.fp8_in) {
+    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H, dst, num_dst, H / 16, lane);
+    const int groups = H / kScaleBlock;
+    for (int g = lane; g < groups; g += 32) {
+      const float scale = p.scales_in[size_t(t) * groups + g];
+      for (int d = 0; d < num_dst; ++d) reinterpret_cast<float*>(dst[d] + H)[g] = scale;
+    }
+  } else {
+    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H * 2 / 16,
+                       lane);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
+  const uint64_t epoch = current_epoch(&p.epochs->dispatch);
+  // Receivers must be done reading what this rank sent them last time.
+  if (!wait_all_peers(p, kDispatchConsumed, epoch - 1, kPhaseEpDispatch)) return;
+  const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
+  const int W = p.world_size, Le = p.local_experts;
+  if (blockIdx.x == 0) {
+    for (int i = threadIdx.x; i < W * (1 + Le); i += kThreads) {
+      const int r = i / (1 + Le), c = i % (1 + Le);
+      const int v = bad ? 0 : (c == 0 ? p.send_token_count[r] : p.send_expert_count[r * Le + c - 1]);
+      p.counts[r][p.rank * (1 + Le) + c] = v;
+    }
+  }
+  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+  if (!bad) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int num_warps = gridDim.x * kWarps;
+    for (int t = blockIdx.x * kWarps + warp; t < p.num_tokens; t += num_warps) send_token(p, t, lane, warp_dst[warp]);
+  }
+  signal_all_peers(p, kDispatchArrived);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
+  const uint64_t epoch = current_epoch(&p.epochs->dispatch);
+  const int W = p.world_size, Le = p.local_experts, K = p.topk;
+  if (!wait_all_peers(p, kDispatchArrived, epoch * uint64_t(p.num_send_blocks), kPhaseEpDispatch)) return;
+
+  // Where the rows of (source s, local expert le) start: the expert's offset,
+  // then the rows of lower sources.
+  extern __shared__ int32_t smem[];
+  int32_t* base = smem;                       // [W][Le]
+  int64_t* offsets = reinterpret_cast<int64_t*>(base + ((W * Le + 1) & ~1));  // [Le + 1]
+  __shared__ int32_t token_prefix[kMaxRanks + 1];
+  __shared__ bool overflow;
+  const int32_t* counts = p.counts[p.rank];
+  for (int le = threadIdx.x; le < Le; le += kThreads) {
+    int run = 0;
+    for (int s = 0; s < W; ++s) {
+      base[s * Le + le] = run;
+      run += counts[s * (1 + Le) + 1 + le];
+    }
+    offsets[le + 1] = run;  // this expert's rows, for now
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    offsets[0] = 0;
+    for (int le = 0; le < Le; ++le) {
+      const int64_t rows = offsets[le + 1];
+      offsets[le + 1] = p.low_latency ? int64_t(le + 1) * p.capacity_per_expert
+                                      : offsets[le] + (rows + p.expert_alignment - 1) / p.expert_alignment *
+                                                          p.expert_alignment;
+    }
+    token_prefix[0] = 0;
+    for (int s = 0; s < W; ++s) token_prefix[s + 1] = token_prefix[s] + counts[s * (1 + Le)];
+    overflow = !p.low_latency && offsets[Le] > p.capacity_rows;
+    if (overflow && blockIdx.x == 0 && p.status->code == kEpOk) {
+      p.status->value = offsets[Le];
+      __threadfence_system();
+      p.status->code = kEpTooManyRows;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < W * Le; i += kThreads) base[i] += int32_t(offsets[i % Le]);
+  __syncthreads();
+
+  if (!overflow) {
+    if (blockIdx.x == 0) {
+      for (int le = threadIdx.x; le <= Le; le += kThreads) p.expert_offsets[le] = offsets[le];
+      for (int le = threadIdx.x; le < Le; le += kThreads) {
+        int rows = 0;
+        for (int s = 0; s < W; ++s) rows += counts[s * (1 + Le) + 1 + le];
+        p.expert_counts[le] = rows;
+      }
+      if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = counts[threadIdx.x * (1 + Le)];
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __shared__ uint8_t* warp_dst[kWarps][kMaxTopk];
+    const int H = p.hidden;
+    const size_t out_row_bytes = size_t(H) * (p.fp8_out ? 1 : 2);
+    const int groups = H / kScaleBlock;
+    const int total = token_prefix[W];
+    for (int item = blockIdx.x * kWarps + warp; item < total; item += gridDim.x * kWarps) {
+      int s = 0;
+      while (item >= token_prefix[s + 1]) ++s;
+      const int slot = item - token_prefix[s];
+      const size_t index = size_t(s) * p.max_tokens + slot;
+      const int32_t* meta = reinterpret_cast<const int32_t*>(p.stage_meta[p.rank] + index * p.meta_bytes);
+      int row = -1;
+      if (lane < K) {
+        const int le = meta[1 + lane];
+        if (le >= 0) {
+          row = base[s * Le + le] + meta[1 + K + lane];
+          if (p.with_weights) p.out_weights[row] = reinterpret_cast<const float*>(meta)[1 + 2 * K + lane];
+        }
+        p.slot_rows[index * K + lane] = row;
+      }
+      if (lane == 0) p.slot_src_token[index] = meta[0];
+      const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+      int num_rows = 0;
+      for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+        const int k = __ffs(m) - 1;
+        const int r = __shfl_sync(0xffffffffu, row, k);
+        if (lane == 0) warp_dst[warp][num_rows] = p.out_tokens + size_t(r) * out_row_bytes;
+        ++num_rows;
+      }
+      __syncwarp();
+      const uint8_t* staged = p.stage[p.rank] + index * p.stage_row_bytes;
+      copy_units_to_rows(staged, warp_dst[warp], num_rows, int(out_row_bytes / 16), lane);
+      if (p.fp8_out) {
+        for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+          const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
+          for (int g = lane; g < groups; g += 32)
+            p.out_scales[size_t(r) * groups + g] = reinterpret_cast<const float*>(staged + H)[g];
+        }
+      }
+      __syncwarp();
+    }
+  }
+  finish_receive(p, &p.epochs->dispatch, &p.epochs->dispatch_blocks_done, kDispatchConsumed, epoch);
+}
+
+}  // namespace
+
+size_t dispatch_recv_smem_bytes(int world_size, int local_experts) {
+  return sizeof(int32_t) * (size_t(world_size) * local_experts + 2) + sizeof(int64_t) * (local_experts + 1);
+}
+
+void launch_dispatch_send(const Params& p, cudaStream_t stream) {
+  dispatch_send_kernel<<<p.num_send_blocks, kThreads, 0, stream>>>(p);
+  FERRY_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_dispatch_recv(const Params& p, cudaStream_t stream) {
+  const size_t smem = dispatch_recv_smem_bytes(p.world_size, p.local_experts);
+  static bool configured = false;
+  if (!configured) {
+    FERRY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_recv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(kLayoutMaxSmem)));
+    configured = true;
+  }
+  dispatch_recv_kernel<<<p.num_send_blocks, kThreads, smem, stream>>>(p);
+  FERRY_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ferry::ep

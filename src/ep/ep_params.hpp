@@ -1,0 +1,126 @@
+// Host/device shared definitions of the EP kernels: the one Params struct every
+// kernel takes, the symmetric-region layout and the launch entry points.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/device/timeout.cuh"
+
+namespace ferry::ep {
+
+constexpr int kMaxRanks = 8;   // ranks of one NVLink node
+constexpr int kMaxTopk = 16;
+constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
+constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
+constexpr int kWarps = kThreads / 32;
+
+// Flag words of one rank's flag region (uint64 counters, they only grow).
+enum FlagSlot : int {
+  kDispatchArrived = 0,                       // + source rank: send blocks done
+  kDispatchConsumed = kMaxRanks,              // + receiver rank: receiver done reading epoch
+  kCombineArrived = 2 * kMaxRanks,            // + expert rank: combine send blocks done
+  kCombineConsumed = 3 * kMaxRanks,           // + home rank: home done reading epoch
+  kNumFlagSlots = 4 * kMaxRanks,
+};
+
+// Device-local progress of one EpBuffer (see NOTE [EP epochs]).
+struct Epochs {
+  uint64_t dispatch;            // dispatch_recv launches completed
+  uint64_t combine;             // combine_recv launches completed
+  unsigned dispatch_blocks_done;
+  unsigned combine_blocks_done;
+};
+
+// Errors a kernel finds in this rank's input, for EpBuffer::check_errors.
+// Lives in host-mapped memory; 0 = fine.
+enum EpErrorCode : int32_t { kEpOk = 0, kEpBadExpert = 1, kEpTooManyRows = 2 };
+struct EpStatus {
+  volatile int32_t code;
+  volatile int32_t token;
+  volatile int32_t k;
+  volatile int32_t reserved;
+  volatile int64_t value;  // the bad expert id, or the rows needed
+};
+
+struct Params {
+  // ---- shape
+  int world_size;
+  int rank;
+  int num_tokens;        // this call's T' (<= max_tokens)
+  int max_tokens;        // T: slots per source in the staging regions
+  int hidden;
+  int topk;
+  int num_experts;
+  int local_experts;
+  int expert_alignment;  // high-throughput output
+  bool low_latency;
+  bool fp8_out;          // dispatch_type fp8
+  bool fp8_in;           // tokens given in fp8
+  bool idx_int64;
+  bool with_weights;
+  int64_t capacity_rows;        // rows of the output buffer
+  int64_t capacity_per_expert;  // low-latency slab per expert
+  size_t stage_row_bytes;       // one staged token: data, then scales (fp8)
+  size_t meta_bytes;            // one staged token's routing record
+  int num_send_blocks;          // fixed per buffer: arrival counts are in blocks
+  int num_combine_blocks;
+
+  // ---- user tensors
+  const void* tokens;           // [T', H] bf16 or fp8
+  const float* scales_in;       // fp8 input: [T', H/128]
+  const void* topk_idx;         // [T', K]
+  const float* topk_weights;    // [T', K] or nullptr
+  const void* expert_outputs;   // bf16, dispatch output layout
+  void* combine_out;            // bf16 [T', H]
+
+  // ---- layout of this rank's tokens (local; the handle)
+  int32_t* token_slot;          // [T][W]: slot at each destination, -1 if not sent
+  int32_t* pos_in_expert;       // [T][K]: index among this rank's tokens of that expert
+  int32_t* send_expert_count;   // [E]
+  int32_t* send_token_count;    // [W]
+  int32_t* layout_error;        // device: non-zero when topk_idx held a bad id
+
+  // ---- receive side (local)
+  int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1
+  int32_t* slot_src_token;      // [W][T]
+  int32_t* recv_token_count;    // [W]
+  uint8_t* out_tokens;          // dispatch output
+  float* out_scales;
+  float* out_weights;
+  int32_t* expert_counts;       // [Le]
+  int64_t* expert_offsets;      // [Le + 1]
+
+  // ---- symmetric regions of every rank, as mapped here
+  uint8_t* stage[kMaxRanks];        // [W source][T][stage_row_bytes]
+  uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes]
+  int32_t* counts[kMaxRanks];       // [W source][1 + Le]: tokens, then rows per local expert
+  uint8_t* combine_stage[kMaxRanks];// [W expert rank][T][H] bf16
+  uint64_t* flags[kMaxRanks];       // kNumFlagSlots words
+
+  Epochs* epochs;
+  EpStatus* status;             // host-mapped
+  WaitContext wait;
+};
+
+// Staged routing record of one token: its index at the source, then per k the
+// destination's local expert (-1: that expert lives elsewhere or none), the
+// index among the source's tokens of that expert, and the weight.
+inline size_t meta_record_bytes(int topk) {
+  const size_t raw = sizeof(int32_t) * (1 + 2 * static_cast<size_t>(topk)) + sizeof(float) * topk;
+  return (raw + 15) / 16 * 16;
+}
+
+// The layout kernel keeps ids and per-warp expert counts in shared memory.
+constexpr size_t kLayoutMaxSmem = 220 * 1024;
+size_t layout_smem_bytes(int num_experts, int topk);
+void launch_layout(const Params& p, cudaStream_t stream);
+void launch_dispatch_send(const Params& p, cudaStream_t stream);
+size_t dispatch_recv_smem_bytes(int world_size, int local_experts);
+void launch_dispatch_recv(const Params& p, cudaStream_t stream);
+void launch_combine_send(const Params& p, cudaStream_t stream);
+void launch_combine_recv(const Params& p, cudaStream_t stream);
+
+}  // namespace ferry::ep
