@@ -132,6 +132,10 @@ class EpBuffer {
   void combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
                cudaStream_t stream);
 
+  // dispatch() and combine() run their two halves concurrently (the receive half
+  // on an internal stream joined back to `stream`, consuming tokens as they
+  // land); num_sms is split between them.
+  //
   // Low-latency halves (also valid in high-throughput mode): the send half only
   // issues the writes to peers; the receive half waits for them and produces the
   // result. The caller may run other work between the two. Order on one buffer:
@@ -157,6 +161,7 @@ class EpBuffer {
 
  private:
   struct State;
+  void sync_counts(DispatchResult& result, cudaStream_t stream);
   Communicator& comm_;
   EpConfig config_;
   std::unique_ptr<State> state_;

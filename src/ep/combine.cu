@@ -1,7 +1,8 @@
 // Combine: the send half reduces, for every token this rank received, the
 // weighted outputs of its local experts (fp32) and writes the bf16 partial sum
-// once into the token's home rank; the receive half sums the partials of every
-// rank in rank order (fp32) into out[t]. Protocol: NOTE [EP epochs].
+// once into the token's home rank; the receive half sums each token's partials
+// as soon as they are ready, in rank order (fp32), into out[t]. Protocol:
+// NOTE [EP epochs].
 #include "ep/kernel_common.cuh"
 #include "ferry/cuda_check.hpp"
 
@@ -40,54 +41,60 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kUn
 }
 
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
-  const uint64_t epoch = current_epoch(&p.epochs->combine);
-  // Homes must be done reading the partials this rank sent them last time.
-  if (!wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) return;
+  const uint64_t epoch = current_epoch(p, kCombineSend);
   const int W = p.world_size, K = p.topk, H = p.hidden;
-  __shared__ int32_t token_prefix[kMaxRanks + 1];
+  __shared__ int32_t token_count[kMaxRanks];
+  __shared__ int32_t max_token_count;
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
   if (threadIdx.x == 0) {
-    token_prefix[0] = 0;
-    for (int s = 0; s < W; ++s) token_prefix[s + 1] = token_prefix[s] + p.recv_token_count[s];
+    max_token_count = 0;
+    for (int s = 0; s < W; ++s) {
+      token_count[s] = p.recv_token_count[s];
+      max_token_count = max(max_token_count, token_count[s]);
+    }
   }
-  __syncthreads();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int units = H * 2 / 16;
-  const size_t row_bytes = size_t(H) * 2;
-  const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
-  for (int item = blockIdx.x * kWarps + warp; item < token_prefix[W]; item += gridDim.x * kWarps) {
-    int s = 0;
-    while (item >= token_prefix[s + 1]) ++s;
-    const size_t index = size_t(s) * p.max_tokens + (item - token_prefix[s]);
-    const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
-    const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
-    int num_rows = 0;
-    for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-      const int k = __ffs(m) - 1;
-      if (lane == k) {
-        warp_rows[warp][num_rows] = outputs + size_t(row) * row_bytes;
-        warp_weights[warp][num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
+  // Homes must be done reading the partials this rank sent them last time.
+  if (wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int units = H * 2 / 16;
+    const size_t row_bytes = size_t(H) * 2;
+    const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
+    const ItemCursor cursor{W, max_token_count};
+    for (int item = blockIdx.x * kWarps + warp; item < cursor.total(); item += gridDim.x * kWarps) {
+      int s, slot;
+      if (!cursor.decode(item, token_count, s, slot)) continue;
+      const size_t index = size_t(s) * p.max_tokens + slot;
+      const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
+      const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+      int num_rows = 0;
+      for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+        const int k = __ffs(m) - 1;
+        if (lane == k) {
+          warp_rows[warp][num_rows] = outputs + size_t(row) * row_bytes;
+          warp_weights[warp][num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
+        }
+        ++num_rows;
       }
-      ++num_rows;
+      __syncwarp();
+      const int src_token = p.slot_src_token[index];
+      const size_t home_index = size_t(p.rank) * p.max_tokens + src_token;
+      uint8_t* dst = p.combine_stage[s] + home_index * row_bytes;
+      for (int base = 0; base < units; base += 32 * kUnroll) {
+        float acc[kUnroll][8] = {};
+        for (int j = 0; j < num_rows; ++j)
+          accumulate_units(acc, warp_rows[warp][j], warp_weights[warp][j], base, units, lane);
+        store_units(dst, acc, base, units, lane);
+      }
+      __syncwarp();  // the partial's stores, then its ready word (NOTE [EP epochs])
+      if (lane == 0) device::st_release_sys(p.combine_ready[s] + home_index, epoch);
     }
-    __syncwarp();
-    const int src_token = p.slot_src_token[index];
-    uint8_t* dst = p.combine_stage[s] + (size_t(p.rank) * p.max_tokens + src_token) * row_bytes;
-    for (int base = 0; base < units; base += 32 * kUnroll) {
-      float acc[kUnroll][8] = {};
-      for (int j = 0; j < num_rows; ++j)
-        accumulate_units(acc, warp_rows[warp][j], warp_weights[warp][j], base, units, lane);
-      store_units(dst, acc, base, units, lane);
-    }
-    __syncwarp();
   }
-  signal_all_peers(p, kCombineArrived);
+  finish_launch(p, kCombineSend, epoch, -1);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
-  const uint64_t epoch = current_epoch(&p.epochs->combine);
-  if (!wait_all_peers(p, kCombineArrived, epoch * uint64_t(p.num_combine_blocks), kPhaseEpCombine)) return;
+  const uint64_t epoch = current_epoch(p, kCombineRecv);
   const int W = p.world_size, H = p.hidden;
   const int lane = threadIdx.x & 31;
   const int units = H * 2 / 16;
@@ -97,6 +104,12 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
     for (int t = blockIdx.x * kWarps + (threadIdx.x >> 5); t < p.num_tokens; t += gridDim.x * kWarps) {
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
+      // Lanes r wait for the partial of rank r (all at once).
+      int ok = 1;
+      if (slot >= 0)
+        ok = device::wait_flag_geq(p.combine_ready[p.rank] + size_t(lane) * p.max_tokens + t, epoch, p.wait, lane,
+                                   kPhaseEpCombine);
+      if (!__all_sync(0xffffffffu, ok)) break;
       uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes;
       for (int base = 0; base < units; base += 32 * kUnroll) {
         float acc[kUnroll][8] = {};
@@ -109,18 +122,18 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       }
     }
   }
-  finish_receive(p, &p.epochs->combine, &p.epochs->combine_blocks_done, kCombineConsumed, epoch);
+  finish_launch(p, kCombineRecv, epoch, kCombineConsumed);
 }
 
 }  // namespace
 
 void launch_combine_send(const Params& p, cudaStream_t stream) {
-  combine_send_kernel<<<p.num_combine_blocks, kThreads, 0, stream>>>(p);
+  combine_send_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_combine_recv(const Params& p, cudaStream_t stream) {
-  combine_recv_kernel<<<p.num_combine_blocks, kThreads, 0, stream>>>(p);
+  combine_recv_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 

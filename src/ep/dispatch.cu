@@ -1,7 +1,7 @@
 // Dispatch: the send half writes each token once into the staging region of
 // every destination rank it picked (with its routing record), the receive half
-// waits for every source and expands the staged tokens into the output grouped
-// by local expert. Protocol: NOTE [EP epochs] in kernel_common.cuh.
+// expands each staged token, as soon as it is ready, into the output grouped by
+// local expert. Protocol: NOTE [EP epochs] in kernel_common.cuh.
 #include "ep/kernel_common.cuh"
 #include "ferry/cuda_check.hpp"
 
@@ -56,7 +56,12 @@ __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* co
   }
 }
 
-__device__ void send_token(const Params& p, int t, int lane, uint8_t** dst) {
+// Meta record accessors (layout in ep_params.hpp, MetaRecord).
+__device__ __forceinline__ int32_t* meta_entries(uint8_t* record) {
+  return reinterpret_cast<MetaRecord*>(record)->entries;
+}
+
+__device__ void send_token(const Params& p, int t, int lane, uint8_t** dst, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
   const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0);
@@ -65,17 +70,20 @@ __device__ void send_token(const Params& p, int t, int lane, uint8_t** dst) {
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
   int num_dst = 0;
+  uint64_t* my_ready = nullptr;  // lane d: ready word of destination d
   for (unsigned m = dst_mask; m != 0; m &= m - 1) {
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
     const size_t index = size_t(p.rank) * p.max_tokens + s;
-    int32_t* meta = reinterpret_cast<int32_t*>(p.stage_meta[r] + index * p.meta_bytes);
-    if (lane == 0) meta[0] = t;
+    uint8_t* record = p.stage_meta[r] + index * p.meta_bytes;
+    int32_t* entries = meta_entries(record);
+    if (lane == 0) reinterpret_cast<MetaRecord*>(record)->src_token = t;
     if (lane < K) {
-      meta[1 + lane] = (e >= 0 && e / Le == r) ? e % Le : -1;
-      meta[1 + K + lane] = pos;
-      reinterpret_cast<float*>(meta)[1 + 2 * K + lane] = w;
+      entries[lane] = (e >= 0 && e / Le == r) ? e % Le : -1;
+      entries[K + lane] = pos;
+      reinterpret_cast<float*>(entries)[2 * K + lane] = w;
     }
+    if (lane == num_dst) my_ready = &reinterpret_cast<MetaRecord*>(record)->ready;
     dst[num_dst++] = p.stage[r] + index * p.stage_row_bytes;
   }
   __syncwarp();
@@ -93,42 +101,50 @@ __device__ void send_token(const Params& p, int t, int lane, uint8_t** dst) {
     copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H * 2 / 16,
                        lane);
   }
+  // The warp's stores, then one release per destination (NOTE [EP epochs]).
+  __syncwarp();
+  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
-  const uint64_t epoch = current_epoch(&p.epochs->dispatch);
+  const uint64_t epoch = current_epoch(p, kDispatchSend);
   // Receivers must be done reading what this rank sent them last time.
-  if (!wait_all_peers(p, kDispatchConsumed, epoch - 1, kPhaseEpDispatch)) return;
-  const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
-  const int W = p.world_size, Le = p.local_experts;
-  if (blockIdx.x == 0) {
-    for (int i = threadIdx.x; i < W * (1 + Le); i += kThreads) {
-      const int r = i / (1 + Le), c = i % (1 + Le);
-      const int v = bad ? 0 : (c == 0 ? p.send_token_count[r] : p.send_expert_count[r * Le + c - 1]);
-      p.counts[r][p.rank * (1 + Le) + c] = v;
+  if (wait_all_peers(p, kDispatchConsumed, epoch - 1, kPhaseEpDispatch)) {
+    const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
+    const int W = p.world_size, Le = p.local_experts;
+    if (blockIdx.x == 0) {
+      for (int i = threadIdx.x; i < W * (1 + Le); i += kThreads) {
+        const int r = i / (1 + Le), c = i % (1 + Le);
+        const int v = bad ? 0 : (c == 0 ? p.send_token_count[r] : p.send_expert_count[r * Le + c - 1]);
+        p.counts[r][p.rank * (1 + Le) + c] = v;
+      }
+      __syncthreads();
+      if (threadIdx.x < W) device::st_release_sys(p.flags[threadIdx.x] + kCountsReady + p.rank, epoch);
+    }
+    __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+    if (!bad) {
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      const int num_warps = gridDim.x * kWarps;
+      for (int t = blockIdx.x * kWarps + warp; t < p.num_tokens; t += num_warps)
+        send_token(p, t, lane, warp_dst[warp], epoch);
     }
   }
-  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
-  if (!bad) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int num_warps = gridDim.x * kWarps;
-    for (int t = blockIdx.x * kWarps + warp; t < p.num_tokens; t += num_warps) send_token(p, t, lane, warp_dst[warp]);
-  }
-  signal_all_peers(p, kDispatchArrived);
+  finish_launch(p, kDispatchSend, epoch, -1);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
-  const uint64_t epoch = current_epoch(&p.epochs->dispatch);
+  const uint64_t epoch = current_epoch(p, kDispatchRecv);
   const int W = p.world_size, Le = p.local_experts, K = p.topk;
-  if (!wait_all_peers(p, kDispatchArrived, epoch * uint64_t(p.num_send_blocks), kPhaseEpDispatch)) return;
+  extern __shared__ int32_t smem[];
+  int32_t* base = smem;                                                       // [W][Le]
+  int64_t* offsets = reinterpret_cast<int64_t*>(base + ((W * Le + 1) & ~1));  // [Le + 1]
+  __shared__ int32_t token_count[kMaxRanks];
+  __shared__ int32_t max_token_count;
+  __shared__ bool overflow;
+  if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
 
   // Where the rows of (source s, local expert le) start: the expert's offset,
   // then the rows of lower sources.
-  extern __shared__ int32_t smem[];
-  int32_t* base = smem;                       // [W][Le]
-  int64_t* offsets = reinterpret_cast<int64_t*>(base + ((W * Le + 1) & ~1));  // [Le + 1]
-  __shared__ int32_t token_prefix[kMaxRanks + 1];
-  __shared__ bool overflow;
   const int32_t* counts = p.counts[p.rank];
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int run = 0;
@@ -147,8 +163,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
                                       : offsets[le] + (rows + p.expert_alignment - 1) / p.expert_alignment *
                                                           p.expert_alignment;
     }
-    token_prefix[0] = 0;
-    for (int s = 0; s < W; ++s) token_prefix[s + 1] = token_prefix[s] + counts[s * (1 + Le)];
+    max_token_count = 0;
+    for (int s = 0; s < W; ++s) {
+      token_count[s] = counts[s * (1 + Le)];
+      max_token_count = max(max_token_count, token_count[s]);
+    }
     overflow = !p.low_latency && offsets[Le] > p.capacity_rows;
     if (overflow && blockIdx.x == 0 && p.status->code == kEpOk) {
       p.status->value = offsets[Le];
@@ -168,35 +187,35 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
         for (int s = 0; s < W; ++s) rows += counts[s * (1 + Le) + 1 + le];
         p.expert_counts[le] = rows;
       }
-      if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = counts[threadIdx.x * (1 + Le)];
+      if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = token_count[threadIdx.x];
     }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __shared__ uint8_t* warp_dst[kWarps][kMaxTopk];
     const int H = p.hidden;
     const size_t out_row_bytes = size_t(H) * (p.fp8_out ? 1 : 2);
     const int groups = H / kScaleBlock;
-    const int total = token_prefix[W];
-    for (int item = blockIdx.x * kWarps + warp; item < total; item += gridDim.x * kWarps) {
-      int s = 0;
-      while (item >= token_prefix[s + 1]) ++s;
-      const int slot = item - token_prefix[s];
+    const ItemCursor cursor{W, max_token_count};
+    for (int item = blockIdx.x * kWarps + warp; item < cursor.total(); item += gridDim.x * kWarps) {
+      int s, slot;
+      if (!cursor.decode(item, token_count, s, slot)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
-      const int32_t* meta = reinterpret_cast<const int32_t*>(p.stage_meta[p.rank] + index * p.meta_bytes);
+      uint8_t* record = p.stage_meta[p.rank] + index * p.meta_bytes;
+      if (!warp_wait_ready(&reinterpret_cast<MetaRecord*>(record)->ready, epoch, s, kPhaseEpDispatch, p)) break;
+      const int32_t* entries = meta_entries(record);
       int row = -1;
       if (lane < K) {
-        const int le = meta[1 + lane];
+        const int le = entries[lane];
         if (le >= 0) {
-          row = base[s * Le + le] + meta[1 + K + lane];
-          if (p.with_weights) p.out_weights[row] = reinterpret_cast<const float*>(meta)[1 + 2 * K + lane];
+          row = base[s * Le + le] + entries[K + lane];
+          if (p.with_weights) p.out_weights[row] = reinterpret_cast<const float*>(entries)[2 * K + lane];
         }
         p.slot_rows[index * K + lane] = row;
       }
-      if (lane == 0) p.slot_src_token[index] = meta[0];
+      if (lane == 0) p.slot_src_token[index] = reinterpret_cast<MetaRecord*>(record)->src_token;
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
       int num_rows = 0;
       for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-        const int k = __ffs(m) - 1;
-        const int r = __shfl_sync(0xffffffffu, row, k);
+        const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
         if (lane == 0) warp_dst[warp][num_rows] = p.out_tokens + size_t(r) * out_row_bytes;
         ++num_rows;
       }
@@ -213,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       __syncwarp();
     }
   }
-  finish_receive(p, &p.epochs->dispatch, &p.epochs->dispatch_blocks_done, kDispatchConsumed, epoch);
+  finish_launch(p, kDispatchRecv, epoch, kDispatchConsumed);
 }
 
 }  // namespace
@@ -223,7 +242,7 @@ size_t dispatch_recv_smem_bytes(int world_size, int local_experts) {
 }
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  dispatch_send_kernel<<<p.num_send_blocks, kThreads, 0, stream>>>(p);
+  dispatch_send_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -235,7 +254,7 @@ void launch_dispatch_recv(const Params& p, cudaStream_t stream) {
                                           int(kLayoutMaxSmem)));
     configured = true;
   }
-  dispatch_recv_kernel<<<p.num_send_blocks, kThreads, smem, stream>>>(p);
+  dispatch_recv_kernel<<<p.num_blocks, kThreads, smem, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 

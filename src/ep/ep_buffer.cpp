@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "ep/ep_params.hpp"
@@ -19,6 +20,11 @@ using ep::Params;
 namespace {
 
 size_t round16(size_t v) { return (v + 15) / 16 * 16; }
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
 size_t round4k(size_t v) { return (v + 4095) / 4096 * 4096; }
 
 // Bump allocator over one allocation: regions are 4 KB aligned.
@@ -70,6 +76,25 @@ struct EpBuffer::State {
   bool with_weights = false;
   Stage stage = Stage::kIdle;
   int64_t synced_rows = -1;      // rows of the current dispatch output, when known on the host
+  bool overlap = true;           // dispatch()/combine(): both halves at once
+  int overlap_recv_blocks = 1;
+  cudaStream_t side = nullptr;   // the receive half's stream when overlapping
+  cudaEvent_t fork = nullptr, join = nullptr;
+  // Set by dispatch()/combine() around their halves: grids of the concurrent
+  // halves, and the count synchronization deferred past the join.
+  int send_blocks = 0, recv_blocks = 0;
+  bool defer_sync = false;
+
+  // Scoped: the overlapped halves' settings, reset however the calls end.
+  struct Overlap {
+    State& st;
+    Overlap(State& s, int num_sms) : st(s) {
+      st.recv_blocks = st.overlap_recv_blocks;
+      st.send_blocks = num_sms - st.overlap_recv_blocks;
+      st.defer_sync = true;
+    }
+    ~Overlap() { st.send_blocks = st.recv_blocks = 0, st.defer_sync = false; }
+  };
 };
 
 EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
@@ -105,8 +130,13 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
                        : (config_.max_recv_rows > 0 ? config_.max_recv_rows : ep::worst_case_recv_rows(config_, W));
   p.stage_row_bytes = round16(size_t(H) * (fp8 ? 1 : 2) + (fp8 ? sizeof(float) * (H / ep::kScaleBlock) : 0));
   p.meta_bytes = ep::meta_record_bytes(K);
-  p.num_send_blocks = config_.num_sms;
-  p.num_combine_blocks = config_.num_sms;
+  p.num_blocks = config_.num_sms;
+  // dispatch()/combine() run both halves at once on two streams (the receive
+  // half consumes tokens as they land): receive blocks + send blocks = num_sms.
+  const int default_recv = std::max(1, config_.num_sms / (ll ? 2 : 3));
+  state_->overlap_recv_blocks = std::clamp(env_int("FERRY_EP_RECV_BLOCKS", default_recv), 1,
+                                           std::max(1, config_.num_sms - 1));
+  state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
   // Symmetric: staging (dispatch, combine), counts, flags.
@@ -115,6 +145,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const size_t meta_at = sym.take(size_t(W) * T * p.meta_bytes);
   const size_t counts_at = sym.take(sizeof(int32_t) * W * (1 + Le));
   const size_t combine_at = sym.take(size_t(W) * T * H * 2);
+  const size_t combine_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T);
   const size_t flags_at = sym.take(sizeof(uint64_t) * ep::kNumFlagSlots);
   state_->symmetric = comm_.heap().allocate(sym.total);
   for (int r = 0; r < W; ++r) {
@@ -123,6 +154,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     p.stage_meta[r] = b + meta_at;
     p.counts[r] = reinterpret_cast<int32_t*>(b + counts_at);
     p.combine_stage[r] = b + combine_at;
+    p.combine_ready[r] = reinterpret_cast<uint64_t*>(b + combine_ready_at);
     p.flags[r] = reinterpret_cast<uint64_t*>(b + flags_at);
   }
 
@@ -170,6 +202,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.status = state_->status_device;
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_offsets), sizeof(int64_t) * (Le + 1)));
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_counts), sizeof(int32_t) * Le));
+  FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->side, cudaStreamNonBlocking));
+  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->fork, cudaEventDisableTiming));
+  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->join, cudaEventDisableTiming));
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
@@ -182,6 +217,9 @@ EpBuffer::~EpBuffer() {
   if (state_->status) cudaFreeHost(state_->status);
   if (state_->host_offsets) cudaFreeHost(state_->host_offsets);
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
+  if (state_->side) cudaStreamDestroy(state_->side);
+  if (state_->fork) cudaEventDestroy(state_->fork);
+  if (state_->join) cudaEventDestroy(state_->join);
 }
 
 int EpBuffer::local_experts() const { return config_.num_experts / comm_.size(); }
@@ -239,6 +277,7 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.scales_in = static_cast<const float*>(scales.data);
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
+  if (st.send_blocks > 0) p.num_blocks = st.send_blocks;
   if (!reusing) ep::launch_layout(p, stream);
   ep::launch_dispatch_send(p, stream);
   if (!reusing) {
@@ -259,6 +298,7 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   Params p = st.base;
   p.num_tokens = st.num_tokens;
   p.with_weights = st.with_weights;
+  if (st.recv_blocks > 0) p.num_blocks = st.recv_blocks;
   ep::launch_dispatch_recv(p, stream);
   st.stage = Stage::kDispatched;
 
@@ -273,25 +313,45 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   r.capacity_per_expert = p.capacity_per_expert;
   r.capacity_rows = p.capacity_rows;
   r.handle = handle;
-  if (config_.mode == EpMode::kHighThroughput && options.sync_counts) {
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(st.host_offsets, p.expert_offsets, sizeof(int64_t) * (Le + 1),
-                                     cudaMemcpyDeviceToHost, stream));
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(st.host_counts, p.expert_counts, sizeof(int32_t) * Le, cudaMemcpyDeviceToHost,
-                                     stream));
-    comm_.synchronize(stream);
-    check_errors();  // a bad expert id or too many rows, found by the kernels
-    r.num_rows = st.host_offsets[Le];
-    r.host_expert_counts.assign(st.host_counts, st.host_counts + Le);
-    st.synced_rows = r.num_rows;
-  }
+  if (config_.mode == EpMode::kHighThroughput && options.sync_counts && !st.defer_sync) sync_counts(r, stream);
   return r;
+}
+
+void EpBuffer::sync_counts(DispatchResult& r, cudaStream_t stream) {
+  State& st = *state_;
+  const Params& p = st.base;
+  const int Le = p.local_experts;
+  FERRY_CUDA_CHECK(cudaMemcpyAsync(st.host_offsets, p.expert_offsets, sizeof(int64_t) * (Le + 1),
+                                   cudaMemcpyDeviceToHost, stream));
+  FERRY_CUDA_CHECK(cudaMemcpyAsync(st.host_counts, p.expert_counts, sizeof(int32_t) * Le, cudaMemcpyDeviceToHost,
+                                   stream));
+  comm_.synchronize(stream);
+  check_errors();  // a bad expert id or too many rows, found by the kernels
+  r.num_rows = st.host_offsets[Le];
+  r.host_expert_counts.assign(st.host_counts, st.host_counts + Le);
+  st.synced_rows = r.num_rows;
 }
 
 DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& topk_idx,
                                   const TensorView& topk_weights, const TensorView& scales, cudaStream_t stream,
                                   const DispatchOptions& options) {
-  const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
-  return dispatch_recv(handle, stream, options);
+  State& st = *state_;
+  if (!st.overlap) {
+    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
+    return dispatch_recv(handle, stream, options);
+  }
+  DispatchResult r;
+  {
+    State::Overlap overlap(st, config_.num_sms);
+    FERRY_CUDA_CHECK(cudaEventRecord(st.fork, stream));
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.side, st.fork, 0));
+    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
+    r = dispatch_recv(handle, st.side, options);
+    FERRY_CUDA_CHECK(cudaEventRecord(st.join, st.side));
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.join, 0));
+  }
+  if (config_.mode == EpMode::kHighThroughput && options.sync_counts) sync_counts(r, stream);
+  return r;
 }
 
 void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream) {
@@ -311,6 +371,7 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
   p.num_tokens = st.num_tokens;
   p.with_weights = st.with_weights;
   p.expert_outputs = expert_outputs.data;
+  if (st.send_blocks > 0) p.num_blocks = st.send_blocks;
   ep::launch_combine_send(p, stream);
   st.stage = Stage::kCombineSent;
 }
@@ -328,6 +389,7 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
   Params p = st.base;
   p.num_tokens = st.num_tokens;
   p.combine_out = const_cast<void*>(out.data);
+  if (st.recv_blocks > 0) p.num_blocks = st.recv_blocks;
   ep::launch_combine_recv(p, stream);
   st.stage = Stage::kDispatched;
 }
@@ -338,8 +400,19 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
   if (!out.empty() || !out.shape.empty())
     ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, handle.num_tokens);
   check_on_device("EpBuffer::combine", "out", out, comm_.device());
+  State& st = *state_;
+  if (!st.overlap) {
+    combine_send(expert_outputs, handle, stream);
+    combine_recv(handle, out, stream);
+    return;
+  }
+  State::Overlap overlap(st, config_.num_sms);
+  FERRY_CUDA_CHECK(cudaEventRecord(st.fork, stream));
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.side, st.fork, 0));
   combine_send(expert_outputs, handle, stream);
-  combine_recv(handle, out, stream);
+  combine_recv(handle, out, st.side);
+  FERRY_CUDA_CHECK(cudaEventRecord(st.join, st.side));
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.join, 0));
 }
 
 }  // namespace ferry

@@ -17,22 +17,23 @@ constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
 constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
 constexpr int kWarps = kThreads / 32;
 
-// Flag words of one rank's flag region (uint64 counters, they only grow).
+// Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
 enum FlagSlot : int {
-  kDispatchArrived = 0,                       // + source rank: send blocks done
-  kDispatchConsumed = kMaxRanks,              // + receiver rank: receiver done reading epoch
-  kCombineArrived = 2 * kMaxRanks,            // + expert rank: combine send blocks done
-  kCombineConsumed = 3 * kMaxRanks,           // + home rank: home done reading epoch
-  kNumFlagSlots = 4 * kMaxRanks,
+  kCountsReady = 0,                // + source rank: its counts for this rank are written
+  kDispatchConsumed = kMaxRanks,   // + receiver rank: receiver done reading the staging
+  kCombineConsumed = 2 * kMaxRanks,// + home rank: home done reading the partials
+  kNumFlagSlots = 3 * kMaxRanks,
 };
 
-// Device-local progress of one EpBuffer (see NOTE [EP epochs]).
+// Device-local progress of one EpBuffer: launches completed per kernel kind.
 struct Epochs {
-  uint64_t dispatch;            // dispatch_recv launches completed
-  uint64_t combine;             // combine_recv launches completed
-  unsigned dispatch_blocks_done;
-  unsigned combine_blocks_done;
+  uint64_t dispatch_sent;
+  uint64_t dispatch_received;
+  uint64_t combine_sent;
+  uint64_t combine_received;
+  unsigned blocks_done[4];  // per kernel kind, for the last-block election
 };
+enum EpochKind : int { kDispatchSend = 0, kDispatchRecv = 1, kCombineSend = 2, kCombineRecv = 3 };
 
 // Errors a kernel finds in this rank's input, for EpBuffer::check_errors.
 // Lives in host-mapped memory; 0 = fine.
@@ -65,8 +66,7 @@ struct Params {
   int64_t capacity_per_expert;  // low-latency slab per expert
   size_t stage_row_bytes;       // one staged token: data, then scales (fp8)
   size_t meta_bytes;            // one staged token's routing record
-  int num_send_blocks;          // fixed per buffer: arrival counts are in blocks
-  int num_combine_blocks;
+  int num_blocks;               // grid of the launched kernel
 
   // ---- user tensors
   const void* tokens;           // [T', H] bf16 or fp8
@@ -95,9 +95,10 @@ struct Params {
 
   // ---- symmetric regions of every rank, as mapped here
   uint8_t* stage[kMaxRanks];        // [W source][T][stage_row_bytes]
-  uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes]
+  uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes], starts with the ready epoch
   int32_t* counts[kMaxRanks];       // [W source][1 + Le]: tokens, then rows per local expert
   uint8_t* combine_stage[kMaxRanks];// [W expert rank][T][H] bf16
+  uint64_t* combine_ready[kMaxRanks];// [W expert rank][T]: epoch of the partial's last write
   uint64_t* flags[kMaxRanks];       // kNumFlagSlots words
 
   Epochs* epochs;
@@ -105,11 +106,17 @@ struct Params {
   WaitContext wait;
 };
 
-// Staged routing record of one token: its index at the source, then per k the
-// destination's local expert (-1: that expert lives elsewhere or none), the
-// index among the source's tokens of that expert, and the weight.
+// Staged routing record of one token: the epoch that wrote it (uint64, stored
+// last, with release), its index at the source, then per k the destination's
+// local expert (-1: that expert lives elsewhere or none), the index among the
+// source's tokens of that expert, and the weight.
+struct MetaRecord {
+  uint64_t ready;
+  int32_t src_token;
+  int32_t entries[1];  // local_expert[K], pos_in_expert[K], weight[K] (float bits)
+};
 inline size_t meta_record_bytes(int topk) {
-  const size_t raw = sizeof(int32_t) * (1 + 2 * static_cast<size_t>(topk)) + sizeof(float) * topk;
+  const size_t raw = sizeof(uint64_t) + sizeof(int32_t) * (1 + 3 * static_cast<size_t>(topk));
   return (raw + 15) / 16 * 16;
 }
 

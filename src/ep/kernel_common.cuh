@@ -15,44 +15,46 @@
 namespace ferry::ep {
 
 // NOTE [EP epochs]
-// Each EpBuffer counts completed dispatch_recv and combine_recv launches in a
-// device-local Epochs record; a call works on epoch n = completed + 1 (the send
-// half and the receive half of one call read the same n, since the receive half
-// is the one that advances it, in its last block). So a CUDA graph replays with
-// no host bookkeeping.
-//  - Arrival: every send block, after its stores, adds 1 (release, system
-//    scope) to the receiver's flag kDispatchArrived + source; the receiver waits
-//    for n * num_send_blocks from every source (own rank included). The counts
-//    a source writes are covered by the same release (block 0 writes them).
-//  - Reuse: the staging region a source writes at epoch n is the one the
-//    receiver read at epoch n - 1. The receiver's last block stores n into the
-//    source's kDispatchConsumed + receiver after every block has read it; the
-//    source waits for n - 1 there before its first store. Two dispatches in a
-//    row (no combine between) are therefore safe.
-//  - Combine is the same protocol with kCombineArrived / kCombineConsumed and
-//    the combine staging region (indexed by the home rank's token, so the home
-//    needs no search).
-__device__ __forceinline__ uint64_t current_epoch(const uint64_t* completed) {
-  return *reinterpret_cast<const volatile uint64_t*>(completed) + 1;
+// Each EpBuffer counts completed launches of each kernel kind (dispatch send,
+// dispatch receive, combine send, combine receive) in a device-local Epochs
+// record, advanced by the last block of each launch. A call's send and receive
+// halves both work on epoch n = (their counter) + 1, so CUDA graphs replay with
+// no host bookkeeping, and the two halves may run concurrently (on two streams).
+//  - Data readiness is per token: after a token's stores (data, routing record)
+//    the sending warp release-stores n into a ready word next to it (the routing
+//    record's first word for dispatch, combine_ready for combine); the receiving
+//    warp acquire-spins on that word (timeout primitive), so receivers consume
+//    tokens while the rest are still in flight.
+//  - Counts: a source writes the per-expert counts for a receiver, then
+//    release-stores n into the receiver's kCountsReady + source; the receiver
+//    needs every source's counts before it can place any row.
+//  - Reuse: the staging a source writes at epoch n is what the receiver read at
+//    epoch n - 1. The receiver's last block stores n into the source's
+//    kDispatchConsumed + receiver once every block is done reading; the source
+//    waits there for n - 1 before its first store. Two dispatches in a row (no
+//    combine between) are therefore safe. Combine: kCombineConsumed likewise.
+__device__ __forceinline__ uint64_t current_epoch(const Params& p, EpochKind kind) {
+  const uint64_t* counters = &p.epochs->dispatch_sent;
+  return *reinterpret_cast<const volatile uint64_t*>(counters + kind) + 1;
 }
 
-// Last block of the grid: advances the epoch and tells every source it may
-// reuse what this rank just read (`consumed_slot` + this rank in its flags).
-__device__ __forceinline__ void finish_receive(const Params& p, uint64_t* completed, unsigned* blocks_done,
-                                               int consumed_slot, uint64_t epoch) {
+// Last block of the grid: advances the counter of `kind`; with consumed_slot
+// >= 0 it also tells every source it may reuse what this rank just read.
+__device__ __forceinline__ void finish_launch(const Params& p, EpochKind kind, uint64_t epoch,
+                                              int consumed_slot) {
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
     __threadfence_system();
-    last = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+    last = atomicAdd(&p.epochs->blocks_done[kind], 1u) == gridDim.x - 1;
   }
   __syncthreads();
   if (!last) return;
-  if (threadIdx.x < p.world_size)
+  if (consumed_slot >= 0 && threadIdx.x < p.world_size)
     device::st_release_sys(p.flags[threadIdx.x] + consumed_slot + p.rank, epoch);
   if (threadIdx.x == 0) {
-    *blocks_done = 0;
-    *completed = epoch;
+    p.epochs->blocks_done[kind] = 0;
+    (&p.epochs->dispatch_sent)[kind] = epoch;
     __threadfence();
   }
 }
@@ -71,14 +73,29 @@ __device__ __forceinline__ bool wait_all_peers(const Params& p, int slot, uint64
   return failed == 0;
 }
 
-// Threads [0, world): one release add per destination after the block's stores.
-__device__ __forceinline__ void signal_all_peers(const Params& p, int slot) {
-  __syncthreads();
-  if (threadIdx.x < p.world_size) {
-    __threadfence_system();
-    device::signal_add_release_sys(p.flags[threadIdx.x] + slot + p.rank, 1);
-  }
+// Lane 0 waits for a ready word; the warp then reads what it guards (the
+// __syncwarp orders lane 0's acquire before the other lanes' loads).
+__device__ __forceinline__ bool warp_wait_ready(const uint64_t* ready, uint64_t epoch, int peer, int32_t phase,
+                                                const Params& p) {
+  int ok = 1;
+  if ((threadIdx.x & 31) == 0) ok = device::wait_flag_geq(ready, epoch, p.wait, peer, phase);
+  ok = __shfl_sync(0xffffffffu, ok, 0);
+  __syncwarp();
+  return ok != 0;
 }
+
+// Items (source s, slot) interleaved across sources, so warps walk the slots
+// in about the order the sources fill them. Returns false past the end.
+struct ItemCursor {
+  int world;
+  int max_count;
+  __device__ bool decode(int item, const int32_t* counts, int& s, int& slot) const {
+    s = item % world;
+    slot = item / world;
+    return slot < counts[s];
+  }
+  __device__ int total() const { return world * max_count; }
+};
 
 __device__ __forceinline__ int load_expert(const Params& p, int token, int k) {
   return p.idx_int64 ? static_cast<int>(static_cast<const int64_t*>(p.topk_idx)[size_t(token) * p.topk + k])
