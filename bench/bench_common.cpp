@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 #include "ferry/cuda_check.hpp"
@@ -85,6 +86,24 @@ int parse_positive_int(const std::string& option, const std::string& text) {
   return static_cast<int>(value);
 }
 
+int parse_nonnegative_int(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 0 || value > 1000000000) {
+    throw UsageError("option " + option + " needs an integer >= 0, got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+double parse_nonnegative_double(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0) {
+    throw UsageError("option " + option + " needs a number >= 0, got '" + text + "'");
+  }
+  return value;
+}
+
 std::string format_byte_size(size_t bytes) {
   const char* suffixes[] = {"G", "M", "K"};
   const int shifts[] = {30, 20, 10};
@@ -115,6 +134,17 @@ void keep_nvls_disabled(bool print_warnings) {
     std::printf("WARNING: NCCL_NVLS_ENABLE=%s: NCCL may create NVLink multicast objects, which this "
                 "shared host must not use, and its baseline is not the NVLS-off reference; "
                 "run with NCCL_NVLS_ENABLE=0\n", value);
+  }
+}
+
+void require_cuda_device(const std::string& program) {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    throw UsageError("no CUDA device visible to this process (" +
+                     std::string(status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + "); " +
+                     program + " needs one GPU per rank");
   }
 }
 
@@ -261,6 +291,109 @@ TimingResult time_op(const TimedOp& op, cudaStream_t stream, ferry::Bootstrap& b
   return result;
 }
 
+SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t stream, ferry::Bootstrap& bootstrap,
+                                   const SequenceTimingOptions& options) {
+  FERRY_ARG_CHECK(!sequence.steps.empty(), "time_sequence: " << sequence.name << " has no steps");
+  const int iterations_per_graph = std::max(1, options.iterations_per_graph);
+  const size_t steps = sequence.steps.size();
+  const size_t segments = static_cast<size_t>(iterations_per_graph) * steps;
+  // Boundary b (0..segments) is one event; step s of iteration i runs from event
+  // i * steps + s to the next one.
+  EventList events(segments + 1);
+  auto synchronize = [&] {
+    if (sequence.synchronize) {
+      sequence.synchronize(stream);
+    } else {
+      FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  };
+  // External event records: inside a capture they become event-record nodes
+  // (timed on every replay), not the fork/join dependencies of a plain record.
+  auto enqueue_iterations = [&] {
+    FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[0], stream, cudaEventRecordExternal));
+    size_t boundary = 0;
+    for (int i = 0; i < iterations_per_graph; ++i) {
+      for (const auto& step : sequence.steps) {
+        step(stream);
+        FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[++boundary], stream, cudaEventRecordExternal));
+      }
+    }
+  };
+
+  SequenceTimingResult result;
+  result.used_graph = false;
+  GraphHolder graph;
+  if (options.use_graph) {
+    FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_iterations();
+      if (cudaStreamEndCapture(stream, &graph.graph) != cudaSuccess ||
+          cudaGraphInstantiate(&graph.exec, graph.graph, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        result.graph_failure = "ending the capture or instantiating the graph failed";
+      } else {
+        result.used_graph = true;
+      }
+    } catch (const ferry::CudaError& e) {
+      abandon_capture(stream);
+      result.graph_failure = e.what();
+    } catch (const ferry::NotSupported& e) {
+      abandon_capture(stream);
+      result.graph_failure = e.what();
+    } catch (...) {
+      abandon_capture(stream);
+      throw;
+    }
+    if (!result.used_graph && bootstrap.rank() == 0) {
+      std::printf("warning: %s: capture into a CUDA graph failed (%s); timing direct launches instead\n",
+                  sequence.name.c_str(), result.graph_failure.c_str());
+    }
+  }
+  auto replay = [&] {
+    if (result.used_graph) {
+      FERRY_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream));
+    } else {
+      enqueue_iterations();
+    }
+  };
+  // Runs `replays` replays; appends each step's time (ms) of every iteration.
+  auto time_replays = [&](int replays, std::vector<std::vector<double>>& step_ms) {
+    step_ms.resize(steps);
+    for (int r = 0; r < replays; ++r) {
+      replay();
+      synchronize();  // the next replay records the same events again
+      for (size_t segment = 0; segment < segments; ++segment) {
+        float ms = 0;
+        FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.events[segment], events.events[segment + 1]));
+        step_ms[segment % steps].push_back(ms);
+      }
+    }
+  };
+
+  const int warmup_replays = (std::max(0, options.warmup_iterations) + iterations_per_graph - 1) / iterations_per_graph;
+  for (int r = 0; r < warmup_replays; ++r) replay();
+  synchronize();
+
+  int replays = (options.timed_iterations + iterations_per_graph - 1) / iterations_per_graph;
+  if (options.timed_iterations <= 0) {
+    // Every rank must replay the same number of times: size from the slowest rank.
+    std::vector<std::vector<double>> probe;
+    time_replays(2, probe);
+    double iteration_ms = 0;
+    for (const auto& ms : probe) iteration_ms += median(ms);
+    iteration_ms = max_over_ranks(bootstrap, iteration_ms);
+    const double wanted = std::clamp(std::ceil(options.target_seconds * 1e3 / std::max(iteration_ms, 1e-4)),
+                                     double(options.min_iterations), double(options.max_iterations));
+    replays = static_cast<int>(std::ceil(wanted / iterations_per_graph));
+  }
+  replays = std::max(replays, 1);
+  std::vector<std::vector<double>> step_ms;
+  time_replays(replays, step_ms);
+  result.iterations = replays * iterations_per_graph;
+  for (const auto& ms : step_ms) result.step_us.push_back(max_over_ranks(bootstrap, median(ms) * 1e3));
+  return result;
+}
+
 // ------------------------------------------------------------------ test data
 
 namespace {
@@ -388,5 +521,29 @@ void CsvWriter::write_row(const std::vector<std::string>& cells) {
   std::fprintf(file_, "%s\n", line.c_str());
   std::fflush(file_);
 }
+
+// ------------------------------------------------------------------ NCCL (baselines)
+
+#if FERRY_BENCH_HAVE_NCCL
+NcclCommunicator::NcclCommunicator(ferry::Bootstrap& bootstrap) {
+  ncclUniqueId id{};
+  if (bootstrap.rank() == 0) FERRY_BENCH_NCCL_CHECK(ncclGetUniqueId(&id));
+  id = bootstrap.all_gather_value(id)[0];  // rank 0's id, through the bootstrap
+  FERRY_BENCH_NCCL_CHECK(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Unwinding after a failure: peers may never join a collective destroy.
+  if (std::uncaught_exceptions() > 0) ncclCommAbort(comm_);
+  else ncclCommDestroy(comm_);
+}
+
+std::string nccl_library_version() {
+  int version = 0;
+  FERRY_BENCH_NCCL_CHECK(ncclGetVersion(&version));
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+#endif
 
 }  // namespace ferry::bench

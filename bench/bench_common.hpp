@@ -18,6 +18,10 @@
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 
+#if FERRY_BENCH_HAVE_NCCL
+#include <nccl.h>
+#endif
+
 namespace ferry::bench {
 
 // A bad command line. Every rank sees the same arguments, so every rank throws it
@@ -48,6 +52,8 @@ size_t parse_byte_size(const std::string& text);
 int parse_positive_int(const std::string& option, const std::string& text);
 // 4096 -> "4K", 268435456 -> "256M", 1000 -> "1000".
 std::string format_byte_size(size_t bytes);
+int parse_nonnegative_int(const std::string& option, const std::string& text);
+double parse_nonnegative_double(const std::string& option, const std::string& text);
 
 // ------------------------------------------------------------------ environment
 
@@ -55,6 +61,9 @@ std::string format_byte_size(size_t bytes);
 // turns it on; when NCCL_NVLS_ENABLE is unset it sets it to "0" for this process
 // (before NCCL starts), and it warns on rank 0 whenever the variable was not "0".
 void keep_nvls_disabled(bool print_warnings);
+
+// Throws UsageError (printed once, by rank 0) when this process sees no CUDA device.
+void require_cuda_device(const std::string& program);
 
 // ------------------------------------------------------------------ CUDA holders
 
@@ -120,6 +129,42 @@ TimingResult time_op(const TimedOp& op, cudaStream_t stream, ferry::Bootstrap& b
 
 double median(std::vector<double> values);
 
+// Steps that must run in order (EP: dispatch, then combine), each timed on its own.
+// One iteration enqueues every step with an event between consecutive steps; G
+// iterations are captured into one CUDA graph whose event-record nodes time each
+// step inside the replay. Per step: the median over all timed iterations, then the
+// max over ranks. Without a graph (capture failed, or use_graph off) the same
+// iterations are launched directly, with the same events.
+struct TimedSequence {
+  std::string name;  // for messages
+  std::vector<std::function<void(cudaStream_t)>> steps;
+  // Waits for the stream and reports asynchronous failures; defaults to a checked
+  // cudaStreamSynchronize.
+  std::function<void(cudaStream_t)> synchronize;
+};
+
+struct SequenceTimingOptions {
+  int iterations_per_graph = 10;  // G
+  int warmup_iterations = 20;
+  int timed_iterations = 0;       // 0: chosen from a probe so a case takes ~target_seconds
+  double target_seconds = 0.2;
+  int min_iterations = 100;
+  int max_iterations = 2000;
+  bool use_graph = true;
+};
+
+struct SequenceTimingResult {
+  std::vector<double> step_us;  // per step: median over iterations, max over ranks
+  int iterations = 0;           // timed iterations (a multiple of G)
+  bool used_graph = true;
+  std::string graph_failure;    // why capture failed ("" when used_graph or not tried)
+};
+
+// Collective over `bootstrap` (every rank calls it with the same options and steps).
+// A capture that fails with a CudaError or NotSupported falls back to direct launches.
+SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t stream,
+                                   ferry::Bootstrap& bootstrap, const SequenceTimingOptions& options);
+
 // ------------------------------------------------------------------ test data
 
 // Small integers (|v| < 2048) stored exactly as bf16 / fp16 / fp32 on the host,
@@ -166,11 +211,41 @@ class CsvWriter {
 
 std::string format_fixed(double value, int decimals);
 
+// ------------------------------------------------------------------ NCCL (baselines)
+
+#if FERRY_BENCH_HAVE_NCCL
+#define FERRY_BENCH_NCCL_CHECK(expr)                                                              \
+  do {                                                                                            \
+    ncclResult_t ferry_bench_nccl_result_ = (expr);                                               \
+    if (ferry_bench_nccl_result_ != ncclSuccess) {                                                \
+      FERRY_THROW(::ferry::Error, "NCCL call `" #expr "` failed: " << ncclGetErrorString(ferry_bench_nccl_result_)); \
+    }                                                                                             \
+  } while (0)
+
+// An NCCL communicator over every rank of `bootstrap` (rank 0's unique id travels
+// through it). Aborted instead of destroyed when unwinding after a failure.
+class NcclCommunicator {
+ public:
+  explicit NcclCommunicator(ferry::Bootstrap& bootstrap);
+  ~NcclCommunicator();
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+  ncclComm_t get() const { return comm_; }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+};
+
+std::string nccl_library_version();  // "2.28.3"
+#endif
+
 // ------------------------------------------------------------------ subcommands
 
 // Entry points, one file each. `args` excludes the program and subcommand names.
 // The caller owns MPI's lifetime; `bootstrap` spans every rank of the job.
 int run_allreduce_bench(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_allreduce_usage(std::FILE* out);
+int run_ep_bench(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
+void print_ep_usage(std::FILE* out);
 
 }  // namespace ferry::bench

@@ -23,10 +23,12 @@ struct Subcommand {
   int (*run)(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 };
 
-// New subcommands (ep: dispatch/combine vs its baseline) go here.
+// New subcommands go here.
 constexpr Subcommand kSubcommands[] = {
     {"allreduce", "ferry AllReduce algorithms vs NCCL, latency and busbw per size",
      ferry::bench::print_allreduce_usage, ferry::bench::run_allreduce_bench},
+    {"ep", "EP dispatch/combine (high-throughput, low-latency) vs an NCCL all-to-all",
+     ferry::bench::print_ep_usage, ferry::bench::run_ep_bench},
 };
 
 void print_usage(std::FILE* out) {

@@ -16,15 +16,19 @@
 #   memcheck   compute-sanitizer memcheck on 2 ranks     (only with FERRY_SANITIZE=1)
 #   racecheck  compute-sanitizer racecheck on 2 ranks    (only with FERRY_SANITIZE=1)
 #   example    the allreduce example on the largest N
+#   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
+#   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #
 # Environment:
 #   OUT                    where logs and the CSV go (default ./out)
 #   FERRY_NPS              rank counts for the GPU tests (default "1 2 4 8", capped by the GPU count)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
-#   FERRY_SKIP_BENCH=1     skip the bench
+#   FERRY_SKIP_BENCH=1     skip both benches
+#   FERRY_BENCHES          which benches run (default "allreduce ep")
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
-#   FERRY_BENCH_TAIL       lines of the bench output shown at the end (default 60)
+#   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
+#   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
 #   FERRY_SANITIZE=1       run the compute-sanitizer stages
 #   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 matrix, graph replay)
 #   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
@@ -161,39 +165,54 @@ for tool in memcheck racecheck; do
     "$B/tests/ferry_gpu_tests" --gtest_filter="$FILTER"
 done
 
-# ---------------------------------------------------------------- example, bench
-if [ "$BUILT" -ne 1 ]; then
-  skip example "build failed"
-elif [ "$NMAX" -lt 1 ]; then
-  skip example "no GPU"
-else
-  run_stage example "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" "$B/examples/ferry-example-allreduce"
-fi
+# ---------------------------------------------------------------- examples, benches
+for ex in example:allreduce example_ep:ep; do
+  stage="${ex%%:*}"
+  if [ "$BUILT" -ne 1 ]; then
+    skip "$stage" "build failed"
+  elif [ "$NMAX" -lt 1 ]; then
+    skip "$stage" "no GPU"
+  else
+    run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" "$B/examples/ferry-example-${ex#*:}"
+  fi
+done
 
-BENCH_LOG="$OUT/bench.log"
-if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
-  skip bench "FERRY_SKIP_BENCH=1"
-elif [ "$BUILT" -ne 1 ]; then
-  skip bench "build failed"
-elif [ "$NMAX" -lt 1 ]; then
-  skip bench "no GPU"
-else
-  read -r -a bench_args <<<"${FERRY_BENCH_ARGS:-}"
-  run_stage bench "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" \
-    "$B/bench/ferry-bench" allreduce --csv "$OUT/allreduce.csv" "${bench_args[@]}"
-fi
+# bench_stage STAGE SUBCOMMAND ARGS...: ferry-bench SUBCOMMAND --csv $OUT/SUBCOMMAND.csv ARGS
+bench_stage() {
+  local stage="$1" sub="$2"
+  shift 2
+  rm -f "$OUT/$stage.log" "$OUT/$sub.csv"  # a skipped bench shows no stale table at the end
+  if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
+    skip "$stage" "FERRY_SKIP_BENCH=1"
+  elif [[ " ${FERRY_BENCHES:-allreduce ep} " != *" $sub "* ]]; then
+    skip "$stage" "not in FERRY_BENCHES"
+  elif [ "$BUILT" -ne 1 ]; then
+    skip "$stage" "build failed"
+  elif [ "$NMAX" -lt 1 ]; then
+    skip "$stage" "no GPU"
+  else
+    run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" \
+      "$B/bench/ferry-bench" "$sub" --csv "$OUT/$sub.csv" "$@"
+  fi
+}
+read -r -a bench_args <<<"${FERRY_BENCH_ARGS:-}"
+bench_stage bench allreduce "${bench_args[@]}"
+read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
+bench_stage bench_ep ep "${ep_bench_args[@]}"
 
 # ---------------------------------------------------------------- summary (last)
 echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
-if [ -s "$BENCH_LOG" ]; then
-  echo "---------------- ferry-bench allreduce (end of $BENCH_LOG)"
-  # The bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines, without MPI noise.
-  grep -v -E '^\$ |^--------------------------------------------------------------------------$' "$BENCH_LOG" |
+# Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
+for pair in bench:allreduce bench_ep:ep; do
+  log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
+  [ -s "$log" ] || continue
+  echo "---------------- ferry-bench ${pair#*:} (end of $log)"
+  grep -v -E '^\$ |^--------------------------------------------------------------------------$' "$log" |
     tail -n "${FERRY_BENCH_TAIL:-60}"
-  [ -s "$OUT/allreduce.csv" ] && echo "(csv: $OUT/allreduce.csv)"
-fi
+  if [ -s "$csv" ]; then echo "(csv: $csv)"; fi
+done
 if [ "$ANY_FAILED" -ne 0 ]; then
   echo "device_run: FAILED ($(grep -c ' FAIL ' "$SUMMARY") stages)"
   exit 1
