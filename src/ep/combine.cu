@@ -57,13 +57,12 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   // Homes must be done reading the partials this rank sent them last time.
   if (wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int units = H * 2 / 16;
     const size_t row_bytes = size_t(H) * 2;
     const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
-    const ItemCursor cursor{W, max_token_count};
+    const ItemCursor cursor{W, max_token_count, p.num_chunks};
     for (int item = blockIdx.x * kWarps + warp; item < cursor.total(); item += gridDim.x * kWarps) {
-      int s, slot;
-      if (!cursor.decode(item, token_count, s, slot)) continue;
+      int s, slot, c;
+      if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
       const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
@@ -79,15 +78,17 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
       __syncwarp();
       const int src_token = p.slot_src_token[index];
       const size_t home_index = size_t(p.rank) * p.max_tokens + src_token;
-      uint8_t* dst = p.combine_stage[s] + home_index * row_bytes;
-      for (int base = 0; base < units; base += 32 * kUnroll) {
+      const size_t offset = size_t(chunk_begin(p, c)) * 2;
+      const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
+      uint8_t* dst = p.combine_stage[s] + home_index * row_bytes + offset;
+      for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
         float acc[kUnroll][8] = {};
         for (int j = 0; j < num_rows; ++j)
-          accumulate_units(acc, warp_rows[warp][j], warp_weights[warp][j], base, units, lane);
-        store_units(dst, acc, base, units, lane);
+          accumulate_units(acc, warp_rows[warp][j] + offset, warp_weights[warp][j], base, chunk_units, lane);
+        store_units(dst, acc, base, chunk_units, lane);
       }
       __syncwarp();  // the partial's stores, then its ready word (NOTE [EP epochs])
-      if (lane == 0) device::st_release_sys(p.combine_ready[s] + home_index, epoch);
+      if (lane == 0) device::st_release_sys(p.combine_ready[s] + home_index * p.num_chunks + c, epoch);
     }
   }
   finish_launch(p, kCombineSend, epoch, -1);
@@ -97,28 +98,31 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
   const int W = p.world_size, H = p.hidden;
   const int lane = threadIdx.x & 31;
-  const int units = H * 2 / 16;
   const size_t row_bytes = size_t(H) * 2;
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (*p.layout_error == 0) {
-    for (int t = blockIdx.x * kWarps + (threadIdx.x >> 5); t < p.num_tokens; t += gridDim.x * kWarps) {
+    const int items = p.num_tokens * p.num_chunks;
+    for (int item = blockIdx.x * kWarps + (threadIdx.x >> 5); item < items; item += gridDim.x * kWarps) {
+      const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
       // Lanes r wait for the partial of rank r (all at once).
       int ok = 1;
       if (slot >= 0)
-        ok = device::wait_flag_geq(p.combine_ready[p.rank] + size_t(lane) * p.max_tokens + t, epoch, p.wait, lane,
-                                   kPhaseEpCombine);
+        ok = device::wait_flag_geq(p.combine_ready[p.rank] + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
+                                   epoch, p.wait, lane, kPhaseEpCombine);
       if (!__all_sync(0xffffffffu, ok)) break;
-      uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes;
-      for (int base = 0; base < units; base += 32 * kUnroll) {
+      const size_t offset = size_t(chunk_begin(p, c)) * 2;
+      const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
+      uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
+      for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
         float acc[kUnroll][8] = {};
         for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
           const int r = __ffs(m) - 1;
-          accumulate_units(acc, p.combine_stage[p.rank] + (size_t(r) * p.max_tokens + t) * row_bytes, 1.f, base,
-                           units, lane);
+          accumulate_units(acc, p.combine_stage[p.rank] + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
+                           base, chunk_units, lane);
         }
-        store_units(out, acc, base, units, lane);
+        store_units(out, acc, base, chunk_units, lane);
       }
     }
   }

@@ -11,9 +11,10 @@ namespace {
 constexpr int kUnroll = 4;  // 16-byte units in flight per lane
 
 // Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
-// base pointers are in `dst` (warp-uniform), kUnroll units per lane at a time.
+// base pointers are in `dst` (warp-uniform), at byte `offset` of each row,
+// kUnroll units per lane at a time.
 __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
-                                                   int units, int lane) {
+                                                   size_t offset, int units, int lane) {
   for (int base = 0; base < units; base += 32 * kUnroll) {
     uint4 v[kUnroll];
 #pragma unroll
@@ -25,21 +26,22 @@ __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* 
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int i = base + u * 32 + lane;
-        if (i < units) device::store16(dst[d] + size_t(i) * 16, v[u]);
+        if (i < units) device::store16(dst[d] + offset + size_t(i) * 16, v[u]);
       }
     }
   }
 }
 
-// bf16 row -> fp8 rows + one scale per 128 columns. Lane = 8 columns; 16 lanes
-// = one scale group, reduced with shuffles.
-__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
-                                                 int hidden, int lane) {
-  const int units = hidden / 8;
-  for (int base = 0; base < units; base += 32) {
-    const int i = base + lane;
+// Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
+// scale per 128 columns (after the row's hidden fp8 bytes). Lane = 8 columns;
+// 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
+__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst, int hidden,
+                                                 int begin, int end, int lane) {
+  for (int col = begin; col < end; col += 256) {
+    const int i = col / 8 + lane;  // this lane's 8-column unit
+    const bool active = i * 8 < end;
     float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (i < units) unpack_bf16x8(device::load16(src + size_t(i) * 16), f);
+    if (active) unpack_bf16x8(device::load16(src + size_t(i) * 16), f);
     float amax = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
@@ -47,7 +49,7 @@ __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* co
     for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
     const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
     const uint2 q = quantize_fp8x8(f, 1.f / scale);
-    if (i < units) {
+    if (active) {
       for (int d = 0; d < num_dst; ++d) {
         *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
         if ((lane & 15) == 0) reinterpret_cast<float*>(dst[d] + hidden)[i / 16] = scale;
@@ -56,17 +58,13 @@ __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* co
   }
 }
 
-// Meta record accessors (layout in ep_params.hpp, MetaRecord).
-__device__ __forceinline__ int32_t* meta_entries(uint8_t* record) {
-  return reinterpret_cast<MetaRecord*>(record)->entries;
-}
-
-__device__ void send_token(const Params& p, int t, int lane, uint8_t** dst, uint64_t epoch) {
+// One chunk of token t to every destination rank it picked.
+__device__ void send_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
   const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0);
   if (dst_mask == 0) return;
-  const int e = lane < K ? load_expert(p, t, lane) : -1;
+  const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
   int num_dst = 0;
@@ -75,31 +73,31 @@ __device__ void send_token(const Params& p, int t, int lane, uint8_t** dst, uint
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
     const size_t index = size_t(p.rank) * p.max_tokens + s;
-    uint8_t* record = p.stage_meta[r] + index * p.meta_bytes;
-    int32_t* entries = meta_entries(record);
-    if (lane == 0) reinterpret_cast<MetaRecord*>(record)->src_token = t;
+    int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta[r] + index * p.meta_bytes);
+    if (lane == 0) record[0] = t;
     if (lane < K) {
-      entries[lane] = (e >= 0 && e / Le == r) ? e % Le : -1;
-      entries[K + lane] = pos;
-      reinterpret_cast<float*>(entries)[2 * K + lane] = w;
+      record[1 + lane] = (e >= 0 && e / Le == r) ? e % Le : -1;
+      record[1 + K + lane] = pos;
+      reinterpret_cast<float*>(record)[1 + 2 * K + lane] = w;
     }
-    if (lane == num_dst) my_ready = &reinterpret_cast<MetaRecord*>(record)->ready;
+    if (lane == num_dst) my_ready = p.stage_ready[r] + index * p.num_chunks + c;
     dst[num_dst++] = p.stage[r] + index * p.stage_row_bytes;
   }
   __syncwarp();
-  const int H = p.hidden;
+  const int H = p.hidden, begin = chunk_begin(p, c), end = chunk_end(p, c);
   if (p.fp8_out && !p.fp8_in) {
-    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H, lane);
+    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H, begin, end, lane);
   } else if (p.fp8_in) {
-    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H, dst, num_dst, H / 16, lane);
+    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H + begin, dst, num_dst, begin,
+                       (end - begin) / 16, lane);
     const int groups = H / kScaleBlock;
-    for (int g = lane; g < groups; g += 32) {
+    for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32) {
       const float scale = p.scales_in[size_t(t) * groups + g];
       for (int d = 0; d < num_dst; ++d) reinterpret_cast<float*>(dst[d] + H)[g] = scale;
     }
   } else {
-    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H * 2 / 16,
-                       lane);
+    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst, num_dst,
+                       size_t(begin) * 2, (end - begin) * 2 / 16, lane);
   }
   // The warp's stores, then one release per destination (NOTE [EP epochs]).
   __syncwarp();
@@ -124,9 +122,9 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-      const int num_warps = gridDim.x * kWarps;
-      for (int t = blockIdx.x * kWarps + warp; t < p.num_tokens; t += num_warps)
-        send_token(p, t, lane, warp_dst[warp], epoch);
+      const int items = p.num_tokens * p.num_chunks;
+      for (int item = blockIdx.x * kWarps + warp; item < items; item += gridDim.x * kWarps)
+        send_chunk(p, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], epoch);
     }
   }
   finish_launch(p, kDispatchSend, epoch, -1);
@@ -192,26 +190,26 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __shared__ uint8_t* warp_dst[kWarps][kMaxTopk];
     const int H = p.hidden;
-    const size_t out_row_bytes = size_t(H) * (p.fp8_out ? 1 : 2);
+    const int elem = p.fp8_out ? 1 : 2;
+    const size_t out_row_bytes = size_t(H) * elem;
     const int groups = H / kScaleBlock;
-    const ItemCursor cursor{W, max_token_count};
+    const ItemCursor cursor{W, max_token_count, p.num_chunks};
     for (int item = blockIdx.x * kWarps + warp; item < cursor.total(); item += gridDim.x * kWarps) {
-      int s, slot;
-      if (!cursor.decode(item, token_count, s, slot)) continue;
+      int s, slot, c;
+      if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
-      uint8_t* record = p.stage_meta[p.rank] + index * p.meta_bytes;
-      if (!warp_wait_ready(&reinterpret_cast<MetaRecord*>(record)->ready, epoch, s, kPhaseEpDispatch, p)) break;
-      const int32_t* entries = meta_entries(record);
+      if (!warp_wait_ready(p.stage_ready[p.rank] + index * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
+      const int32_t* record = reinterpret_cast<const int32_t*>(p.stage_meta[p.rank] + index * p.meta_bytes);
       int row = -1;
       if (lane < K) {
-        const int le = entries[lane];
-        if (le >= 0) {
-          row = base[s * Le + le] + entries[K + lane];
-          if (p.with_weights) p.out_weights[row] = reinterpret_cast<const float*>(entries)[2 * K + lane];
+        const int le = record[1 + lane];
+        if (le >= 0) row = base[s * Le + le] + record[1 + K + lane];
+        if (c == 0) {  // the token's bookkeeping, once
+          if (row >= 0 && p.with_weights) p.out_weights[row] = reinterpret_cast<const float*>(record)[1 + 2 * K + lane];
+          p.slot_rows[index * K + lane] = row;
         }
-        p.slot_rows[index * K + lane] = row;
       }
-      if (lane == 0) p.slot_src_token[index] = reinterpret_cast<MetaRecord*>(record)->src_token;
+      if (lane == 0 && c == 0) p.slot_src_token[index] = record[0];
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
       int num_rows = 0;
       for (unsigned m = rows_mask; m != 0; m &= m - 1) {
@@ -220,12 +218,14 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
         ++num_rows;
       }
       __syncwarp();
+      const int begin = chunk_begin(p, c), end = chunk_end(p, c);
       const uint8_t* staged = p.stage[p.rank] + index * p.stage_row_bytes;
-      copy_units_to_rows(staged, warp_dst[warp], num_rows, int(out_row_bytes / 16), lane);
+      copy_units_to_rows(staged + size_t(begin) * elem, warp_dst[warp], num_rows, size_t(begin) * elem,
+                         (end - begin) * elem / 16, lane);
       if (p.fp8_out) {
         for (unsigned m = rows_mask; m != 0; m &= m - 1) {
           const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
-          for (int g = lane; g < groups; g += 32)
+          for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32)
             p.out_scales[size_t(r) * groups + g] = reinterpret_cast<const float*>(staged + H)[g];
         }
       }

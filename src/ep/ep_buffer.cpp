@@ -131,6 +131,11 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.stage_row_bytes = round16(size_t(H) * (fp8 ? 1 : 2) + (fp8 ? sizeof(float) * (H / ep::kScaleBlock) : 0));
   p.meta_bytes = ep::meta_record_bytes(K);
   p.num_blocks = config_.num_sms;
+  // Chunks: few tokens (low-latency) need a row spread over many warps; many
+  // tokens keep whole-ish rows per warp (fewer ready words).
+  const int default_chunk = ll ? 512 : 2048;
+  p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
+  p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // dispatch()/combine() run both halves at once on two streams (the receive
   // half consumes tokens as they land): receive blocks + send blocks = num_sms.
   const int default_recv = std::max(1, config_.num_sms / (ll ? 2 : 3));
@@ -145,7 +150,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const size_t meta_at = sym.take(size_t(W) * T * p.meta_bytes);
   const size_t counts_at = sym.take(sizeof(int32_t) * W * (1 + Le));
   const size_t combine_at = sym.take(size_t(W) * T * H * 2);
-  const size_t combine_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T);
+  const size_t combine_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
+  const size_t stage_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   const size_t flags_at = sym.take(sizeof(uint64_t) * ep::kNumFlagSlots);
   state_->symmetric = comm_.heap().allocate(sym.total);
   for (int r = 0; r < W; ++r) {
@@ -155,6 +161,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     p.counts[r] = reinterpret_cast<int32_t*>(b + counts_at);
     p.combine_stage[r] = b + combine_at;
     p.combine_ready[r] = reinterpret_cast<uint64_t*>(b + combine_ready_at);
+    p.stage_ready[r] = reinterpret_cast<uint64_t*>(b + stage_ready_at);
     p.flags[r] = reinterpret_cast<uint64_t*>(b + flags_at);
   }
 
@@ -162,6 +169,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   Carve loc;
   const size_t token_slot_at = loc.take(sizeof(int32_t) * size_t(T) * W);
   const size_t pos_at = loc.take(sizeof(int32_t) * size_t(T) * K);
+  const size_t token_expert_at = loc.take(sizeof(int32_t) * size_t(T) * K);
   const size_t send_expert_at = loc.take(sizeof(int32_t) * E);
   const size_t send_token_at = loc.take(sizeof(int32_t) * W);
   const size_t layout_error_at = loc.take(sizeof(int32_t));
@@ -178,6 +186,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   auto* l = static_cast<uint8_t*>(state_->local);
   p.token_slot = reinterpret_cast<int32_t*>(l + token_slot_at);
   p.pos_in_expert = reinterpret_cast<int32_t*>(l + pos_at);
+  p.token_expert = reinterpret_cast<int32_t*>(l + token_expert_at);
   p.send_expert_count = reinterpret_cast<int32_t*>(l + send_expert_at);
   p.send_token_count = reinterpret_cast<int32_t*>(l + send_token_at);
   p.layout_error = reinterpret_cast<int32_t*>(l + layout_error_at);

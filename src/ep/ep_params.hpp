@@ -67,6 +67,8 @@ struct Params {
   size_t stage_row_bytes;       // one staged token: data, then scales (fp8)
   size_t meta_bytes;            // one staged token's routing record
   int num_blocks;               // grid of the launched kernel
+  int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
+  int num_chunks;               // ceil(hidden / chunk_cols)
 
   // ---- user tensors
   const void* tokens;           // [T', H] bf16 or fp8
@@ -78,6 +80,7 @@ struct Params {
 
   // ---- layout of this rank's tokens (local; the handle)
   int32_t* token_slot;          // [T][W]: slot at each destination, -1 if not sent
+  int32_t* token_expert;        // [T][K]: checked expert ids (-1: none or bad)
   int32_t* pos_in_expert;       // [T][K]: index among this rank's tokens of that expert
   int32_t* send_expert_count;   // [E]
   int32_t* send_token_count;    // [W]
@@ -95,10 +98,11 @@ struct Params {
 
   // ---- symmetric regions of every rank, as mapped here
   uint8_t* stage[kMaxRanks];        // [W source][T][stage_row_bytes]
-  uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes], starts with the ready epoch
+  uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes]
+  uint64_t* stage_ready[kMaxRanks]; // [W source][T][num_chunks]: epoch of the chunk's last write
   int32_t* counts[kMaxRanks];       // [W source][1 + Le]: tokens, then rows per local expert
   uint8_t* combine_stage[kMaxRanks];// [W expert rank][T][H] bf16
-  uint64_t* combine_ready[kMaxRanks];// [W expert rank][T]: epoch of the partial's last write
+  uint64_t* combine_ready[kMaxRanks];// [W expert rank][T][num_chunks]: epoch of the chunk's last write
   uint64_t* flags[kMaxRanks];       // kNumFlagSlots words
 
   Epochs* epochs;
@@ -106,17 +110,13 @@ struct Params {
   WaitContext wait;
 };
 
-// Staged routing record of one token: the epoch that wrote it (uint64, stored
-// last, with release), its index at the source, then per k the destination's
-// local expert (-1: that expert lives elsewhere or none), the index among the
-// source's tokens of that expert, and the weight.
-struct MetaRecord {
-  uint64_t ready;
-  int32_t src_token;
-  int32_t entries[1];  // local_expert[K], pos_in_expert[K], weight[K] (float bits)
-};
+// Staged routing record of one token: its index at the source, then per k the
+// destination's local expert (-1: that expert lives elsewhere or none), the
+// index among the source's tokens of that expert, and the weight (float bits).
+// Every chunk's sender writes it (same values) before releasing its chunk, so a
+// receiver of any chunk may read it.
 inline size_t meta_record_bytes(int topk) {
-  const size_t raw = sizeof(uint64_t) + sizeof(int32_t) * (1 + 3 * static_cast<size_t>(topk));
+  const size_t raw = sizeof(int32_t) * (1 + 3 * static_cast<size_t>(topk));
   return (raw + 15) / 16 * 16;
 }
 

@@ -20,11 +20,11 @@ namespace ferry::ep {
 // record, advanced by the last block of each launch. A call's send and receive
 // halves both work on epoch n = (their counter) + 1, so CUDA graphs replay with
 // no host bookkeeping, and the two halves may run concurrently (on two streams).
-//  - Data readiness is per token: after a token's stores (data, routing record)
-//    the sending warp release-stores n into a ready word next to it (the routing
-//    record's first word for dispatch, combine_ready for combine); the receiving
-//    warp acquire-spins on that word (timeout primitive), so receivers consume
-//    tokens while the rest are still in flight.
+//  - Data readiness is per chunk of a token row: after a chunk's stores (data,
+//    routing record) the sending warp release-stores n into that chunk's ready
+//    word (stage_ready / combine_ready); the receiving warp acquire-spins on it
+//    (timeout primitive), so receivers consume chunks while the rest are still
+//    in flight, and a row is spread over many warps when tokens are few.
 //  - Counts: a source writes the per-expert counts for a receiver, then
 //    release-stores n into the receiver's kCountsReady + source; the receiver
 //    needs every source's counts before it can place any row.
@@ -84,18 +84,26 @@ __device__ __forceinline__ bool warp_wait_ready(const uint64_t* ready, uint64_t 
   return ok != 0;
 }
 
-// Items (source s, slot) interleaved across sources, so warps walk the slots
-// in about the order the sources fill them. Returns false past the end.
+// Items (source s, slot, chunk), interleaved across sources so warps walk the
+// slots in about the order the sources fill them. decode() is false for a slot
+// past that source's count.
 struct ItemCursor {
   int world;
   int max_count;
-  __device__ bool decode(int item, const int32_t* counts, int& s, int& slot) const {
-    s = item % world;
-    slot = item / world;
+  int num_chunks;
+  __device__ bool decode(int item, const int32_t* counts, int& s, int& slot, int& chunk) const {
+    chunk = item % num_chunks;
+    const int pair = item / num_chunks;
+    s = pair % world;
+    slot = pair / world;
     return slot < counts[s];
   }
-  __device__ int total() const { return world * max_count; }
+  __device__ int total() const { return world * max_count * num_chunks; }
 };
+
+// Columns [begin, end) of chunk c.
+__device__ __forceinline__ int chunk_begin(const Params& p, int c) { return c * p.chunk_cols; }
+__device__ __forceinline__ int chunk_end(const Params& p, int c) { return min(p.hidden, (c + 1) * p.chunk_cols); }
 
 __device__ __forceinline__ int load_expert(const Params& p, int token, int k) {
   return p.idx_int64 ? static_cast<int>(static_cast<const int64_t*>(p.topk_idx)[size_t(token) * p.topk + k])

@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
       const int t = first + j;
       const int e = lane < K ? ids[j * K + lane] : -1;
       const unsigned dst_mask = __reduce_or_sync(0xffffffffu, e >= 0 ? 1u << (e / Le) : 0u);
-      if (lane < K) p.pos_in_expert[size_t(t) * K + lane] = e >= 0 ? atomicAdd(&warp_expert[warp * E + e], 1) : -1;
+      if (lane < K) {
+        p.pos_in_expert[size_t(t) * K + lane] = e >= 0 ? atomicAdd(&warp_expert[warp * E + e], 1) : -1;
+        p.token_expert[size_t(t) * K + lane] = e;
+      }
       if (lane < W) {
         const bool sent = (dst_mask >> lane) & 1u;
         p.token_slot[size_t(t) * W + lane] = sent ? rank_count : -1;
