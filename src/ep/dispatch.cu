@@ -8,7 +8,7 @@
 namespace ferry::ep {
 namespace {
 
-constexpr int kUnroll = 4;  // 16-byte units in flight per lane
+constexpr int kUnroll = 8;  // 16-byte units in flight per lane
 
 // Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
 // base pointers are in `dst` (warp-uniform), at byte `offset` of each row,

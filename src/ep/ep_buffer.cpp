@@ -77,7 +77,8 @@ struct EpBuffer::State {
   Stage stage = Stage::kIdle;
   int64_t synced_rows = -1;      // rows of the current dispatch output, when known on the host
   bool overlap = true;           // dispatch()/combine(): both halves at once
-  int overlap_recv_blocks = 1;
+  int dispatch_recv_blocks = 1;  // of num_sms, when overlapping
+  int combine_recv_blocks = 1;
   cudaStream_t side = nullptr;   // the receive half's stream when overlapping
   cudaEvent_t fork = nullptr, join = nullptr;
   // Set by dispatch()/combine() around their halves: grids of the concurrent
@@ -88,9 +89,9 @@ struct EpBuffer::State {
   // Scoped: the overlapped halves' settings, reset however the calls end.
   struct Overlap {
     State& st;
-    Overlap(State& s, int num_sms) : st(s) {
-      st.recv_blocks = st.overlap_recv_blocks;
-      st.send_blocks = num_sms - st.overlap_recv_blocks;
+    Overlap(State& s, int num_sms, int recv) : st(s) {
+      st.recv_blocks = recv;
+      st.send_blocks = num_sms - recv;
       st.defer_sync = true;
     }
     ~Overlap() { st.send_blocks = st.recv_blocks = 0, st.defer_sync = false; }
@@ -133,14 +134,19 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.num_blocks = config_.num_sms;
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
   // tokens keep whole-ish rows per warp (fewer ready words).
-  const int default_chunk = ll ? 512 : 2048;
+  const int default_chunk = ll ? 512 : 8192;  // 4xH200: whole 7168-column rows beat 2048/3584 in HT
   p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // dispatch()/combine() run both halves at once on two streams (the receive
   // half consumes tokens as they land): receive blocks + send blocks = num_sms.
-  const int default_recv = std::max(1, config_.num_sms / (ll ? 2 : 3));
-  state_->overlap_recv_blocks = std::clamp(env_int("FERRY_EP_RECV_BLOCKS", default_recv), 1,
-                                           std::max(1, config_.num_sms - 1));
+  // Measured on 4xH200 (T=4096, H=7168, 24 SMs): dispatch is bound by the
+  // receive half (it writes every expert row), combine by the send half (it
+  // reads every expert row), so each gets the larger share there.
+  const int clamp_max = std::max(1, config_.num_sms - 1);
+  state_->dispatch_recv_blocks =
+      std::clamp(env_int("FERRY_EP_DISPATCH_RECV_BLOCKS", config_.num_sms / 2), 1, clamp_max);
+  state_->combine_recv_blocks =
+      std::clamp(env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll ? 2 : 3)), 1, clamp_max);
   state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
@@ -351,7 +357,7 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
   }
   DispatchResult r;
   {
-    State::Overlap overlap(st, config_.num_sms);
+    State::Overlap overlap(st, config_.num_sms, st.dispatch_recv_blocks);
     FERRY_CUDA_CHECK(cudaEventRecord(st.fork, stream));
     FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.side, st.fork, 0));
     const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
@@ -406,6 +412,8 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
 void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
                        cudaStream_t stream) {
   // Checked before the send half so a bad `out` fails before any communication.
+  FERRY_ARG_CHECK(handle.generation != 0 && handle.generation == state_->generation,
+                  "EpBuffer::combine: the handle is not this buffer's latest dispatch (an EpBuffer keeps one layout)");
   if (!out.empty() || !out.shape.empty())
     ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, handle.num_tokens);
   check_on_device("EpBuffer::combine", "out", out, comm_.device());
@@ -415,7 +423,7 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
     combine_recv(handle, out, stream);
     return;
   }
-  State::Overlap overlap(st, config_.num_sms);
+  State::Overlap overlap(st, config_.num_sms, st.combine_recv_blocks);
   FERRY_CUDA_CHECK(cudaEventRecord(st.fork, stream));
   FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.side, st.fork, 0));
   combine_send(expert_outputs, handle, stream);
