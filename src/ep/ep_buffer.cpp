@@ -134,7 +134,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.num_blocks = config_.num_sms;
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
   // tokens keep whole-ish rows per warp (fewer ready words).
-  const int default_chunk = ll ? 512 : 8192;  // 4xH200: whole 7168-column rows beat 2048/3584 in HT
+  // 4xH200: HT whole 7168-column rows beat 2048/3584; LL 1024 beat 256/512.
+  const int default_chunk = ll ? 1024 : 8192;
   p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // dispatch()/combine() run both halves at once on two streams (the receive
@@ -144,7 +145,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // reads every expert row), so each gets the larger share there.
   const int clamp_max = std::max(1, config_.num_sms - 1);
   state_->dispatch_recv_blocks =
-      std::clamp(env_int("FERRY_EP_DISPATCH_RECV_BLOCKS", config_.num_sms / 2), 1, clamp_max);
+      std::clamp(env_int("FERRY_EP_DISPATCH_RECV_BLOCKS", config_.num_sms * 2 / 3), 1, clamp_max);
   state_->combine_recv_blocks =
       std::clamp(env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll ? 2 : 3)), 1, clamp_max);
   state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
@@ -253,6 +254,10 @@ void EpBuffer::check_errors() {
     FERRY_THROW(InvalidArgument, "EpBuffer::dispatch: topk_idx[" << token << "][" << k << "] = " << value
                                      << " is not an expert id (expected -1 or 0.." << config_.num_experts - 1
                                      << "); this rank sent nothing");
+  if (code == ep::kEpRepeatedExpert)
+    FERRY_THROW(InvalidArgument, "EpBuffer::dispatch: topk_idx[" << token << "][" << k << "] = " << value
+                                     << " repeats an expert of the same token (each token's experts must be "
+                                     << "distinct); this rank sent nothing");
   FERRY_THROW(InvalidArgument, "EpBuffer::dispatch: received " << value << " rows (with alignment padding) but "
                                    << "max_recv_rows is " << state_->base.capacity_rows
                                    << "; raise EpConfig::max_recv_rows; nothing was written");

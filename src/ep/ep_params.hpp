@@ -37,7 +37,7 @@ enum EpochKind : int { kDispatchSend = 0, kDispatchRecv = 1, kCombineSend = 2, k
 
 // Errors a kernel finds in this rank's input, for EpBuffer::check_errors.
 // Lives in host-mapped memory; 0 = fine.
-enum EpErrorCode : int32_t { kEpOk = 0, kEpBadExpert = 1, kEpTooManyRows = 2 };
+enum EpErrorCode : int32_t { kEpOk = 0, kEpBadExpert = 1, kEpTooManyRows = 2, kEpRepeatedExpert = 3 };
 struct EpStatus {
   volatile int32_t code;
   volatile int32_t token;
@@ -120,9 +120,9 @@ inline size_t meta_record_bytes(int topk) {
   return (raw + 15) / 16 * 16;
 }
 
-// The layout kernel keeps ids and per-warp expert counts in shared memory.
+// The layout kernel keeps per-warp expert masks/offsets in shared memory.
 constexpr size_t kLayoutMaxSmem = 220 * 1024;
-size_t layout_smem_bytes(int num_experts, int topk);
+size_t layout_smem_bytes(int num_experts);
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 size_t dispatch_recv_smem_bytes(int world_size, int local_experts);

@@ -1087,18 +1087,21 @@ TEST(Ep, WeightsGivenWithoutWithWeights) {
 //  - high-throughput without sync_counts, low-latency: the error surfaces in
 //    check_errors() after a stream synchronization (once), or in rank 0's next call.
 // Then every rank runs a correct round on the same buffer.
-TEST(Ep, ExpertIdOutOfRangeOnOneRank) {
+TEST(Ep, BadExpertIdOnOneRank) {
   REQUIRE_EP();
   const int me = mpi_rank();
   struct Variant {
     EpMode mode;
     bool sync_counts;
     bool next_call_raises;  // else check_errors()
+    bool repeated = false;  // a token naming one expert twice instead of an id out of range
   };
   for (const Variant v : {Variant{EpMode::kHighThroughput, true, false}, Variant{EpMode::kHighThroughput, false, false},
-                          Variant{EpMode::kLowLatency, true, false}, Variant{EpMode::kLowLatency, true, true}}) {
+                          Variant{EpMode::kLowLatency, true, false}, Variant{EpMode::kLowLatency, true, true},
+                          Variant{EpMode::kHighThroughput, true, false, true},
+                          Variant{EpMode::kLowLatency, true, false, true}}) {
     SCOPED_TRACE(std::string(mode_id(v.mode)) + (v.sync_counts ? " sync" : " no-sync") +
-                 (v.next_call_raises ? " next call" : " check_errors"));
+                 (v.next_call_raises ? " next call" : " check_errors") + (v.repeated ? " repeated" : " out of range"));
     Harness h(shared(), make_config(v.mode, DataType::kBFloat16, 32, 1024, 4, 2));
     ASSERT_TRUE(h.alive());
     ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
@@ -1106,8 +1109,13 @@ TEST(Ep, ExpertIdOutOfRangeOnOneRank) {
     const ep::Spec s = make_spec(h.config(), shared().next_seed(), ep::Routing::kUniform, ep::TokenCounts::kFull);
     auto all = ep::make_all_inputs(s);
     ep::RankInput bad = all[0];
-    bad.idx[1] = E;                              // token 0, slot 1
-    bad.idx[bad.idx.size() - 1] = E + 1000;      // last token, last slot
+    if (v.repeated) {
+      bad.idx[1] = bad.idx[0] >= 0 ? bad.idx[0] : 0;  // token 0 names one expert twice
+      bad.idx[0] = bad.idx[1];
+    } else {
+      bad.idx[1] = E;                              // token 0, slot 1
+      bad.idx[bad.idx.size() - 1] = E + 1000;      // last token, last slot
+    }
     const ep::RankInput& mine = me == 0 ? bad : all[me];
     const int n = mine.num_tokens;
     DispatchOptions dopt;
