@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,10 +20,6 @@
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
-
-#if FERRY_BENCH_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 namespace ferry::bench {
 namespace {
@@ -181,50 +176,15 @@ bool verify_output(const void* device_out, size_t count, DataType type, const st
 }
 
 // ------------------------------------------------------------------ NCCL baseline
+// The communicator, FERRY_BENCH_NCCL_CHECK and the version string are in bench_common.
 
 #if FERRY_BENCH_HAVE_NCCL
-#define BENCH_NCCL_CHECK(expr)                                                                   \
-  do {                                                                                           \
-    ncclResult_t bench_nccl_result_ = (expr);                                                    \
-    if (bench_nccl_result_ != ncclSuccess) {                                                     \
-      FERRY_THROW(::ferry::Error, "NCCL call `" #expr "` failed: " << ncclGetErrorString(bench_nccl_result_)); \
-    }                                                                                            \
-  } while (0)
-
-class NcclComm {
- public:
-  explicit NcclComm(Bootstrap& bootstrap) {
-    ncclUniqueId id{};
-    if (bootstrap.rank() == 0) BENCH_NCCL_CHECK(ncclGetUniqueId(&id));
-    id = bootstrap.all_gather_value(id)[0];  // rank 0's id, through the bootstrap
-    BENCH_NCCL_CHECK(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()));
-  }
-  ~NcclComm() {
-    // Unwinding after a failure: peers may never join a collective destroy.
-    if (std::uncaught_exceptions() > 0) ncclCommAbort(comm_);
-    else ncclCommDestroy(comm_);
-  }
-  NcclComm(const NcclComm&) = delete;
-  NcclComm& operator=(const NcclComm&) = delete;
-  ncclComm_t get() const { return comm_; }
-
- private:
-  ncclComm_t comm_ = nullptr;
-};
-
 ncclDataType_t nccl_type(DataType type) {
   switch (type) {
     case DataType::kBFloat16: return ncclBfloat16;
     case DataType::kFloat16: return ncclFloat16;
     default: return ncclFloat32;
   }
-}
-
-std::string nccl_version_string() {
-  int version = 0;
-  BENCH_NCCL_CHECK(ncclGetVersion(&version));
-  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
-         std::to_string(version % 100);
 }
 #endif
 
@@ -282,6 +242,7 @@ int run_allreduce_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   const Options options = parse_options(std::move(args));
   const int rank = bootstrap->rank();
   const bool leader = rank == 0;
+  require_cuda_device("ferry-bench allreduce");  // a clear message, not a failed job, without GPUs
   keep_nvls_disabled(leader);
 
   Communicator comm(bootstrap);
@@ -300,7 +261,7 @@ int run_allreduce_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   }
   bool use_nccl = options.use_nccl;
 #if FERRY_BENCH_HAVE_NCCL
-  std::optional<NcclComm> nccl;
+  std::optional<NcclCommunicator> nccl;
   if (use_nccl) {
     nccl.emplace(*bootstrap);
     contenders.push_back({"nccl", std::nullopt});
@@ -330,7 +291,7 @@ int run_allreduce_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
     }
     std::printf("ferry-bench allreduce: %d ranks, %s", world_size, prop.name);
 #if FERRY_BENCH_HAVE_NCCL
-    if (use_nccl) std::printf(", NCCL %s", nccl_version_string().c_str());
+    if (use_nccl) std::printf(", NCCL %s", nccl_library_version().c_str());
 #endif
     std::printf("\n  %zu sizes %s..%s, contenders %s\n", options.sizes.size(),
                 format_byte_size(options.sizes.front()).c_str(), format_byte_size(options.sizes.back()).c_str(),
@@ -382,7 +343,7 @@ int run_allreduce_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
         if (contender.is_nccl()) {
 #if FERRY_BENCH_HAVE_NCCL
           op.enqueue = [&](cudaStream_t s) {
-            BENCH_NCCL_CHECK(ncclAllReduce(input.get(), output.get(), count, nccl_type(type), ncclSum, nccl->get(), s));
+            FERRY_BENCH_NCCL_CHECK(ncclAllReduce(input.get(), output.get(), count, nccl_type(type), ncclSum, nccl->get(), s));
           };
 #endif
         } else {

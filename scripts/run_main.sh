@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Builds ferry and runs it on this machine's GPUs: the allreduce example (checks
-# results), then ferry-bench allreduce (ferry against NCCL). One rank per GPU.
+# Builds ferry and runs it on this machine's GPUs, one rank per GPU, stopping at
+# the first failure:
+#   1. ferry-example-allreduce   (checks its results)
+#   2. ferry-bench allreduce     (ferry against NCCL)
+#   3. ferry-example-ep          (dispatch, host experts, combine; checks its results)
+#   4. ferry-bench ep            (dispatch/combine against an NCCL all-to-all)
 #
 #   scripts/run_main.sh [ferry-bench allreduce options...]
 #
 # Environment: FERRY_NP (ranks; default: every GPU), BUILD_DIR (default build),
-# FERRY_JOBS (build jobs; default: all cores).
+# FERRY_JOBS (build jobs; default: all cores), FERRY_EP_BENCH_ARGS (options for
+# ferry-bench ep, split on spaces, e.g. "--mode ll --check"; its default 256
+# experts need a rank count that divides 256, else pass --experts).
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -36,7 +42,7 @@ ferry_nccl_library_path       # the bench finds a wheel's NCCL at run time
 echo "==> configure"
 cmake "${cmake_args[@]}"
 echo "==> build ($JOBS jobs)"
-cmake --build "$BUILD_DIR" --parallel "$JOBS" --target ferry-example-allreduce ferry-bench
+cmake --build "$BUILD_DIR" --parallel "$JOBS" --target ferry-example-allreduce ferry-example-ep ferry-bench
 
 mpirun_args=(--bind-to none -np "$NP")
 [ "$(id -u)" -eq 0 ] && mpirun_args=(--allow-run-as-root "${mpirun_args[@]}")
@@ -45,3 +51,9 @@ echo "==> allreduce example on $NP GPUs"
 mpirun "${mpirun_args[@]}" "$BUILD_DIR/examples/ferry-example-allreduce"
 echo "==> ferry-bench allreduce on $NP GPUs"
 mpirun "${mpirun_args[@]}" "$BUILD_DIR/bench/ferry-bench" allreduce "$@"
+
+read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
+echo "==> EP example on $NP GPUs"
+mpirun "${mpirun_args[@]}" "$BUILD_DIR/examples/ferry-example-ep"
+echo "==> ferry-bench ep on $NP GPUs"
+mpirun "${mpirun_args[@]}" "$BUILD_DIR/bench/ferry-bench" ep "${ep_bench_args[@]}"
