@@ -1,7 +1,8 @@
-// Dispatch: the send half writes each token once into the staging region of
-// every destination rank it picked (with its routing record), the receive half
-// expands each staged token, as soon as it is ready, into the output grouped by
-// local expert. Protocol: NOTE [EP epochs] in kernel_common.cuh.
+// Dispatch: the send half writes each token once into every destination rank it
+// picked, straight into the output row of its first expert there, with its
+// routing record; the receive half, chunk by chunk as they land, records where
+// each token's rows are and copies the row to the token's further experts.
+// Protocol: NOTE [EP epochs] in kernel_common.cuh, NOTE [EP direct rows] here.
 #include "ep/kernel_common.cuh"
 #include "ferry/cuda_check.hpp"
 
@@ -33,10 +34,10 @@ __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* 
 }
 
 // Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
-// scale per 128 columns (after the row's hidden fp8 bytes). Lane = 8 columns;
+// scale per 128 columns into each destination's scale row. Lane = 8 columns;
 // 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
-__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst, int hidden,
-                                                 int begin, int end, int lane) {
+__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, float* const* scales,
+                                                 int num_dst, int begin, int end, int lane) {
   for (int col = begin; col < end; col += 256) {
     const int i = col / 8 + lane;  // this lane's 8-column unit
     const bool active = i * 8 < end;
@@ -52,21 +53,61 @@ __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* co
     if (active) {
       for (int d = 0; d < num_dst; ++d) {
         *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
-        if ((lane & 15) == 0) reinterpret_cast<float*>(dst[d] + hidden)[i / 16] = scale;
+        if ((lane & 15) == 0) scales[d][i / 16] = scale;
       }
     }
   }
 }
 
-// One chunk of token t to every destination rank it picked.
-__device__ void send_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, uint64_t epoch) {
+// Where this rank's rows go at each destination, from the counts every rank
+// published (NOTE [EP direct rows]). Shared by the blocks of one launch.
+struct DestinationRows {
+  int32_t base[1024];        // [W][Le]: first row of (destination, local expert) for this source
+  int32_t total[1024];       // [W][Le]: rows of (destination, local expert) from all sources
+  bool overflow[kMaxRanks];  // destination's rows exceed its capacity: nothing is sent there
+};
+
+__device__ void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows) {
+  const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
+  const int stride = E + W;
+  for (int i = threadIdx.x; i < E; i += kThreads) {  // i = global expert id = destination * Le + local expert
+    int before = 0, total = 0;
+    for (int s = 0; s < W; ++s) {
+      const int c = counts[s * stride + i];
+      before += s < p.rank ? c : 0;
+      total += c;
+    }
+    rows.base[i] = before;
+    rows.total[i] = total;
+  }
+  __syncthreads();
+  // Offsets of each destination's experts (aligned in high-throughput mode).
+  if (threadIdx.x < W) {
+    const int r = threadIdx.x;
+    int64_t offset = 0;
+    for (int le = 0; le < Le; ++le) {
+      const int64_t start = p.low_latency ? int64_t(le) * p.capacity_per_expert : offset;
+      rows.base[r * Le + le] += int32_t(start);
+      offset += (rows.total[r * Le + le] + p.expert_alignment - 1) / p.expert_alignment * p.expert_alignment;
+    }
+    rows.overflow[r] = !p.low_latency && offset > p.capacity_rows;
+  }
+  __syncthreads();
+}
+
+// One chunk of token t to every destination rank it picked: the data into the
+// row of its first expert there, the routing record and the chunk's ready word.
+__device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, int c, int lane, uint8_t** dst,
+                           float** dst_scales, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0);
+  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflow[lane < W ? lane : 0]);
   if (dst_mask == 0) return;
   const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  const int H = p.hidden, groups = H / kScaleBlock;
+  const size_t row_bytes = size_t(H) * (p.fp8_out ? 1 : 2);
   int num_dst = 0;
   uint64_t* my_ready = nullptr;  // lane d: ready word of destination d
   for (unsigned m = dst_mask; m != 0; m &= m - 1) {
@@ -74,26 +115,34 @@ __device__ void send_chunk(const Params& p, int t, int c, int lane, uint8_t** ds
     const int s = __shfl_sync(0xffffffffu, slot, r);
     const size_t index = size_t(p.rank) * p.max_tokens + s;
     int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta[r] + index * p.meta_bytes);
+    const bool here = e >= 0 && e / Le == r;
     if (lane == 0) record[0] = t;
     if (lane < K) {
-      record[1 + lane] = (e >= 0 && e / Le == r) ? e % Le : -1;
+      record[1 + lane] = here ? e % Le : -1;
       record[1 + K + lane] = pos;
       reinterpret_cast<float*>(record)[1 + 2 * K + lane] = w;
     }
+    const int first = __ffs(__ballot_sync(0xffffffffu, here)) - 1;  // the token's first expert on r
+    const int first_expert = __shfl_sync(0xffffffffu, e, first) % Le;
+    const int64_t row = rows.base[r * Le + first_expert] + __shfl_sync(0xffffffffu, pos, first);
     if (lane == num_dst) my_ready = p.stage_ready[r] + index * p.num_chunks + c;
-    dst[num_dst++] = p.stage[r] + index * p.stage_row_bytes;
+    if (lane == 0) {
+      dst[num_dst] = p.peer_out_tokens[r] + row * row_bytes;
+      if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales[r] + row * groups;
+    }
+    ++num_dst;
   }
   __syncwarp();
-  const int H = p.hidden, begin = chunk_begin(p, c), end = chunk_end(p, c);
+  const int begin = chunk_begin(p, c), end = chunk_end(p, c);
   if (p.fp8_out && !p.fp8_in) {
-    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, num_dst, H, begin, end, lane);
+    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, dst_scales, num_dst, begin,
+                     end, lane);
   } else if (p.fp8_in) {
     copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H + begin, dst, num_dst, begin,
                        (end - begin) / 16, lane);
-    const int groups = H / kScaleBlock;
     for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32) {
       const float scale = p.scales_in[size_t(t) * groups + g];
-      for (int d = 0; d < num_dst; ++d) reinterpret_cast<float*>(dst[d] + H)[g] = scale;
+      for (int d = 0; d < num_dst; ++d) dst_scales[d][g] = scale;
     }
   } else {
     copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst, num_dst,
@@ -104,27 +153,41 @@ __device__ void send_chunk(const Params& p, int t, int c, int lane, uint8_t** ds
   if (lane < num_dst) device::st_release_sys(my_ready, epoch);
 }
 
+// NOTE [EP direct rows]
+// A sender writes each token chunk straight into the destination's output row
+// of the token's first expert there (rows of expert le from source s start at
+// the expert's offset plus the rows of lower sources), so the receiver copies
+// only the rows of a token's further experts on that rank. That needs every
+// rank's counts before any data moves: each send launch first publishes its
+// counts to every rank (double-buffered by epoch parity) and waits for
+// everyone's. Seeing rank r's counts of epoch n also means r has entered
+// dispatch n, so (by the API contract) it is done with its previous output,
+// and (by stream order) its previous receive half, the reader of the routing
+// records, has finished: the counts are the only reuse guard dispatch needs.
 __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);
-  // Receivers must be done reading what this rank sent them last time.
-  if (wait_all_peers(p, kDispatchConsumed, epoch - 1, kPhaseEpDispatch)) {
-    const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
-    const int W = p.world_size, Le = p.local_experts;
-    if (blockIdx.x == 0) {
-      for (int i = threadIdx.x; i < W * (1 + Le); i += kThreads) {
-        const int r = i / (1 + Le), c = i % (1 + Le);
-        const int v = bad ? 0 : (c == 0 ? p.send_token_count[r] : p.send_expert_count[r * Le + c - 1]);
-        p.counts[r][p.rank * (1 + Le) + c] = v;
-      }
-      __syncthreads();
-      if (threadIdx.x < W) device::st_release_sys(p.flags[threadIdx.x] + kCountsReady + p.rank, epoch);
+  const int W = p.world_size, E = p.num_experts;
+  const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
+  const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
+  if (blockIdx.x == 0) {
+    for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
+      const int r = i / (E + W), c = i % (E + W);
+      const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
+      p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
     }
-    __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+    __syncthreads();
+    if (threadIdx.x < W) device::st_release_sys(p.flags[threadIdx.x] + kCountsReady + p.rank, epoch);
+  }
+  __shared__ DestinationRows rows;
+  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+  __shared__ float* warp_scales[kWarps][kMaxRanks];
+  if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+    compute_destination_rows(p, p.counts[p.rank] + parity_offset, rows);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
       const int items = p.num_tokens * p.num_chunks;
       for (int item = blockIdx.x * kWarps + warp; item < items; item += gridDim.x * kWarps)
-        send_chunk(p, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], epoch);
+        send_chunk(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp], epoch);
     }
   }
   finish_launch(p, kDispatchSend, epoch, -1);
@@ -132,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
 
 __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchRecv);
-  const int W = p.world_size, Le = p.local_experts, K = p.topk;
+  const int W = p.world_size, Le = p.local_experts, K = p.topk, E = p.num_experts;
   extern __shared__ int32_t smem[];
   int32_t* base = smem;                                                       // [W][Le]
   int64_t* offsets = reinterpret_cast<int64_t*>(base + ((W * Le + 1) & ~1));  // [Le + 1]
@@ -141,14 +204,16 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   __shared__ bool overflow;
   if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
 
-  // Where the rows of (source s, local expert le) start: the expert's offset,
-  // then the rows of lower sources.
-  const int32_t* counts = p.counts[p.rank];
+  // Rows of (source s, local expert le) start at the expert's offset plus the
+  // rows of lower sources (the senders compute the same, NOTE [EP direct rows]).
+  const int stride = E + W;
+  const int32_t* counts = p.counts[p.rank] + size_t(epoch & 1) * W * stride;
+  const int mine = p.rank * Le;  // this rank's first global expert
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int run = 0;
     for (int s = 0; s < W; ++s) {
       base[s * Le + le] = run;
-      run += counts[s * (1 + Le) + 1 + le];
+      run += counts[s * stride + mine + le];
     }
     offsets[le + 1] = run;  // this expert's rows, for now
   }
@@ -163,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
     }
     max_token_count = 0;
     for (int s = 0; s < W; ++s) {
-      token_count[s] = counts[s * (1 + Le)];
+      token_count[s] = counts[s * stride + E + p.rank];
       max_token_count = max(max_token_count, token_count[s]);
     }
     overflow = !p.low_latency && offsets[Le] > p.capacity_rows;
@@ -182,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       for (int le = threadIdx.x; le <= Le; le += kThreads) p.expert_offsets[le] = offsets[le];
       for (int le = threadIdx.x; le < Le; le += kThreads) {
         int rows = 0;
-        for (int s = 0; s < W; ++s) rows += counts[s * (1 + Le) + 1 + le];
+        for (int s = 0; s < W; ++s) rows += counts[s * stride + mine + le];
         p.expert_counts[le] = rows;
       }
       if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = token_count[threadIdx.x];
@@ -210,29 +275,32 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
         }
       }
       if (lane == 0 && c == 0) p.slot_src_token[index] = record[0];
+      // The sender wrote the first expert's row; copy it to the others.
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+      if (__popc(rows_mask) < 2) continue;
+      const int first_row = __shfl_sync(0xffffffffu, row, __ffs(rows_mask) - 1);
       int num_rows = 0;
-      for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+      for (unsigned m = rows_mask & (rows_mask - 1); m != 0; m &= m - 1) {
         const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
         if (lane == 0) warp_dst[warp][num_rows] = p.out_tokens + size_t(r) * out_row_bytes;
         ++num_rows;
       }
       __syncwarp();
       const int begin = chunk_begin(p, c), end = chunk_end(p, c);
-      const uint8_t* staged = p.stage[p.rank] + index * p.stage_row_bytes;
-      copy_units_to_rows(staged + size_t(begin) * elem, warp_dst[warp], num_rows, size_t(begin) * elem,
+      const uint8_t* first = p.out_tokens + size_t(first_row) * out_row_bytes;
+      copy_units_to_rows(first + size_t(begin) * elem, warp_dst[warp], num_rows, size_t(begin) * elem,
                          (end - begin) * elem / 16, lane);
       if (p.fp8_out) {
-        for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+        for (unsigned m = rows_mask & (rows_mask - 1); m != 0; m &= m - 1) {
           const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
           for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32)
-            p.out_scales[size_t(r) * groups + g] = reinterpret_cast<const float*>(staged + H)[g];
+            p.out_scales[size_t(r) * groups + g] = p.out_scales[size_t(first_row) * groups + g];
         }
       }
       __syncwarp();
     }
   }
-  finish_launch(p, kDispatchRecv, epoch, kDispatchConsumed);
+  finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
 }  // namespace

@@ -19,8 +19,6 @@ using ep::Params;
 
 namespace {
 
-size_t round16(size_t v) { return (v + 15) / 16 * 16; }
-
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
@@ -129,7 +127,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.capacity_per_expert = ll ? int64_t{W} * T : 0;
   p.capacity_rows = ll ? int64_t{Le} * W * T
                        : (config_.max_recv_rows > 0 ? config_.max_recv_rows : ep::worst_case_recv_rows(config_, W));
-  p.stage_row_bytes = round16(size_t(H) * (fp8 ? 1 : 2) + (fp8 ? sizeof(float) * (H / ep::kScaleBlock) : 0));
   p.meta_bytes = ep::meta_record_bytes(K);
   p.num_blocks = config_.num_sms;
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
@@ -151,11 +148,13 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
-  // Symmetric: staging (dispatch, combine), counts, flags.
+  // Symmetric: the dispatch output (senders write rows there), routing records,
+  // counts, combine staging, ready words, flags.
   Carve sym;
-  const size_t stage_at = sym.take(size_t(W) * T * p.stage_row_bytes);
+  const size_t out_tokens_at = sym.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
+  const size_t out_scales_at = sym.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / ep::kScaleBlock) : 0);
   const size_t meta_at = sym.take(size_t(W) * T * p.meta_bytes);
-  const size_t counts_at = sym.take(sizeof(int32_t) * W * (1 + Le));
+  const size_t counts_at = sym.take(sizeof(int32_t) * 2 * W * (E + W));
   const size_t combine_at = sym.take(size_t(W) * T * H * 2);
   const size_t combine_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   const size_t stage_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
@@ -163,7 +162,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->symmetric = comm_.heap().allocate(sym.total);
   for (int r = 0; r < W; ++r) {
     auto* b = static_cast<uint8_t*>(state_->symmetric.peer(r));
-    p.stage[r] = b + stage_at;
+    p.peer_out_tokens[r] = b + out_tokens_at;
+    p.peer_out_scales[r] = fp8 ? reinterpret_cast<float*>(b + out_scales_at) : nullptr;
     p.stage_meta[r] = b + meta_at;
     p.counts[r] = reinterpret_cast<int32_t*>(b + counts_at);
     p.combine_stage[r] = b + combine_at;
@@ -183,8 +183,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const size_t slot_rows_at = loc.take(sizeof(int32_t) * size_t(W) * T * K);
   const size_t slot_src_at = loc.take(sizeof(int32_t) * size_t(W) * T);
   const size_t recv_token_at = loc.take(sizeof(int32_t) * W);
-  const size_t out_tokens_at = loc.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
-  const size_t out_scales_at = loc.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / ep::kScaleBlock) : 0);
   const size_t out_weights_at = loc.take(config_.with_weights ? sizeof(float) * size_t(p.capacity_rows) : 0);
   const size_t expert_counts_at = loc.take(sizeof(int32_t) * Le);
   const size_t expert_offsets_at = loc.take(sizeof(int64_t) * (Le + 1));
@@ -200,15 +198,15 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.slot_rows = reinterpret_cast<int32_t*>(l + slot_rows_at);
   p.slot_src_token = reinterpret_cast<int32_t*>(l + slot_src_at);
   p.recv_token_count = reinterpret_cast<int32_t*>(l + recv_token_at);
-  p.out_tokens = l + out_tokens_at;
-  p.out_scales = fp8 ? reinterpret_cast<float*>(l + out_scales_at) : nullptr;
+  p.out_tokens = p.peer_out_tokens[p.rank];
+  p.out_scales = p.peer_out_scales[p.rank];
   p.out_weights = config_.with_weights ? reinterpret_cast<float*>(l + out_weights_at) : nullptr;
   p.expert_counts = reinterpret_cast<int32_t*>(l + expert_counts_at);
   p.expert_offsets = reinterpret_cast<int64_t*>(l + expert_offsets_at);
   p.epochs = reinterpret_cast<ep::Epochs*>(l + epochs_at);
-  // Everything but the outputs starts zeroed (epochs, counts); outputs are
+  // Everything but the weights starts zeroed (epochs, counts); weights are
   // written before they are read.
-  FERRY_CUDA_CHECK(cudaMemset(l, 0, out_tokens_at));
+  FERRY_CUDA_CHECK(cudaMemset(l, 0, out_weights_at));
   FERRY_CUDA_CHECK(cudaMemset(l + expert_counts_at, 0, loc.total - expert_counts_at));
 
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&state_->status), sizeof(ep::EpStatus),

@@ -19,10 +19,9 @@ constexpr int kWarps = kThreads / 32;
 
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
 enum FlagSlot : int {
-  kCountsReady = 0,                // + source rank: its counts for this rank are written
-  kDispatchConsumed = kMaxRanks,   // + receiver rank: receiver done reading the staging
-  kCombineConsumed = 2 * kMaxRanks,// + home rank: home done reading the partials
-  kNumFlagSlots = 3 * kMaxRanks,
+  kCountsReady = 0,                // + source rank: its counts are written (it entered the dispatch)
+  kCombineConsumed = kMaxRanks,    // + home rank: home done reading the partials
+  kNumFlagSlots = 2 * kMaxRanks,
 };
 
 // Device-local progress of one EpBuffer: launches completed per kernel kind.
@@ -64,7 +63,6 @@ struct Params {
   bool with_weights;
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
-  size_t stage_row_bytes;       // one staged token: data, then scales (fp8)
   size_t meta_bytes;            // one staged token's routing record
   int num_blocks;               // grid of the launched kernel
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
@@ -90,17 +88,18 @@ struct Params {
   int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1
   int32_t* slot_src_token;      // [W][T]
   int32_t* recv_token_count;    // [W]
-  uint8_t* out_tokens;          // dispatch output
-  float* out_scales;
+  uint8_t* out_tokens;          // dispatch output (this rank's part of the symmetric region)
+  float* out_scales;            // fp8: [rows][H / 128]
   float* out_weights;
   int32_t* expert_counts;       // [Le]
   int64_t* expert_offsets;      // [Le + 1]
 
   // ---- symmetric regions of every rank, as mapped here
-  uint8_t* stage[kMaxRanks];        // [W source][T][stage_row_bytes]
+  uint8_t* peer_out_tokens[kMaxRanks];  // dispatch output of every rank: senders write rows there
+  float* peer_out_scales[kMaxRanks];
   uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes]
   uint64_t* stage_ready[kMaxRanks]; // [W source][T][num_chunks]: epoch of the chunk's last write
-  int32_t* counts[kMaxRanks];       // [W source][1 + Le]: tokens, then rows per local expert
+  int32_t* counts[kMaxRanks];       // [2 parity][W source][E + W]: rows per expert, then tokens per rank
   uint8_t* combine_stage[kMaxRanks];// [W expert rank][T][H] bf16
   uint64_t* combine_ready[kMaxRanks];// [W expert rank][T][num_chunks]: epoch of the chunk's last write
   uint64_t* flags[kMaxRanks];       // kNumFlagSlots words

@@ -25,14 +25,12 @@ namespace ferry::ep {
 //    word (stage_ready / combine_ready); the receiving warp acquire-spins on it
 //    (timeout primitive), so receivers consume chunks while the rest are still
 //    in flight, and a row is spread over many warps when tokens are few.
-//  - Counts: a source writes the per-expert counts for a receiver, then
-//    release-stores n into the receiver's kCountsReady + source; the receiver
-//    needs every source's counts before it can place any row.
-//  - Reuse: the staging a source writes at epoch n is what the receiver read at
-//    epoch n - 1. The receiver's last block stores n into the source's
-//    kDispatchConsumed + receiver once every block is done reading; the source
-//    waits there for n - 1 before its first store. Two dispatches in a row (no
-//    combine between) are therefore safe. Combine: kCombineConsumed likewise.
+//  - Dispatch reuse: guarded by the counts every send launch publishes first
+//    (NOTE [EP direct rows] in dispatch.cu).
+//  - Combine reuse: the partials a rank writes at epoch n land where the home
+//    read at epoch n - 1. The home's last receive block stores n into the
+//    sender's kCombineConsumed + home once every block is done reading; the
+//    sender waits for n - 1 there before its first store.
 __device__ __forceinline__ uint64_t current_epoch(const Params& p, EpochKind kind) {
   const uint64_t* counters = &p.epochs->dispatch_sent;
   return *reinterpret_cast<const volatile uint64_t*>(counters + kind) + 1;
