@@ -54,6 +54,7 @@ struct Options {
   std::string csv_path = "ferry_ep.csv";
   bool use_nccl = true;
   bool check = false;
+  bool halves = false;  // also time the four halves one after another
 };
 
 const char* mode_label(EpMode mode) { return mode == EpMode::kHighThroughput ? "ht" : "ll"; }
@@ -99,6 +100,7 @@ Options parse_options(std::vector<std::string> args) {
   options.use_graph = !parser.take_flag("--no-graph");
   options.use_nccl = !parser.take_flag("--no-nccl");
   options.check = parser.take_flag("--check");
+  options.halves = parser.take_flag("--halves");
   parser.finish();
 
   if (options.hidden % kScaleBlock != 0) {
@@ -626,6 +628,24 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   m.combine_us = timed.step_us[1];
   m.used_graph = timed.used_graph;
 
+  if (options.halves) {
+    // The halves one after another on one stream (no overlap): where the time goes.
+    EpHandle handle;
+    TimedSequence halves;
+    halves.name = case_name + " halves";
+    halves.steps = {
+        [&](cudaStream_t s) { handle = ep.dispatch_send(tokens, topk_idx, topk_weights, scales, s, no_sync); },
+        [&](cudaStream_t s) { last = ep.dispatch_recv(handle, s, no_sync); },
+        [&](cudaStream_t s) { ep.combine_send(expert_view, last.handle, s); },
+        [&](cudaStream_t s) { ep.combine_recv(last.handle, out_view, s); },
+    };
+    halves.synchronize = sequence.synchronize;
+    const SequenceTimingResult h = time_sequence(halves, stream, bootstrap, timing_options(options));
+    if (bootstrap.rank() == 0)
+      std::printf("  %s halves (us): dispatch_send %.1f  dispatch_recv %.1f  combine_send %.1f  combine_recv %.1f\n",
+                  case_name.c_str(), h.step_us[0], h.step_us[1], h.step_us[2], h.step_us[3]);
+  }
+
   if (options.check) {
     m.check_failed |= !report_check(bootstrap, check_dispatch(check, last, nullptr), case_name, "dispatch, timed");
     m.check_failed |= !report_check(bootstrap, check_combine(check, out.get()), case_name, "combine, timed");
@@ -739,6 +759,8 @@ void print_ep_usage(std::FILE* out) {
       "  --no-graph           launch directly instead of replaying a graph\n"
       "  --csv PATH           CSV of every row (default ferry_ep.csv; '' for none)\n"
       "  --no-nccl            skip the NCCL baseline\n"
+      "  --halves             also time dispatch_send, dispatch_recv, combine_send, combine_recv one\n"
+      "                       after another (no overlap) and print them per case\n"
       "  --check              verify each case, after an eager round and again after the timed ones:\n"
       "                       per local expert the row count, every row (ordered by source rank, then\n"
       "                       token) against the regenerated source token (bf16 exact, fp8 within its\n"
