@@ -30,7 +30,7 @@
 #   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
 #   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
 #   FERRY_SANITIZE=1       run the compute-sanitizer stages
-#   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 matrix, graph replay)
+#   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 AllReduce matrix, graph replay, small EP cases)
 #   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
 #   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
 #   BUILD_DIR              build directory (default build-device)
@@ -150,8 +150,9 @@ for n in "${NPS[@]}"; do
   run_stage "gpu_np$n" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "$B/tests/ferry_gpu_tests"
 done
 
-# The small tests: heap, the bf16 column of the algorithm matrix, graph replay.
-FILTER="${FERRY_SANITIZE_FILTER:-Heap.*:All/AllReduceMatrix.*/*_bf16:AllReduce.GraphReplayWithNewData}"
+# The small tests: heap, the bf16 column of the AllReduce matrix, graph replay,
+# and small EP cases of each mode (fp8 quantization, halves, handle reuse).
+FILTER="${FERRY_SANITIZE_FILTER:-Heap.*:All/AllReduceMatrix.*/*_bf16:AllReduce.GraphReplayWithNewData:Ep/EpMatrix.DispatchCombine/ht_fp8_h2048_k3:Ep/EpMatrix.DispatchCombine/ll_bf16_h2048_k7:Ep.HandleReuse}"
 for tool in memcheck racecheck; do
   if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$tool" "set FERRY_SANITIZE=1"; continue; fi
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$tool" "FERRY_SKIP_TESTS=1"; continue; fi

@@ -41,33 +41,37 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
     const int first = chunk + warp * 32;
     const int t = first + lane;
     const bool has_token = warp < warps && t < p.num_tokens;
+    // The token's ids and positions stay in registers (loops unrolled over kMaxTopk).
+    int ids[kMaxTopk], pos[kMaxTopk], slot[kMaxRanks];
     unsigned dst_mask = 0;
-    if (has_token) {
-      for (int k = 0; k < K; ++k) {
-        int e = load_expert(p, t, k);
-        bool ok = e >= -1 && e < E;
-        for (int j = 0; j < k && ok && e >= 0; ++j) ok = load_expert(p, t, j) != e;
-        if (!ok) {
-          atomicMin(&bad_entry, t * K + k);
-          e = -1;
-        }
-        p.token_expert[size_t(t) * K + k] = e;
-        if (e >= 0) {
-          atomicOr(&warp_expert[warp * E + e], 1u << lane);
-          dst_mask |= 1u << (e / Le);
-        }
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) ids[k] = has_token && k < K ? load_expert(p, t, k) : -1;
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      if (!has_token || k >= K) continue;
+      int e = ids[k];
+      bool ok = e >= -1 && e < E;
+#pragma unroll
+      for (int j = 0; j < k; ++j) ok = ok && !(e >= 0 && ids[j] == e);
+      if (!ok) {
+        atomicMin(&bad_entry, t * K + k);
+        e = -1;
+      }
+      ids[k] = e;
+      p.token_expert[size_t(t) * K + k] = e;
+      if (e >= 0) {
+        atomicOr(&warp_expert[warp * E + e], 1u << lane);
+        dst_mask |= 1u << (e / Le);
       }
     }
     __syncwarp();
-    if (has_token) {
-      for (int k = 0; k < K; ++k) {
-        const int e = p.token_expert[size_t(t) * K + k];
-        p.pos_in_expert[size_t(t) * K + k] = e >= 0 ? __popc(warp_expert[warp * E + e] & below) : -1;
-      }
-    }
-    for (int r = 0; r < W; ++r) {
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) pos[k] = ids[k] >= 0 ? __popc(warp_expert[warp * E + ids[k]] & below) : -1;
+#pragma unroll
+    for (int r = 0; r < kMaxRanks; ++r) {
+      if (r >= W) break;
       const unsigned sent = __ballot_sync(0xffffffffu, (dst_mask >> r) & 1u);
-      if (has_token) p.token_slot[size_t(t) * W + r] = (sent >> lane) & 1u ? __popc(sent & below) : -1;
+      slot[r] = (sent >> lane) & 1u ? __popc(sent & below) : -1;
       if (lane == 0) warp_rank[warp][r] = __popc(sent);
     }
     __syncthreads();
@@ -92,15 +96,12 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
     }
     __syncthreads();
     if (has_token) {
-      for (int k = 0; k < K; ++k) {
-        const int e = p.token_expert[size_t(t) * K + k];
-        if (e >= 0) p.pos_in_expert[size_t(t) * K + k] += int32_t(warp_expert[warp * E + e]);
-      }
-      for (int r = 0; r < W; ++r) {
-        int32_t* slot = &p.token_slot[size_t(t) * W + r];
-        const int32_t v = *slot;
-        if (v >= 0) *slot = v + warp_rank[warp][r];
-      }
+#pragma unroll
+      for (int k = 0; k < kMaxTopk; ++k)
+        if (k < K) p.pos_in_expert[size_t(t) * K + k] = ids[k] >= 0 ? pos[k] + int32_t(warp_expert[warp * E + ids[k]]) : -1;
+#pragma unroll
+      for (int r = 0; r < kMaxRanks; ++r)
+        if (r < W) p.token_slot[size_t(t) * W + r] = slot[r] >= 0 ? slot[r] + warp_rank[warp][r] : -1;
     }
     __syncthreads();
   }
