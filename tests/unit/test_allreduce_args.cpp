@@ -110,6 +110,9 @@ TEST(AllReduceArgs, UnknownTypeOrOpIsInvalid) {
   EXPECT_TRUE(names_number(msg, 99)) << msg;
   rejection<ferry::InvalidArgument>(call(16, static_cast<DataType>(-1)), kComm);
   rejection<ferry::InvalidArgument>(call(16, DataType::kInt32, static_cast<ReduceOp>(5)), kComm);
+  // fp8 is an EP wire type, not a reduction type.
+  msg = rejection<ferry::InvalidArgument>(call(16, DataType::kFloat8E4M3), kComm);
+  EXPECT_NE(msg.find("float8_e4m3"), std::string::npos) << msg;
 }
 
 TEST(AllReduceArgs, UnknownAlgorithmIsRejected) {

@@ -42,10 +42,11 @@ TEST(Types, DtypeSize) {
   EXPECT_EQ(ferry::dtype_size(DataType::kInt64), 8u);
   EXPECT_EQ(ferry::dtype_size(DataType::kBFloat16), 2u);
   EXPECT_EQ(ferry::dtype_size(DataType::kFloat16), 2u);
+  EXPECT_EQ(ferry::dtype_size(DataType::kFloat8E4M3), 1u);
 }
 
 TEST(Types, DtypeSizeRejectsUnknownValues) {
-  for (int bad : {99, -1, 6}) {
+  for (int bad : {99, -1, 7}) {
     SCOPED_TRACE("value " + std::to_string(bad));
     const std::string msg =
         invalid_argument_message([&] { (void)ferry::dtype_size(static_cast<DataType>(bad)); });
@@ -57,6 +58,8 @@ TEST(Types, DtypeSizeRejectsUnknownValues) {
 TEST(Types, DtypeNames) {
   EXPECT_STREQ(ferry::dtype_name(DataType::kFloat32), "float32");
   EXPECT_STREQ(ferry::dtype_name(DataType::kBFloat16), "bfloat16");
+  EXPECT_STREQ(ferry::dtype_name(DataType::kFloat8E4M3), "float8_e4m3");
+  EXPECT_EQ(ferry::dtype_from_string("fp8"), DataType::kFloat8E4M3);
   std::set<std::string> names;
   for (DataType t : kTypes) {
     const char* name = ferry::dtype_name(t);
