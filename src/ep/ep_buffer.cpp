@@ -131,10 +131,11 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.num_blocks = config_.num_sms;
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
   // tokens keep whole-ish rows per warp (fewer ready words).
-  // 4xH200: HT whole 7168-column rows beat 2048/3584; LL 1024 beat 256/512.
-  const int default_chunk = ll ? 1024 : 8192;
+  // 4xH200: HT whole 7168-column rows beat 2048/3584; LL 2048 beat 256/512/1024.
+  const int default_chunk = ll ? 2048 : 8192;
   p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
+  p.release_batch = std::clamp(env_int("FERRY_EP_RELEASE_BATCH", ll ? 1 : 4), 1, ep::kMaxReleaseBatch);
   // dispatch()/combine() run both halves at once on two streams (the receive
   // half consumes tokens as they land): receive blocks + send blocks = num_sms.
   // Measured on 4xH200 (T=4096, H=7168, 24 SMs): dispatch is bound by the
