@@ -97,14 +97,8 @@ __device__ void compute_destination_rows(const Params& p, const int32_t* counts,
 
 // One chunk of token t to every destination rank it picked: the data into the
 // row of its first expert there, the routing record and the chunk's ready word.
-// Ready words of the chunks a warp sent since its last release (NOTE [EP release batches]).
-struct PendingReady {
-  uint64_t* words[kMaxReleaseBatch * kMaxRanks];
-  int count;
-};
-
 __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, int c, int lane, uint8_t** dst,
-                           float** dst_scales, PendingReady& pending) {
+                           float** dst_scales, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
   const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflow[lane < W ? lane : 0]);
@@ -115,6 +109,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
   const int H = p.hidden, groups = H / kScaleBlock;
   const size_t row_bytes = size_t(H) * (p.fp8_out ? 1 : 2);
   int num_dst = 0;
+  uint64_t* my_ready = nullptr;  // lane d: ready word of destination d
   for (unsigned m = dst_mask; m != 0; m &= m - 1) {
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
@@ -130,7 +125,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     const int first = __ffs(__ballot_sync(0xffffffffu, here)) - 1;  // the token's first expert on r
     const int first_expert = __shfl_sync(0xffffffffu, e, first) % Le;
     const int64_t row = rows.base[r * Le + first_expert] + __shfl_sync(0xffffffffu, pos, first);
-    if (lane == 0) pending.words[pending.count + num_dst] = p.stage_ready[r] + index * p.num_chunks + c;
+    if (lane == num_dst) my_ready = p.stage_ready[r] + index * p.num_chunks + c;
     if (lane == 0) {
       dst[num_dst] = p.peer_out_tokens[r] + row * row_bytes;
       if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales[r] + row * groups;
@@ -153,25 +148,9 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst, num_dst,
                        size_t(begin) * 2, (end - begin) * 2 / 16, lane);
   }
-  if (lane == 0) pending.count += num_dst;
-}
-
-// NOTE [EP release batches]
-// A chunk becomes visible to its receiver through its ready word, stored after
-// a system-scope fence that waits for the warp's NVLink stores to land. The
-// fence stalls the warp, so in high-throughput mode a warp sends a few chunks
-// (release_batch) before one fence and their ready words; low-latency mode
-// releases every chunk (receivers should not wait for a batch). Lane 0 fences
-// and stores the words itself; the __syncwarp before orders the other lanes'
-// stores before its fence.
-__device__ __forceinline__ void release_pending(PendingReady& pending, uint64_t epoch, int lane) {
+  // The warp's stores, then one release per destination (NOTE [EP epochs]).
   __syncwarp();
-  if (lane == 0 && pending.count > 0) {
-    __threadfence_system();
-    for (int i = 0; i < pending.count; ++i) device::st_relaxed_sys(pending.words[i], epoch);
-    pending.count = 0;
-  }
-  __syncwarp();
+  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
 }
 
 // NOTE [EP direct rows]
@@ -202,25 +181,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   __shared__ DestinationRows rows;
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
-  __shared__ PendingReady warp_pending[kWarps];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
     compute_destination_rows(p, p.counts[p.rank] + parity_offset, rows);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
       const int items = p.num_tokens * p.num_chunks;
-      PendingReady& pending = warp_pending[warp];
-      if (lane == 0) pending.count = 0;
-      __syncwarp();
-      int batched = 0;
-      for (int item = blockIdx.x * kWarps + warp; item < items; item += gridDim.x * kWarps) {
-        send_chunk(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp],
-                   pending);
-        if (++batched == p.release_batch) {
-          release_pending(pending, epoch, lane);
-          batched = 0;
-        }
-      }
-      release_pending(pending, epoch, lane);
+      for (int item = blockIdx.x * kWarps + warp; item < items; item += gridDim.x * kWarps)
+        send_chunk(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp], epoch);
     }
   }
   finish_launch(p, kDispatchSend, epoch, -1);

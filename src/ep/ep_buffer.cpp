@@ -135,7 +135,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const int default_chunk = ll ? 2048 : 8192;
   p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
-  p.release_batch = std::clamp(env_int("FERRY_EP_RELEASE_BATCH", ll ? 1 : 4), 1, ep::kMaxReleaseBatch);
   // dispatch()/combine() run both halves at once on two streams (the receive
   // half consumes tokens as they land): receive blocks + send blocks = num_sms.
   // Measured on 4xH200 (T=4096, H=7168, 24 SMs): dispatch is bound by the

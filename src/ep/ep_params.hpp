@@ -16,7 +16,6 @@ constexpr int kMaxTopk = 16;
 constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
 constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxReleaseBatch = 8;  // chunks a send warp may hold before its fence
 
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
 enum FlagSlot : int {
@@ -68,7 +67,6 @@ struct Params {
   int num_blocks;               // grid of the launched kernel
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
   int num_chunks;               // ceil(hidden / chunk_cols)
-  int release_batch;            // dispatch chunks per warp per fence (NOTE [EP release batches])
 
   // ---- user tensors
   const void* tokens;           // [T', H] bf16 or fp8
