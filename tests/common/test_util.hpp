@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <random>
 
 #include "ferry/bootstrap.hpp"
 
@@ -66,6 +69,19 @@ inline bool all_ranks(bool ok) {
   int v = ok ? 1 : 0, r = 0;
   MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return r == 1;
+}
+
+// A fresh random seed chosen on rank 0 (or FERRY_TEST_SEED), printed so a run can
+// be repeated, and broadcast: every rank regenerates every rank's inputs from it.
+inline unsigned long long broadcast_test_seed(const char* suite) {
+  unsigned long long seed = 0;
+  if (mpi_rank() == 0) {
+    const char* env = std::getenv("FERRY_TEST_SEED");
+    seed = env ? std::strtoull(env, nullptr, 0) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    std::printf("[ferry] %s tests: seed %llu (FERRY_TEST_SEED=%llu repeats it)\n", suite, seed, seed);
+  }
+  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  return seed;
 }
 
 }  // namespace ferry::testing

@@ -99,14 +99,7 @@ Shared& shared() {
   CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   CK(cudaMalloc(&s->in_buf, kMaxBytes + 4 * kGuard));
   CK(cudaMalloc(&s->out_buf, kMaxBytes + 4 * kGuard));
-  unsigned long long seed = 0;
-  if (mpi_rank() == 0) {
-    const char* env = std::getenv("FERRY_TEST_SEED");
-    seed = env ? std::strtoull(env, nullptr, 0) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    std::printf("[ferry] allreduce tests: seed %llu (FERRY_TEST_SEED=%llu repeats it)\n", seed, seed);
-  }
-  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  s->seed = seed;
+  s->seed = ferry::testing::broadcast_test_seed("allreduce");
   return *s;
 }
 class AllReduceEnvironment : public ::testing::Environment {

@@ -112,14 +112,7 @@ Shared& shared() {
   s = std::make_unique<Shared>();
   s->comm = std::make_unique<ferry::Communicator>(std::make_shared<ferry::MpiBootstrap>());
   CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
-  unsigned long long seed = 0;
-  if (mpi_rank() == 0) {
-    const char* env = std::getenv("FERRY_TEST_SEED");
-    seed = env ? std::strtoull(env, nullptr, 0) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    std::printf("[ferry] ep tests: seed %llu (FERRY_TEST_SEED=%llu repeats it)\n", seed, seed);
-  }
-  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  s->seed = seed;
+  s->seed = ferry::testing::broadcast_test_seed("ep");
   return *s;
 }
 class EpEnvironment : public ::testing::Environment {
