@@ -180,6 +180,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const size_t send_expert_at = loc.take(sizeof(int32_t) * E);
   const size_t send_token_at = loc.take(sizeof(int32_t) * W);
   const size_t layout_error_at = loc.take(sizeof(int32_t));
+  const size_t layout_totals_at =
+      loc.take(sizeof(int32_t) * size_t((T + ep::kThreads - 1) / ep::kThreads) * (E + W + 1));
+  const size_t layout_barrier_at = loc.take(2 * sizeof(unsigned));
   const size_t slot_rows_at = loc.take(sizeof(int32_t) * size_t(W) * T * K);
   const size_t slot_src_at = loc.take(sizeof(int32_t) * size_t(W) * T);
   const size_t recv_token_at = loc.take(sizeof(int32_t) * W);
@@ -195,6 +198,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.send_expert_count = reinterpret_cast<int32_t*>(l + send_expert_at);
   p.send_token_count = reinterpret_cast<int32_t*>(l + send_token_at);
   p.layout_error = reinterpret_cast<int32_t*>(l + layout_error_at);
+  p.layout_block_totals = reinterpret_cast<int32_t*>(l + layout_totals_at);
+  p.layout_barrier = reinterpret_cast<unsigned*>(l + layout_barrier_at);
   p.slot_rows = reinterpret_cast<int32_t*>(l + slot_rows_at);
   p.slot_src_token = reinterpret_cast<int32_t*>(l + slot_src_at);
   p.recv_token_count = reinterpret_cast<int32_t*>(l + recv_token_at);

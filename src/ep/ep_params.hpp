@@ -16,6 +16,8 @@ constexpr int kMaxTopk = 16;
 constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
 constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
 constexpr int kWarps = kThreads / 32;
+constexpr int kMaxLayoutBlocks = 64;  // layout grid: one block per kThreads tokens, all resident
+constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kThreads;
 
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
 enum FlagSlot : int {
@@ -83,6 +85,8 @@ struct Params {
   int32_t* send_expert_count;   // [E]
   int32_t* send_token_count;    // [W]
   int32_t* layout_error;        // device: non-zero when topk_idx held a bad id
+  int32_t* layout_block_totals; // [kMaxLayoutBlocks][E + W + 1]: per layout block, then its bad entry
+  unsigned* layout_barrier;     // [2]: arrivals, generation (the layout's grid barrier)
 
   // ---- receive side (local)
   int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1

@@ -72,7 +72,9 @@ void check_tensor(const char* where, const char* name, const TensorView& t, Data
 }  // namespace
 
 void validate_config(const EpConfig& c, int world_size) {
-  FERRY_ARG_CHECK(c.max_tokens_per_rank > 0, "EpConfig: max_tokens_per_rank must be > 0, got " << c.max_tokens_per_rank);
+  FERRY_ARG_CHECK(c.max_tokens_per_rank > 0 && c.max_tokens_per_rank <= kMaxTokensPerRank,
+                  "EpConfig: max_tokens_per_rank must be in [1, " << kMaxTokensPerRank << "], got "
+                                                                 << c.max_tokens_per_rank);
   FERRY_ARG_CHECK(c.hidden > 0 && c.hidden % kScaleBlock == 0,
                   "EpConfig: hidden must be a positive multiple of " << kScaleBlock << ", got " << c.hidden);
   FERRY_ARG_CHECK(c.num_experts > 0, "EpConfig: num_experts must be > 0, got " << c.num_experts);
