@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -83,5 +84,16 @@ inline unsigned long long broadcast_test_seed(const char* suite) {
   MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
   return seed;
 }
+
+// Runs `fn` when the test program ends, before MPI finalizes: frees a suite's
+// shared state (communicator, buffers) while CUDA and MPI are still up.
+class TearDownEnvironment : public ::testing::Environment {
+ public:
+  explicit TearDownEnvironment(std::function<void()> fn) : fn_(std::move(fn)) {}
+  void TearDown() override { fn_(); }
+
+ private:
+  std::function<void()> fn_;
+};
 
 }  // namespace ferry::testing

@@ -102,11 +102,8 @@ Shared& shared() {
   s->seed = ferry::testing::broadcast_test_seed("allreduce");
   return *s;
 }
-class AllReduceEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { shared_slot().reset(); }
-};
-[[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new AllReduceEnvironment);
+[[maybe_unused]] ::testing::Environment* const kEnv =
+    ::testing::AddGlobalTestEnvironment(new ferry::testing::TearDownEnvironment([] { shared_slot().reset(); }));
 
 #define REQUIRE_SINGLE_NODE_ALLREDUCE()                                                         \
   FERRY_REQUIRE_GPUS();                                                                         \

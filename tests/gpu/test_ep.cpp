@@ -115,11 +115,8 @@ Shared& shared() {
   s->seed = ferry::testing::broadcast_test_seed("ep");
   return *s;
 }
-class EpEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { shared_slot().reset(); }
-};
-[[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new EpEnvironment);
+[[maybe_unused]] ::testing::Environment* const kEnv =
+    ::testing::AddGlobalTestEnvironment(new ferry::testing::TearDownEnvironment([] { shared_slot().reset(); }));
 
 #define REQUIRE_EP()             \
   FERRY_REQUIRE_GPUS();          \

@@ -45,12 +45,8 @@ ferry::Communicator& comm() {
   if (!c) c = std::make_unique<ferry::Communicator>(std::make_shared<ferry::MpiBootstrap>());
   return *c;
 }
-class HeapEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { shared_comm().reset(); }
-};
 [[maybe_unused]] ::testing::Environment* const kHeapEnv =
-    ::testing::AddGlobalTestEnvironment(new HeapEnvironment);
+    ::testing::AddGlobalTestEnvironment(new ferry::testing::TearDownEnvironment([] { shared_comm().reset(); }));
 
 // The byte rank `r` writes at offset `i` of buffer `salt`.
 uint8_t pattern(int r, size_t i, uint32_t salt) {
