@@ -10,8 +10,8 @@
 #
 # Environment: FERRY_NP (ranks; default: every GPU), BUILD_DIR (default build),
 # FERRY_JOBS (build jobs; default: all cores), FERRY_EP_BENCH_ARGS (options for
-# ferry-bench ep, split on spaces, e.g. "--mode ll --check"; its default 256
-# experts need a rank count that divides 256, else pass --experts).
+# ferry-bench ep, split on spaces, e.g. "--mode ll --check"; on a rank count
+# that does not divide 256 the script passes --experts 256/N*N unless you do).
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -53,6 +53,11 @@ echo "==> ferry-bench allreduce on $NP GPUs"
 mpirun "${mpirun_args[@]}" "$BUILD_DIR/bench/ferry-bench" allreduce "$@"
 
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
+# The reference model has 256 experts; on a rank count that does not divide 256,
+# take the largest multiple of it below (unless the caller chose --experts).
+if [ $((256 % NP)) -ne 0 ] && ! [[ " ${ep_bench_args[*]:-} " == *" --experts"* ]]; then
+  ep_bench_args+=(--experts "$((256 / NP * NP))")
+fi
 echo "==> EP example on $NP GPUs"
 mpirun "${mpirun_args[@]}" "$BUILD_DIR/examples/ferry-example-ep"
 echo "==> ferry-bench ep on $NP GPUs"
