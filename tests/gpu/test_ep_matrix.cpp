@@ -1,0 +1,228 @@
+// EP dispatch/combine on real GPUs (see ep_harness.hpp for what every checked
+// round verifies): the mode x dispatch type x shape matrix, routing shapes and
+// skew, ranks and tokens without work, identical results across index types,
+// APIs and expert alignments, fp8 input pass-through.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/ep_reference.hpp"
+#include "common/test_util.hpp"
+#include "ferry/ep.hpp"
+#include "ferry/types.hpp"
+#include "gpu/ep_harness.hpp"
+
+namespace {
+
+using namespace ferry::testing;
+using namespace ferry::testing::ep_gpu;
+namespace ep = ferry::testing::ep;
+
+// ---------------------------------------------------------------- the matrix
+// mode x dispatch type x 8 (hidden, topk) rows, each row with its own local
+// expert count, routing, token counts, index type, weights, alignment,
+// sync_counts and API (whole calls or send/recv halves).
+struct Row {
+  int hidden, topk, local_experts;
+  ep::Routing routing;
+  ep::TokenCounts counts;
+  bool idx64, weights;
+  int alignment;  // high-throughput only
+  bool sync_counts, halves;
+};
+const std::vector<Row> kRows = {
+    {2048, 1, 1, ep::Routing::kUniform, ep::TokenCounts::kVaried, false, true, 1, true, false},
+    {4096, 2, 3, ep::Routing::kDrops, ep::TokenCounts::kFull, true, true, 128, true, false},
+    {2048, 3, 4, ep::Routing::kZipf, ep::TokenCounts::kSomeZero, false, true, 128, false, false},
+    {7168, 4, 8, ep::Routing::kDrops, ep::TokenCounts::kVaried, true, true, 1, true, true},
+    {7168, 5, 3, ep::Routing::kZipf, ep::TokenCounts::kFull, false, true, 1, true, false},
+    {4096, 6, 4, ep::Routing::kUniform, ep::TokenCounts::kVaried, true, false, 128, true, false},
+    {2048, 7, 1, ep::Routing::kDrops, ep::TokenCounts::kSomeZero, false, true, 1, false, true},
+    {7168, 8, 8, ep::Routing::kZipf, ep::TokenCounts::kVaried, true, true, 128, true, false},
+};
+using MatrixParam = std::tuple<EpMode, DataType, int>;  // mode, dispatch type, row
+
+class EpMatrix : public ::testing::TestWithParam<MatrixParam> {};
+
+// Two rounds on one buffer (different routing and token counts each time).
+TEST_P(EpMatrix, DispatchCombine) {
+  REQUIRE_EP();
+  const auto [mode, dtype, row_index] = GetParam();
+  const Row& row = kRows[static_cast<size_t>(row_index)];
+  const int T = mode == EpMode::kHighThroughput ? 256 : 128;
+  Harness h(shared(), make_config(mode, dtype, T, row.hidden, row.topk, row.local_experts, row.weights, row.alignment));
+  ASSERT_TRUE(h.alive());
+  Harness::Options o;
+  o.idx64 = row.idx64;
+  o.sync_counts = row.sync_counts;
+  o.halves = row.halves;
+  ASSERT_TRUE(run_case(h, row.routing, row.counts, o));
+  const ep::Routing other = row.routing == ep::Routing::kZipf ? ep::Routing::kDrops : ep::Routing::kZipf;
+  ASSERT_TRUE(run_case(h, other, ep::TokenCounts::kVaried, o));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ep, EpMatrix,
+                         ::testing::Combine(::testing::Values(EpMode::kHighThroughput, EpMode::kLowLatency),
+                                            ::testing::Values(DataType::kBFloat16, DataType::kFloat8E4M3),
+                                            ::testing::Range(0, static_cast<int>(kRows.size()))),
+                         [](const auto& info) {
+                           const Row& r = kRows[static_cast<size_t>(std::get<2>(info.param))];
+                           return std::string(mode_id(std::get<0>(info.param))) + "_" + dtype_id(std::get<1>(info.param)) +
+                                  "_h" + std::to_string(r.hidden) + "_k" + std::to_string(r.topk);
+                         });
+
+// ---------------------------------------------------------------- routing shapes
+// Every token of every rank to one expert (the last rank's last one), then every
+// token to all experts of one rank (that rank receives world * T * min(K, Le)
+// rows: the worst case the buffer is sized for, exactly).
+TEST(Ep, SkewAllTokensToOneExpertOrOneRank) {
+  REQUIRE_EP();
+  const int W = mpi_size();
+  for (EpMode mode : kModes)
+    for (int align : {1, 128}) {
+      if (mode == EpMode::kLowLatency && align != 1) continue;
+      SCOPED_TRACE(std::string(mode_id(mode)) + " align " + std::to_string(align));
+      Harness h(shared(), make_config(mode, DataType::kBFloat16, 96, 2048, 4, 3, true, align));
+      ASSERT_TRUE(h.alive());
+      const int E = h.config().num_experts;
+      ASSERT_TRUE(run_case(h, ep::Routing::kOneExpert, ep::TokenCounts::kFull, {}, false, E - 1));
+      ASSERT_TRUE(run_case(h, ep::Routing::kOneExpert, ep::TokenCounts::kVaried, {}, false, 0));
+      ASSERT_TRUE(run_case(h, ep::Routing::kOneRank, ep::TokenCounts::kFull, {}, false, W - 1));
+      ASSERT_TRUE(run_case(h, ep::Routing::kOneRank, ep::TokenCounts::kFull, {}, false, 0));
+    }
+}
+
+// Zipf-like popularity, larger problem: top-8 of 8 experts per rank, 512 tokens.
+TEST(Ep, ZipfSkew) {
+  REQUIRE_EP();
+  {
+    Harness h(shared(), make_config(EpMode::kHighThroughput, DataType::kBFloat16, 512, 4096, 8, 8, true, 128));
+    ASSERT_TRUE(h.alive());
+    ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+  }
+  {
+    Harness h(shared(), make_config(EpMode::kLowLatency, DataType::kFloat8E4M3, 128, 7168, 8, 8));
+    ASSERT_TRUE(h.alive());
+    ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+  }
+}
+
+// The reference problem's shape (hidden 7168, top-8), 512 tokens per rank.
+TEST(Ep, LargeHiddenManyTokens) {
+  REQUIRE_EP();
+  for (DataType dt : {DataType::kBFloat16, DataType::kFloat8E4M3}) {
+    Harness h(shared(), make_config(EpMode::kHighThroughput, dt, 512, 7168, 8, 4, true, 128));
+    ASSERT_TRUE(h.alive());
+    Harness::Options o;
+    o.idx64 = true;
+    ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
+  }
+}
+
+// Ranks with no tokens: all but rank 0, every other rank, every rank.
+TEST(Ep, ZeroTokenRanks) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes)
+    for (DataType dt : {DataType::kBFloat16, DataType::kFloat8E4M3}) {
+      SCOPED_TRACE(std::string(mode_id(mode)) + " " + dtype_id(dt));
+      Harness h(shared(), make_config(mode, dt, 64, 1024, 4, 2));
+      ASSERT_TRUE(h.alive());
+      for (auto counts : {ep::TokenCounts::kOnlyRank0, ep::TokenCounts::kSomeZero, ep::TokenCounts::kAllZero})
+        for (bool sync : {true, false}) {
+          if (mode == EpMode::kLowLatency && !sync) continue;
+          Harness::Options o;
+          o.sync_counts = sync;
+          ASSERT_TRUE(run_case(h, ep::Routing::kUniform, counts, o));
+        }
+      ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));  // and back
+    }
+}
+
+// Tokens whose slots are all -1 (every token, then a mix): nothing is sent for
+// them and their combine output is exactly zero.
+TEST(Ep, TokensWithoutExperts) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    Harness h(shared(), make_config(mode, DataType::kBFloat16, 64, 1024, 6, 4));
+    ASSERT_TRUE(h.alive());
+    ASSERT_TRUE(run_case(h, ep::Routing::kNone, ep::TokenCounts::kFull));
+    ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kFull));
+    Harness::Options o;
+    o.halves = true;
+    ASSERT_TRUE(run_case(h, ep::Routing::kNone, ep::TokenCounts::kVaried, o));
+  }
+}
+
+// ---------------------------------------------------------------- identical results
+// The same inputs with int32 and int64 topk_idx, with whole calls and with the
+// send/recv halves, twice: the same rows and bitwise the same combine output.
+TEST(Ep, IndexTypesAndApisGiveIdenticalResults) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    Harness h(shared(), make_config(mode, DataType::kBFloat16, 64, 2048, 5, 3));
+    ASSERT_TRUE(h.alive());
+    const ep::Spec s = make_spec(h.config(), shared().next_seed(), ep::Routing::kDrops, ep::TokenCounts::kVaried);
+    const auto all = ep::make_all_inputs(s);
+    std::vector<Harness::Outcome> results;
+    for (int v = 0; v < 5; ++v) {
+      Harness::Options o;
+      o.idx64 = v % 2 == 1;
+      o.halves = v >= 2 && v <= 3;
+      Harness::Outcome out;
+      ASSERT_TRUE(h.round(s, all, o, &out));
+      results.push_back(out);
+    }
+    for (size_t v = 1; v < results.size(); ++v) {
+      EXPECT_EQ(results[v].dispatch_hash, results[0].dispatch_hash) << "variant " << v;
+      EXPECT_EQ(results[v].out_hash, results[0].out_hash) << "variant " << v;
+      EXPECT_NE(results[v].handle.generation, results[v - 1].handle.generation) << "each dispatch is a new layout";
+    }
+  }
+}
+
+// High-throughput expert_alignment 1, 16 and 128 on the same inputs: offsets
+// follow the alignment, the real rows and the combine output do not change.
+TEST(Ep, ExpertAlignment) {
+  REQUIRE_EP();
+  std::vector<Harness::Outcome> results;
+  const uint64_t seed = shared().next_seed();
+  for (int align : {1, 16, 128}) {
+    SCOPED_TRACE("align " + std::to_string(align));
+    Harness h(shared(), make_config(EpMode::kHighThroughput, DataType::kBFloat16, 128, 1024, 4, 4, true, align));
+    ASSERT_TRUE(h.alive());
+    const ep::Spec s = make_spec(h.config(), seed, ep::Routing::kZipf, ep::TokenCounts::kVaried);
+    Harness::Outcome out;
+    ASSERT_TRUE(h.round(s, ep::make_all_inputs(s), {}, &out));
+    results.push_back(out);
+  }
+  for (size_t v = 1; v < results.size(); ++v) {
+    EXPECT_EQ(results[v].dispatch_hash, results[0].dispatch_hash);
+    EXPECT_EQ(results[v].out_hash, results[0].out_hash);
+  }
+}
+
+// fp8 tokens with their scales travel bit-exact (high-throughput and low-latency).
+TEST(Ep, Fp8InputPassThrough) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    Harness h(shared(), make_config(mode, DataType::kFloat8E4M3, 96, 4096, 4, 3, true, 128));
+    ASSERT_TRUE(h.alive());
+    ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried, {}, /*fp8_input=*/true));
+    Harness::Options o;
+    o.sync_counts = false;
+    o.idx64 = true;
+    ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kSomeZero, o, /*fp8_input=*/true));
+    // bf16 input on the same buffer is quantized in the kernel.
+    ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));
+  }
+}
+
+}  // namespace

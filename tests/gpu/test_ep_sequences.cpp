@@ -1,0 +1,228 @@
+// EP rounds in sequence on real GPUs (see ep_harness.hpp for what every checked
+// round verifies): low-latency rounds captured in a CUDA graph and replayed with
+// new routing, and long runs of back-to-back calls without host synchronization.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "common/ep_reference.hpp"
+#include "common/test_util.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/ep.hpp"
+#include "ferry/types.hpp"
+#include "gpu/ep_harness.hpp"
+
+namespace {
+
+using namespace ferry::testing;
+using namespace ferry::testing::ep_gpu;
+namespace ep = ferry::testing::ep;
+
+// ---------------------------------------------------------------- CUDA graphs
+// Low-latency rounds captured once and replayed with new routing and tokens
+// written into the same input buffers before each replay:
+//  A: bf16, send/recv halves, expert outputs = the dispatch output itself, so
+//     out[t] = sum_k w_k x_t;
+//  B: fp8 dispatch with dispatch()/combine(), expert outputs precomputed on the
+//     host (at the reference rows, every other row NaN) before each replay.
+TEST(Ep, LowLatencyGraphReplayWithNewRouting) {
+  REQUIRE_EP();
+  const int me = mpi_rank();
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "graph A (halves, identity experts)" : "graph B (fp8, precomputed experts)");
+    const EpConfig cfg = variant == 0 ? make_config(EpMode::kLowLatency, DataType::kBFloat16, 64, 2048, 6, 4)
+                                      : make_config(EpMode::kLowLatency, DataType::kFloat8E4M3, 48, 4096, 4, 3);
+    Harness h(shared(), cfg);
+    ASSERT_TRUE(h.alive());
+    const int T = cfg.max_tokens_per_rank, H = cfg.hidden, Le = h.local_experts();
+    const int64_t cap = static_cast<int64_t>(mpi_size()) * T;
+    auto spec_for = [&](uint64_t seed) {
+      return make_spec(cfg, seed, variant == 0 ? ep::Routing::kDrops : ep::Routing::kZipf, ep::TokenCounts::kFull);
+    };
+    h.expert_out_mem().ensure(static_cast<size_t>(Le * cap) * H * 2);
+    cudaGraphExec_t exec = nullptr;
+    DispatchResult captured;
+    std::string error;
+    try {
+      const ep::Spec s0 = spec_for(shared().next_seed());
+      h.upload(s0, ep::make_input(s0, me), variant == 1);
+      cudaGraph_t graph = nullptr;
+      CK(cudaStreamBeginCapture(h.stream(), cudaStreamCaptureModeGlobal));
+      try {
+        const bool i64 = variant == 1;
+        if (variant == 0) {
+          const EpHandle hd = h.buf().dispatch_send(h.tokens_view(s0, T), h.idx_view(s0, T, i64), h.weights_view(s0, T),
+                                                    TensorView(), h.stream());
+          captured = h.buf().dispatch_recv(hd, h.stream());
+          h.buf().combine_send(h.expert_view(captured, captured.tokens, false), captured.handle, h.stream());
+          h.buf().combine_recv(captured.handle, h.out_view(T), h.stream());
+        } else {
+          captured = h.buf().dispatch(h.tokens_view(s0, T), h.idx_view(s0, T, i64), h.weights_view(s0, T), TensorView(),
+                                      h.stream());
+          h.buf().combine(h.expert_view(captured, h.expert_out_mem().get(), false), captured.handle, h.out_view(T), h.stream());
+        }
+      } catch (...) {
+        cudaStreamEndCapture(h.stream(), &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      CK(cudaStreamEndCapture(h.stream(), &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      CK(cudaGraphDestroy(graph));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_TRUE(error.empty()) << "capture failed: " << error;
+    bool alive = all_ranks(error.empty());
+    for (int rep = 0; alive && rep < 6; ++rep) {
+      SCOPED_TRACE("replay " + std::to_string(rep));
+      const ep::Spec s = spec_for(shared().next_seed());
+      const auto all = ep::make_all_inputs(s);
+      const std::string what = describe(cfg, s) + " graph replay " + std::to_string(rep);
+      std::vector<uint16_t> out;
+      std::vector<uint8_t> guard;
+      Received rx;
+      try {
+        h.upload(s, all[me], variant == 1);
+        if (variant == 1) {
+          // Expert outputs at the rows the contract prescribes for this routing.
+          const ep::Layout ref = ep::reference_layout(s, all, me, 0);
+          std::vector<uint16_t> y(static_cast<size_t>(Le * cap) * H, 0xFFFF);
+          for (int le = 0; le < Le; ++le)
+            for (size_t i = 0; i < ref.rows[le].size(); ++i) {
+              const ep::Entry& e = ref.rows[le][i];
+              const size_t row = static_cast<size_t>(le * cap) + i;
+              for (int c = 0; c < H; ++c)
+                y[row * H + c] = ep::stand_in(all[e.src_rank].value(s, e.src_token, c), static_cast<int64_t>(me) * Le + le);
+            }
+          CK(cudaMemcpyAsync(h.expert_out_mem().get(), y.data(), y.size() * 2, cudaMemcpyHostToDevice, h.stream()));
+          CK(cudaStreamSynchronize(h.stream()));
+        }
+        h.poison_out();
+        h.remember(captured);
+        h.poison_previous();  // the captured dispatch output, on every rank before anyone replays
+        CK(cudaGraphLaunch(exec, h.stream()));
+        shared().comm->synchronize(h.stream());
+        rx = fetch(captured, cfg, Le, h.stream());
+        h.fetch_out(T, &out, &guard);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      EXPECT_TRUE(error.empty()) << error << "\n  " << what;
+      alive = all_ranks(error.empty());
+      if (!alive) break;
+      DispatchExpect ex;
+      ex.sync_counts = false;
+      // The handle captured reports the capture's token count (T, as every replay).
+      verify_dispatch(captured, rx, cfg, s, all, ex, what);
+      const ep::ExpertKind kind = variant == 0 ? ep::ExpertKind::kIdentity : ep::ExpertKind::kStandIn;
+      verify_combine(out, guard, ep::combine_reference(s, all[me], kind), T, H, what);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    EXPECT_TRUE(alive);
+    ASSERT_TRUE(all_ranks(alive));
+    // Eager calls still work on the buffer after the replays.
+    ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));
+  }
+}
+
+// ---------------------------------------------------------------- long sequences
+// `calls` back-to-back dispatch+combine rounds on one stream, cycling through 4
+// input sets resident on the device (different token counts and routing), the
+// dispatch output fed straight back as the expert outputs; no host
+// synchronization except at the checked calls (the first and every `every`-th),
+// where the dispatch rows, counts and the combine output are verified.
+void back_to_back(EpMode mode, int calls, int every) {
+  const int me = mpi_rank();
+  const EpConfig cfg = make_config(mode, DataType::kBFloat16, 32, 2048, 8, 4);
+  Harness h(shared(), cfg);
+  ASSERT_TRUE(h.alive());
+  const int H = cfg.hidden, K = cfg.topk;
+  constexpr int kSets = 4;
+  std::vector<ep::Spec> specs;
+  std::vector<std::vector<ep::RankInput>> inputs;
+  DevMem tok[kSets], idx[kSets], w[kSets];
+  const ep::Routing routings[kSets] = {ep::Routing::kDrops, ep::Routing::kUniform, ep::Routing::kZipf, ep::Routing::kOneRank};
+  for (int i = 0; i < kSets; ++i) {
+    specs.push_back(make_spec(cfg, shared().next_seed(), routings[i], i == 1 ? ep::TokenCounts::kSomeZero : ep::TokenCounts::kVaried,
+                              false, i % mpi_size()));
+    inputs.push_back(ep::make_all_inputs(specs[i]));
+    const ep::RankInput& in = inputs[i][me];
+    const size_t n = static_cast<size_t>(in.num_tokens);
+    tok[i].ensure(n * H * 2);
+    idx[i].ensure(n * K * 8);
+    w[i].ensure(n * K * 4);
+    if (n) {
+      CK(cudaMemcpy(tok[i].get(), in.x.data(), n * H * 2, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(idx[i].get(), in.idx.data(), n * K * 8, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(w[i].get(), in.weights.data(), n * K * 4, cudaMemcpyHostToDevice));
+    }
+  }
+  std::string error;
+  int checked = 0;
+  for (int c = 0; c < calls; ++c) {
+    const int set = c % kSets;
+    const ep::Spec& s = specs[set];
+    const int n = inputs[set][me].num_tokens;
+    const bool check = c == 0 || (c + 1) % every == 0;
+    DispatchResult r;
+    std::vector<uint16_t> out;
+    std::vector<uint8_t> guard;
+    Received rx;
+    if (error.empty()) {
+      try {
+        if (check) h.poison_out();
+        const TensorView tv(tok[set].get(), DataType::kBFloat16, {n, H});
+        const TensorView iv(idx[set].get(), DataType::kInt64, {n, K});
+        const TensorView wv(w[set].get(), DataType::kFloat32, {n, K});
+        DispatchOptions dopt;
+        dopt.sync_counts = false;
+        if (c % 2 == 1) {
+          const EpHandle hd = h.buf().dispatch_send(tv, iv, wv, TensorView(), h.stream(), dopt);
+          r = h.buf().dispatch_recv(hd, h.stream(), dopt);
+          h.buf().combine_send(h.expert_view(r, r.tokens, false), r.handle, h.stream());
+          h.buf().combine_recv(r.handle, h.out_view(n), h.stream());
+        } else {
+          r = h.buf().dispatch(tv, iv, wv, TensorView(), h.stream(), dopt);
+          h.buf().combine(h.expert_view(r, r.tokens, false), r.handle, h.out_view(n), h.stream());
+        }
+        if (check) {
+          shared().comm->synchronize(h.stream());
+          rx = fetch(r, cfg, h.local_experts(), h.stream());
+          h.fetch_out(n, &out, &guard);
+        }
+      } catch (const std::exception& e) {
+        error = e.what() + std::string(" (call ") + std::to_string(c) + ")";
+      }
+    }
+    if (!check) continue;
+    if (!all_ranks(error.empty())) break;
+    const std::string what = describe(cfg, s) + " call " + std::to_string(c);
+    DispatchExpect ex;
+    ex.sync_counts = false;
+    verify_dispatch(r, rx, cfg, s, inputs[set], ex, what);
+    verify_combine(out, guard, ep::combine_reference(s, inputs[set][me], ep::ExpertKind::kIdentity), n, H, what);
+    ++checked;
+    if (!all_ranks(!::testing::Test::HasFailure())) break;  // one failing check is enough (decided together)
+  }
+  EXPECT_TRUE(error.empty()) << error;
+  cudaStreamSynchronize(h.stream());
+  EXPECT_EQ(checked, calls / every + 1) << "checked calls";
+}
+
+TEST(Ep, LowLatencyBackToBack1000) {
+  REQUIRE_EP();
+  back_to_back(EpMode::kLowLatency, 1000, 100);
+}
+
+TEST(Ep, HighThroughputBackToBackWithoutSync) {
+  REQUIRE_EP();
+  back_to_back(EpMode::kHighThroughput, 200, 50);
+}
+
+}  // namespace
