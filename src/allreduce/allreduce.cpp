@@ -3,10 +3,10 @@
 #include "ferry/allreduce.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "allreduce/layout.hpp"
+#include "common/env.hpp"
 #include "allreduce/validate.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
@@ -22,12 +22,6 @@ constexpr int kNumKernels = 5;
 constexpr int kOneShotLlKernel = 4;
 int kernel_index(AllReduceAlgorithm a) { return static_cast<int>(a) - 1; }
 bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
-size_t env_size(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  return static_cast<size_t>(std::strtoull(v, nullptr, 10));
-}
 
 }  // namespace
 

@@ -2,9 +2,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
+#include "common/env.hpp"
 #include "ep/ep_params.hpp"
 #include "ep/validate.hpp"
 #include "ferry/communicator.hpp"
@@ -19,10 +19,8 @@ using ep::Params;
 
 namespace {
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
+// A tuning knob (non-negative integer) from the environment.
+int env_int(const char* name, int fallback) { return static_cast<int>(env_size(name, size_t(fallback))); }
 size_t round4k(size_t v) { return (v + 4095) / 4096 * 4096; }
 
 // Bump allocator over one allocation: regions are 4 KB aligned.
