@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_timing.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"

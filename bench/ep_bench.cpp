@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_timing.hpp"
 #include "ep_check.hpp"
 #include "ep_nccl.hpp"
 #include "ferry/communicator.hpp"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_timing.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/types.hpp"
