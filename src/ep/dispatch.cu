@@ -303,11 +303,12 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
-}  // namespace
-
 size_t dispatch_recv_smem_bytes(int world_size, int local_experts) {
   return sizeof(int32_t) * (size_t(world_size) * local_experts + 2) + sizeof(int64_t) * (local_experts + 1);
 }
+
+}  // namespace
+
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
   dispatch_send_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);

@@ -123,12 +123,12 @@ inline size_t meta_record_bytes(int topk) {
   return (raw + 15) / 16 * 16;
 }
 
-// The layout kernel keeps per-warp expert masks/offsets in shared memory.
+// Dynamic shared memory the layout and dispatch-receive kernels may opt in to
+// (per-warp expert masks; per-source expert offsets).
 constexpr size_t kLayoutMaxSmem = 220 * 1024;
-size_t layout_smem_bytes(int num_experts);
+
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
-size_t dispatch_recv_smem_bytes(int world_size, int local_experts);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);
 void launch_combine_send(const Params& p, cudaStream_t stream);
 void launch_combine_recv(const Params& p, cudaStream_t stream);

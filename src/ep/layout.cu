@@ -175,9 +175,10 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
   }
 }
 
+size_t layout_smem_bytes(int num_experts) { return sizeof(int32_t) * size_t(kWarps + 1) * num_experts; }
+
 }  // namespace
 
-size_t layout_smem_bytes(int num_experts) { return sizeof(int32_t) * size_t(kWarps + 1) * num_experts; }
 
 void launch_layout(const Params& p, cudaStream_t stream) {
   const size_t smem = layout_smem_bytes(p.num_experts);
