@@ -19,6 +19,12 @@
 #   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
+#   pip        pip wheel . (scikit-build-core), installed into a folder and imported
+#              (built in the background while the GPU stages run)
+#   python_cpu pytest tests/python/test_cpu_validation.py
+#   python_npN torchrun -m pytest tests/python on N GPUs, N in FERRY_PY_NPS
+#   example_py torchrun examples/moe_layer.py on the largest N, both modes
+#   bench_py   torchrun bench/python/ferry_torch_bench.py (table, CSV, PNG in $OUT)
 #
 # Environment:
 #   OUT                    where logs and the CSV go (default ./out)
@@ -31,6 +37,9 @@
 #   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
 #   FERRY_SANITIZE=1       run the compute-sanitizer stages
 #   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 AllReduce matrix, graph replay, small EP cases)
+#   FERRY_PY_NPS           rank counts for the Python GPU tests (default: FERRY_NPS without 1)
+#   FERRY_PY_BENCH_ARGS    more arguments for the Python bench
+#   FERRY_SKIP_PIP=1       skip the pip stage
 #   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
 #   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
 #   BUILD_DIR              build directory (default build-device)
@@ -103,6 +112,21 @@ if run_stage configure cmake "${cmake_args[@]}"; then
   run_stage build cmake --build "$BUILD_DIR" --parallel "$(nproc)" && BUILT=1
 else
   skip build "configure failed"
+fi
+
+# pip wheel . in the background (CPU only), checked after the GPU stages.
+PIP_PID=""
+PIP_DIR="$OUT/../ferry-pip"
+if [ "${FERRY_SKIP_PIP:-0}" != 1 ] && [ "$BUILT" -eq 1 ]; then
+  rm -rf "$PIP_DIR" && mkdir -p "$PIP_DIR"
+  ( t0="$(now)"
+    if CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" python3 -m pip wheel --no-build-isolation --no-deps -w "$PIP_DIR/wheel" . &&
+       python3 -m pip install --no-deps --target "$PIP_DIR/site" "$PIP_DIR"/wheel/ferry-*.whl &&
+       (cd / && PYTHONPATH="$PIP_DIR/site" python3 -c 'import ferry, os; print("imported", ferry.__file__, sorted(os.listdir(os.path.dirname(ferry.__file__))))'); then
+      echo "PIP_RESULT PASS $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
+    else echo "PIP_RESULT FAIL $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"; fi
+  ) >"$OUT/pip.log" 2>&1 &
+  PIP_PID=$!
 fi
 
 # ---------------------------------------------------------------- GPUs
@@ -201,12 +225,46 @@ bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
 
+# ---------------------------------------------------------------- Python layer
+PY_STAGES_OK=1
+if [ "$BUILT" -ne 1 ] || [ ! -d "$B/python/ferry" ]; then PY_STAGES_OK=0; fi
+TORCHRUN=(python3 -m torch.distributed.run --standalone)
+export PYTHONPATH="$ROOT/$B/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if [ "$PY_STAGES_OK" -ne 1 ]; then
+  skip python_cpu "no Python module in $B"
+elif [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
+  skip python_cpu "FERRY_SKIP_TESTS=1"
+else
+  run_stage python_cpu "${TO[@]}" python3 -m pytest -q -p no:cacheprovider tests/python/test_cpu_validation.py
+fi
+for n in ${FERRY_PY_NPS:-${NPS[*]}}; do
+  [ "$n" -ge 2 ] && [ "$n" -le "$GPUS" ] || continue
+  if [ "$PY_STAGES_OK" -ne 1 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "python_np$n" "skipped"; continue; fi
+  run_stage "python_np$n" "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$n" -m pytest -q -p no:cacheprovider tests/python
+done
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 1 ]; then skip example_py "no module or no GPU"
+else
+  run_stage example_py "${TO[@]}" bash -c 'for mode in high_throughput low_latency; do
+      python3 -m torch.distributed.run --standalone --nproc-per-node "$1" examples/moe_layer.py --mode "$mode" || exit
+    done' example_py "$NMAX"
+fi
+read -r -a py_bench_args <<<"${FERRY_PY_BENCH_ARGS:-}"
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then skip bench_py "skipped"
+else run_stage bench_py "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$NMAX" bench/python/ferry_torch_bench.py --out "$OUT" "${py_bench_args[@]}"; fi
+if [ -n "$PIP_PID" ]; then
+  wait "$PIP_PID"
+  read -r _ result secs < <(grep '^PIP_RESULT' "$OUT/pip.log" || echo "PIP_RESULT FAIL 0")
+  record pip "$result" "$secs" "(log: $OUT/pip.log)"
+else
+  skip pip "FERRY_SKIP_PIP=1 or build failed"
+fi
+
 # ---------------------------------------------------------------- summary (last)
 echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
 # Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
-for pair in bench:allreduce bench_ep:ep; do
+for pair in bench:allreduce bench_ep:ep bench_py:torch_bench; do
   log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
   [ -s "$log" ] || continue
   echo "---------------- ferry-bench ${pair#*:} (end of $log)"

@@ -5,6 +5,9 @@
 #   2. ferry-bench allreduce     (ferry against NCCL)
 #   3. ferry-example-ep          (dispatch, host experts, combine; checks its results)
 #   4. ferry-bench ep            (dispatch/combine against an NCCL all-to-all)
+#   5. examples/moe_layer.py     (a PyTorch MoE layer through ferry under torchrun,
+#                                 checked against the same layer on one GPU; when
+#                                 the Python module is built, see scripts/setup.sh)
 #
 #   scripts/run_main.sh [ferry-bench allreduce options...]
 #
@@ -43,6 +46,10 @@ echo "==> configure"
 cmake "${cmake_args[@]}"
 echo "==> build ($JOBS jobs)"
 cmake --build "$BUILD_DIR" --parallel "$JOBS" --target ferry-example-allreduce ferry-example-ep ferry-bench
+py_built=0
+if grep -q '^FERRY_BUILD_PYTHON:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then
+  cmake --build "$BUILD_DIR" --parallel "$JOBS" --target ferry_python && py_built=1
+fi
 
 mpirun_args=(--bind-to none -np "$NP")
 [ "$(id -u)" -eq 0 ] && mpirun_args=(--allow-run-as-root "${mpirun_args[@]}")
@@ -62,3 +69,9 @@ echo "==> EP example on $NP GPUs"
 mpirun "${mpirun_args[@]}" "$BUILD_DIR/examples/ferry-example-ep"
 echo "==> ferry-bench ep on $NP GPUs"
 mpirun "${mpirun_args[@]}" "$BUILD_DIR/bench/ferry-bench" ep "${ep_bench_args[@]}"
+
+if [ "$py_built" -eq 1 ]; then
+  echo "==> PyTorch MoE layer example on $NP GPUs (torchrun)"
+  PYTHONPATH="$ROOT/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m torch.distributed.run --standalone --nproc-per-node "$NP" examples/moe_layer.py
+fi

@@ -10,7 +10,12 @@
 #   scripts/setup.sh               check and install
 #   scripts/setup.sh --cmake-args  the same, then print extra CMake arguments for
 #                                  this machine on stdout, one per line
-#                                  (NCCL_ROOT, CUDA compiler); messages go to stderr
+#                                  (NCCL_ROOT, CUDA compiler, the Python module);
+#                                  messages go to stderr
+#
+# The Python package (python/ferry) needs python3 with torch, nanobind, pytest and
+# numpy; missing ones are installed with pip (torch from PyPI). FERRY_PYTHON=0
+# skips all of it and builds without the Python module.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +23,7 @@ PRINT_CMAKE_ARGS=0
 for arg in "$@"; do
   case "$arg" in
     --cmake-args) PRINT_CMAKE_ARGS=1 ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -119,7 +124,34 @@ if [ ! -f "$ROOT/.deps/googletest/CMakeLists.txt" ] && [ -f /usr/src/googletest/
   fi
 fi
 
+# Python: the module ferry._C and the pytest suite (tests/python).
+PYTHON_MODULES=(torch nanobind pytest numpy)
+python_missing() {
+  local m out=()
+  for m in "${PYTHON_MODULES[@]}"; do python3 -c "import $m" >/dev/null 2>&1 || out+=("$m"); done
+  echo "${out[*]}"
+}
+BUILD_PYTHON=OFF
+if [ "${FERRY_PYTHON:-1}" != 0 ]; then
+  command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip || { say "could not install python3"; exit 1; }
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip || { say "could not install pip"; exit 1; }
+  missing_py="$(python_missing)"
+  if [ -n "$missing_py" ]; then
+    say "installing Python packages with pip: $missing_py"
+    # shellcheck disable=SC2086
+    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check $missing_py >&2 ||
+      { say "could not pip install: $missing_py (FERRY_PYTHON=0 builds without the Python module)"; exit 1; }
+    missing_py="$(python_missing)"
+    [ -z "$missing_py" ] || { say "still missing Python modules: $missing_py"; exit 1; }
+  fi
+  BUILD_PYTHON=ON
+fi
+
 if [ "$PRINT_CMAKE_ARGS" -eq 1 ]; then
+  echo "-DFERRY_BUILD_PYTHON=$BUILD_PYTHON"
+  if [ "$BUILD_PYTHON" = ON ]; then
+    echo "-DPython_EXECUTABLE=$(python3 -c 'import sys; print(sys.executable)')"
+  fi
   nvcc_path="$(command -v nvcc)"
   echo "-DCMAKE_CUDA_COMPILER=$nvcc_path"
   # NCCL (bench baseline only): the CUDA toolkit's, else the Python venv's wheel.

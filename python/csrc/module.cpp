@@ -1,0 +1,198 @@
+// ferry._C: the nanobind module under the PyTorch layer (python/ferry/*.py).
+//
+// No libtorch here: tensors cross as TensorView (pointer, dtype, shape, strides),
+// streams as integers (torch's cuda_stream), and results come back as pointers the
+// Python layer wraps with __cuda_array_interface__. This file: errors, enums,
+// TensorView and the Communicator; ops.cpp binds AllReduce and EpBuffer.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "bindings.hpp"
+#include "ferry/bootstrap.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/error.hpp"
+#include "ferry/ep.hpp"
+#include "ferry/types.hpp"
+
+namespace nb = nanobind;
+
+namespace ferry::python {
+namespace {
+
+// Python exception types, created once at import. ferry.InvalidArgument is both a
+// ferry.Error and a ValueError, ferry.TimeoutError both a ferry.Error and the
+// builtin TimeoutError, so callers can catch either.
+struct ExceptionTypes {
+  PyObject* error = nullptr;
+  PyObject* invalid_argument = nullptr;
+  PyObject* timeout = nullptr;
+  PyObject* aborted = nullptr;
+  PyObject* mismatch = nullptr;
+  PyObject* not_supported = nullptr;
+  PyObject* bootstrap = nullptr;
+  PyObject* cuda = nullptr;
+};
+ExceptionTypes g_exceptions;
+
+PyObject* new_exception(nb::module_& m, const char* name, PyObject* bases, const char* doc) {
+  std::string qualified = std::string("ferry.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  if (type == nullptr) throw nb::python_error();
+  m.attr(name) = nb::handle(type);
+  return type;
+}
+
+PyObject* bases2(PyObject* a, PyObject* b) { return nb::make_tuple(nb::handle(a), nb::handle(b)).release().ptr(); }
+
+void register_exceptions(nb::module_& m) {
+  auto& t = g_exceptions;
+  t.error = new_exception(m, "Error", PyExc_RuntimeError, "Base of every error ferry raises.");
+  t.invalid_argument = new_exception(m, "InvalidArgument", bases2(t.error, PyExc_ValueError),
+                                     "An argument the API cannot accept (bad tensor, size, option).");
+  t.timeout = new_exception(m, "TimeoutError", bases2(t.error, PyExc_TimeoutError),
+                            "A wait (device flag, socket) ran past its deadline; the communicator is aborted.");
+  t.aborted = new_exception(m, "AbortedError", t.error, "The communicator failed earlier and refuses work.");
+  t.mismatch = new_exception(m, "MismatchError", t.error, "Ranks disagree about a collective.");
+  t.not_supported = new_exception(m, "NotSupported", t.error, "Not available with this build, group or hardware.");
+  t.bootstrap = new_exception(m, "BootstrapError", t.error, "Processes could not find or talk to each other.");
+  t.cuda = new_exception(m, "CudaError", t.error, "A CUDA runtime or driver call failed.");
+  // One translator, most derived C++ types first.
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(g_exceptions.invalid_argument, e.what());
+    } catch (const TimeoutError& e) {
+      PyErr_SetString(g_exceptions.timeout, e.what());
+    } catch (const AbortedError& e) {
+      PyErr_SetString(g_exceptions.aborted, e.what());
+    } catch (const MismatchError& e) {
+      PyErr_SetString(g_exceptions.mismatch, e.what());
+    } catch (const NotSupported& e) {
+      PyErr_SetString(g_exceptions.not_supported, e.what());
+    } catch (const BootstrapError& e) {
+      PyErr_SetString(g_exceptions.bootstrap, e.what());
+    } catch (const CudaError& e) {
+      PyErr_SetString(g_exceptions.cuda, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(g_exceptions.error, e.what());
+    }
+  });
+}
+
+void bind_types(nb::module_& m) {
+  nb::enum_<DataType>(m, "DataType")
+      .value("float32", DataType::kFloat32)
+      .value("float64", DataType::kFloat64)
+      .value("int32", DataType::kInt32)
+      .value("int64", DataType::kInt64)
+      .value("bfloat16", DataType::kBFloat16)
+      .value("float16", DataType::kFloat16)
+      .value("float8_e4m3", DataType::kFloat8E4M3);
+  nb::enum_<ReduceOp>(m, "ReduceOp")
+      .value("sum", ReduceOp::kSum)
+      .value("prod", ReduceOp::kProd)
+      .value("min", ReduceOp::kMin)
+      .value("max", ReduceOp::kMax)
+      .value("avg", ReduceOp::kAvg);
+  m.def("reduce_op_from_string", &reduce_op_from_string, nb::arg("name"));
+  m.def("dtype_size", &dtype_size, nb::arg("dtype"));
+
+  nb::class_<TensorView>(m, "TensorView")
+      .def(nb::init<>())
+      .def(
+          "__init__",
+          [](TensorView* self, uintptr_t data, DataType dtype, std::vector<int64_t> shape,
+             std::vector<int64_t> strides) {
+            new (self) TensorView(reinterpret_cast<const void*>(data), dtype, std::move(shape), std::move(strides));
+          },
+          nb::arg("data"), nb::arg("dtype"), nb::arg("shape"), nb::arg("strides") = std::vector<int64_t>{})
+      .def_prop_ro("data", [](const TensorView& v) { return reinterpret_cast<uintptr_t>(v.data); })
+      .def_ro("dtype", &TensorView::dtype)
+      .def_ro("shape", &TensorView::shape)
+      .def_ro("strides", &TensorView::strides)
+      .def("__repr__", &TensorView::describe);
+}
+
+// Bootstrap from Python callables (the torch.distributed group's collectives).
+// all_gather(bytes) must return the concatenation of every rank's bytes, in rank
+// order. Called with the GIL held (nanobind's std::function caster takes it).
+std::shared_ptr<Communicator> communicator_from_callbacks(int rank, int size, nb::callable all_gather,
+                                                           nb::callable barrier, int device, int64_t timeout_ms) {
+  auto gather = [all_gather, size](const void* send, void* recv, size_t bytes_per_rank) {
+    nb::gil_scoped_acquire gil;
+    nb::bytes mine(static_cast<const char*>(send), bytes_per_rank);
+    nb::object result = all_gather(mine);
+    if (!nb::isinstance<nb::bytes>(result)) {
+      FERRY_THROW(BootstrapError, "all_gather callback returned " << nb::inst_name(result).c_str()
+                                                                   << ", expected bytes");
+    }
+    nb::bytes gathered = nb::borrow<nb::bytes>(result);
+    size_t expected = bytes_per_rank * static_cast<size_t>(size);
+    if (gathered.size() != expected) {
+      FERRY_THROW(BootstrapError, "all_gather callback returned " << gathered.size() << " bytes, expected "
+                                                                   << expected << " (" << size << " ranks x "
+                                                                   << bytes_per_rank << ")");
+    }
+    if (expected > 0) std::memcpy(recv, gathered.c_str(), expected);
+  };
+  auto sync = [barrier]() {
+    nb::gil_scoped_acquire gil;
+    barrier();
+  };
+  auto bootstrap = std::make_shared<CallbackBootstrap>(rank, size, gather, sync);
+  CommunicatorOptions options;
+  options.device = device;
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  return std::make_shared<Communicator>(bootstrap, options);
+}
+
+std::shared_ptr<Communicator> communicator_from_mpi(int device, int64_t timeout_ms) {
+  CommunicatorOptions options;
+  options.device = device;
+  options.timeout = std::chrono::milliseconds(timeout_ms);
+  return std::make_shared<Communicator>(std::make_shared<MpiBootstrap>(), options);
+}
+
+void bind_communicator(nb::module_& m) {
+  nb::class_<Communicator>(m, "Communicator")
+      .def_prop_ro("rank", &Communicator::rank)
+      .def_prop_ro("size", &Communicator::size)
+      .def_prop_ro("local_rank", &Communicator::local_rank)
+      .def_prop_ro("local_size", &Communicator::local_size)
+      .def_prop_ro("device", &Communicator::device)
+      .def_prop_ro("num_sms", &Communicator::num_sms)
+      .def_prop_ro("aborted", &Communicator::aborted)
+      .def("check", &Communicator::check, "Raises the error a kernel recorded (timeout), if any.")
+      .def(
+          "synchronize",
+          [](const Communicator& c, uintptr_t stream) {
+            nb::gil_scoped_release release;  // a long wait must not hold the GIL
+            c.synchronize(reinterpret_cast<cudaStream_t>(stream));
+          },
+          nb::arg("stream"))
+      .def("barrier", [](Communicator& c) { c.bootstrap().barrier(); })
+      .def("abort", &Communicator::abort, nb::arg("reason"));
+  m.def("communicator_from_callbacks", &communicator_from_callbacks, nb::arg("rank"), nb::arg("size"),
+        nb::arg("all_gather"), nb::arg("barrier"), nb::arg("device") = -1, nb::arg("timeout_ms") = 0);
+  m.def("communicator_from_mpi", &communicator_from_mpi, nb::arg("device") = -1, nb::arg("timeout_ms") = 0);
+}
+
+}  // namespace
+}  // namespace ferry::python
+
+NB_MODULE(_C, m) {
+  m.doc() = "ferry's compiled core (see the ferry package for the PyTorch layer)";
+  ferry::python::register_exceptions(m);
+  ferry::python::bind_types(m);
+  ferry::python::bind_communicator(m);
+  ferry::python::bind_allreduce(m);
+  ferry::python::bind_ep(m);
+}

@@ -1,0 +1,123 @@
+// ferry._C: AllReduce and EpBuffer. Pointers and streams are integers; the
+// Python layer (python/ferry/_allreduce.py, _ep.py) checks tensors first and wraps
+// the returned pointers into tensors. Both objects keep their Communicator alive
+// (keep_alive), as the C++ objects hold a reference to it.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "bindings.hpp"
+#include "ferry/allreduce.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/ep.hpp"
+
+namespace nb = nanobind;
+
+namespace ferry::python {
+namespace {
+
+cudaStream_t as_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
+uintptr_t as_int(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace
+
+void bind_allreduce(nb::module_& m) {
+  nb::enum_<AllReduceAlgorithm>(m, "AllReduceAlgorithm")
+      .value("auto", AllReduceAlgorithm::kAuto)
+      .value("one_shot", AllReduceAlgorithm::kOneShot)
+      .value("two_shot", AllReduceAlgorithm::kTwoShot)
+      .value("ring", AllReduceAlgorithm::kRing)
+      .value("recursive_doubling", AllReduceAlgorithm::kRecursiveDoubling);
+  m.def("algorithm_from_string", &algorithm_from_string, nb::arg("name"));
+  m.def("algorithm_name", &algorithm_name, nb::arg("algorithm"));
+
+  nb::class_<AllReduce>(m, "AllReduce")
+      .def(
+          "__init__",
+          [](AllReduce* self, Communicator& comm, size_t max_bytes, int max_blocks) {
+            AllReduceOptions options;
+            options.max_blocks = max_blocks;
+            new (self) AllReduce(comm, max_bytes, options);
+          },
+          nb::arg("comm"), nb::arg("max_bytes"), nb::arg("max_blocks") = 0, nb::keep_alive<1, 2>())
+      .def(
+          "run",
+          [](AllReduce& a, uintptr_t in, uintptr_t out, size_t count, DataType type, ReduceOp op,
+             uintptr_t stream, AllReduceAlgorithm algorithm) {
+            a.run(reinterpret_cast<const void*>(in), reinterpret_cast<void*>(out), count, type, op,
+                  as_stream(stream), algorithm);
+          },
+          nb::arg("input"), nb::arg("output"), nb::arg("count"), nb::arg("dtype"), nb::arg("op"),
+          nb::arg("stream"), nb::arg("algorithm") = AllReduceAlgorithm::kAuto)
+      .def("select", &AllReduce::select, nb::arg("nbytes"))
+      .def("supports", &AllReduce::supports, nb::arg("algorithm"))
+      .def_prop_ro("max_bytes", &AllReduce::max_bytes);
+}
+
+void bind_ep(nb::module_& m) {
+  nb::enum_<EpMode>(m, "EpMode")
+      .value("high_throughput", EpMode::kHighThroughput)
+      .value("low_latency", EpMode::kLowLatency);
+
+  nb::class_<EpConfig>(m, "EpConfig")
+      .def(nb::init<>())
+      .def_rw("max_tokens_per_rank", &EpConfig::max_tokens_per_rank)
+      .def_rw("hidden", &EpConfig::hidden)
+      .def_rw("topk", &EpConfig::topk)
+      .def_rw("num_experts", &EpConfig::num_experts)
+      .def_rw("dispatch_type", &EpConfig::dispatch_type)
+      .def_rw("with_weights", &EpConfig::with_weights)
+      .def_rw("num_sms", &EpConfig::num_sms)
+      .def_rw("mode", &EpConfig::mode)
+      .def_rw("expert_alignment", &EpConfig::expert_alignment)
+      .def_rw("max_recv_rows", &EpConfig::max_recv_rows);
+
+  nb::class_<EpHandle>(m, "EpHandle")
+      .def_ro("generation", &EpHandle::generation)
+      .def_ro("num_tokens", &EpHandle::num_tokens)
+      .def_ro("with_weights", &EpHandle::with_weights);
+
+  nb::class_<DispatchResult>(m, "DispatchResult")
+      .def_prop_ro("tokens", [](const DispatchResult& r) { return as_int(r.tokens); })
+      .def_prop_ro("scales", [](const DispatchResult& r) { return as_int(r.scales); })
+      .def_prop_ro("weights", [](const DispatchResult& r) { return as_int(r.weights); })
+      .def_prop_ro("expert_counts", [](const DispatchResult& r) { return as_int(r.expert_counts); })
+      .def_prop_ro("expert_offsets", [](const DispatchResult& r) { return as_int(r.expert_offsets); })
+      .def_ro("local_experts", &DispatchResult::local_experts)
+      .def_ro("capacity_per_expert", &DispatchResult::capacity_per_expert)
+      .def_ro("capacity_rows", &DispatchResult::capacity_rows)
+      .def_ro("num_rows", &DispatchResult::num_rows)
+      .def_ro("host_expert_counts", &DispatchResult::host_expert_counts)
+      .def_ro("handle", &DispatchResult::handle);
+
+  nb::class_<EpBuffer>(m, "EpBuffer")
+      .def(nb::init<Communicator&, const EpConfig&>(), nb::arg("comm"), nb::arg("config"), nb::keep_alive<1, 2>())
+      .def(
+          "dispatch",
+          [](EpBuffer& b, const TensorView& tokens, const TensorView& topk_idx, const TensorView& topk_weights,
+             const TensorView& scales, uintptr_t stream, bool sync_counts, std::optional<EpHandle> reuse) {
+            DispatchOptions options;
+            options.sync_counts = sync_counts;
+            if (reuse) options.reuse = &*reuse;
+            nb::gil_scoped_release release;  // sync_counts waits for the stream
+            return b.dispatch(tokens, topk_idx, topk_weights, scales, as_stream(stream), options);
+          },
+          nb::arg("tokens"), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("scales"), nb::arg("stream"),
+          nb::arg("sync_counts") = true, nb::arg("reuse") = nb::none())
+      .def(
+          "combine",
+          [](EpBuffer& b, const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
+             uintptr_t stream) { b.combine(expert_outputs, handle, out, as_stream(stream)); },
+          nb::arg("expert_outputs"), nb::arg("handle"), nb::arg("out"), nb::arg("stream"))
+      .def("check_errors", &EpBuffer::check_errors)
+      .def_prop_ro("local_experts", &EpBuffer::local_experts)
+      .def_prop_ro("world_size", &EpBuffer::world_size)
+      .def_prop_ro("rank", &EpBuffer::rank);
+}
+
+}  // namespace ferry::python

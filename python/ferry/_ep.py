@@ -1,0 +1,269 @@
+"""ferry.EpLayer: expert-parallel dispatch and combine on PyTorch tensors.
+
+The C++ semantics (include/ferry/ep.hpp) with tensors in and out, on the current
+CUDA stream. What dispatch returns are views of the layer's own GPU memory, valid
+until the next dispatch on the same layer (the tensors keep that memory alive,
+not its contents).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Tuple, Union
+
+import torch
+
+from . import _C
+from ._checks import InvalidArgument, check_tensor, current_stream, ferry_dtype, tensor_view
+from ._comm import Communicator, init
+from ._memory import device_tensor
+
+MODES = {"high_throughput": _C.EpMode.high_throughput, "low_latency": _C.EpMode.low_latency}
+DISPATCH_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
+INDEX_DTYPES = (torch.int32, torch.int64)
+SCALE_BLOCK = 128  # fp8: one float32 scale per 128 columns
+MAX_TOPK = 16
+
+
+@dataclasses.dataclass
+class EpSpec:
+    """What an EpLayer was built for; the argument checks need nothing else."""
+    max_tokens: int
+    hidden: int
+    topk: int
+    num_experts: int
+    world_size: int
+    dtype: torch.dtype = torch.bfloat16
+    weight_dtype: torch.dtype = torch.float32
+    device: Optional[torch.device] = None
+    mode: str = "high_throughput"
+
+    @property
+    def local_experts(self) -> int:
+        return self.num_experts // self.world_size
+
+    @property
+    def capacity(self) -> int:
+        """Low-latency: rows per expert slab."""
+        return self.world_size * self.max_tokens
+
+    def validate(self) -> "EpSpec":
+        where = "EpLayer"
+        if self.mode not in MODES:
+            raise InvalidArgument(f"{where}: mode must be 'high_throughput' or 'low_latency', got {self.mode!r}")
+        if self.dtype not in DISPATCH_DTYPES:
+            raise InvalidArgument(f"{where}: dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {self.dtype}")
+        if self.weight_dtype != torch.float32:
+            raise InvalidArgument(f"{where}: weight_dtype must be torch.float32, got {self.weight_dtype}")
+        if self.max_tokens <= 0:
+            raise InvalidArgument(f"{where}: max_tokens must be > 0, got {self.max_tokens}")
+        if self.hidden <= 0 or self.hidden % SCALE_BLOCK:
+            raise InvalidArgument(f"{where}: hidden must be a positive multiple of {SCALE_BLOCK}, got {self.hidden}")
+        if not 1 <= self.topk <= min(MAX_TOPK, max(self.num_experts, 1)):
+            raise InvalidArgument(f"{where}: topk must be in [1, min({MAX_TOPK}, num_experts)], got {self.topk}")
+        if self.num_experts <= 0 or self.num_experts % self.world_size:
+            raise InvalidArgument(f"{where}: num_experts ({self.num_experts}) must be a positive multiple of the "
+                                  f"world size ({self.world_size})")
+        return self
+
+
+def split_input(where: str, input) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """`input` is a tensor, or (fp8 tokens, scales)."""
+    if isinstance(input, (tuple, list)):
+        if len(input) != 2:
+            raise InvalidArgument(f"{where}: input must be a tensor or a (float8 tokens, scales) pair, "
+                                  f"got a sequence of {len(input)}")
+        return input[0], input[1]
+    return input, None
+
+
+def check_dispatch_args(spec: EpSpec, input, exp_indices, weight) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Checks dispatch's arguments; returns (tokens, scales)."""
+    where = "EpLayer.dispatch"
+    tokens, scales = split_input(where, input)
+    if scales is None:
+        check_tensor(where, "input", tokens, dtypes=(torch.bfloat16,), shape=(None, spec.hidden), device=spec.device)
+    else:
+        if spec.dtype != torch.float8_e4m3fn:
+            raise InvalidArgument(f"{where}: input (tokens, scales) pairs need an EpLayer built with "
+                                  f"dtype=torch.float8_e4m3fn (this one has {spec.dtype})")
+        check_tensor(where, "input[0]", tokens, dtypes=(torch.float8_e4m3fn,), shape=(None, spec.hidden),
+                     device=spec.device)
+    num_tokens = tokens.shape[0]
+    if num_tokens > spec.max_tokens:
+        raise InvalidArgument(f"{where}: input has {num_tokens} tokens, more than max_tokens ({spec.max_tokens})")
+    if scales is not None:
+        check_tensor(where, "input[1] (scales)", scales, dtypes=(torch.float32,),
+                     shape=(num_tokens, spec.hidden // SCALE_BLOCK), device=spec.device)
+    check_tensor(where, "exp_indices", exp_indices, dtypes=INDEX_DTYPES, shape=(num_tokens, spec.topk),
+                 device=spec.device)
+    if weight is not None:
+        check_tensor(where, "weight", weight, dtypes=(spec.weight_dtype,), shape=(num_tokens, spec.topk),
+                     device=spec.device)
+    return tokens, scales
+
+
+def check_combine_args(spec: EpSpec, expert_output, num_tokens: int, expected_rows_shape, out) -> None:
+    where = "EpLayer.combine"
+    check_tensor(where, "expert_output", expert_output, dtypes=(torch.bfloat16,), shape=tuple(expected_rows_shape),
+                 device=spec.device)
+    if out is not None:
+        check_tensor(where, "out", out, dtypes=(torch.bfloat16,), shape=(num_tokens, spec.hidden), device=spec.device)
+
+
+@dataclasses.dataclass
+class EpLayout:
+    """The routing of one dispatch: what combine needs, and the per-expert rows."""
+    expert_counts: torch.Tensor        # CUDA int32 [local_experts]: real rows per expert
+    expert_offsets: torch.Tensor       # CUDA int64 [local_experts + 1]: first row of each expert, then the end
+    host_expert_counts: Optional[List[int]]  # high-throughput: the counts on the host; low-latency: None
+    num_rows: int                      # high-throughput: rows of output (padding included); low-latency: -1
+    scales: Optional[torch.Tensor]     # fp8: float32 [rows, hidden // 128]; else None
+    num_tokens: int                    # tokens this rank dispatched
+    local_experts: int
+    handle: "_C.EpHandle" = dataclasses.field(repr=False)
+    layer_id: int = dataclasses.field(repr=False, default=0)
+
+
+class EpLayer:
+    """Dispatch tokens to the ranks holding their top-k experts and combine the
+    weighted expert outputs back (see docs/python.md). Collective to create."""
+
+    def __init__(self, group, max_tokens: int, hidden: int, topk: int, num_experts: int,
+                 dtype: torch.dtype = torch.bfloat16, weight_dtype: torch.dtype = torch.float32,
+                 num_sms: int = 0, mode: str = "high_throughput", *, expert_alignment: int = 1,
+                 max_recv_rows: int = 0) -> None:
+        self._owns_comm = not isinstance(group, Communicator)
+        comm = init(group)
+        device = torch.device("cuda", comm.device)
+        self.spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), comm.size, dtype,
+                           weight_dtype, device, mode).validate()
+        config = _C.EpConfig()
+        config.max_tokens_per_rank = self.spec.max_tokens
+        config.hidden = self.spec.hidden
+        config.topk = self.spec.topk
+        config.num_experts = self.spec.num_experts
+        config.dispatch_type = ferry_dtype(dtype)
+        config.with_weights = True  # unweighted dispatches send weights of 1 (see dispatch)
+        config.num_sms = int(num_sms)
+        config.mode = MODES[mode]
+        config.expert_alignment = int(expert_alignment)
+        config.max_recv_rows = int(max_recv_rows)
+        self.comm = comm
+        self.device = device
+        self._buffer = _C.EpBuffer(comm, config)
+        self._ones: Optional[torch.Tensor] = None
+        self._views: dict = {}  # region name -> (pointer, tensor over the whole region)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.comm.size
+
+    @property
+    def local_experts(self) -> int:
+        return self.spec.local_experts
+
+    @property
+    def mode(self) -> str:
+        return self.spec.mode
+
+    def _live(self, where: str) -> "_C.EpBuffer":
+        if self._buffer is None:
+            raise _C.Error(f"EpLayer.{where}: the layer was finalized")
+        return self._buffer
+
+    def _view(self, name: str, pointer: int, shape: Tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A tensor over one of the buffer's regions, made once: the regions stay put,
+        so later dispatches (and graph captures) only slice it."""
+        cached = self._views.get(name)
+        if cached is None or cached[0] != pointer:
+            cached = (pointer, device_tensor(pointer, shape, dtype, self.device, self._buffer))
+            self._views[name] = cached
+        return cached[1]
+
+    def _unit_weights(self, num_tokens: int) -> torch.Tensor:
+        # NOTE [EpLayer unweighted dispatch]: the buffer always carries weights, so a
+        # dispatch without them sends 1.0 per (token, expert): combine's fp32 sum of
+        # 1.0 * x is exactly the unweighted sum. One tensor, allocated once (it is
+        # only read), so graph captures may use it.
+        if self._ones is None:
+            self._ones = torch.ones((self.spec.max_tokens, self.spec.topk), dtype=torch.float32, device=self.device)
+        return self._ones[:num_tokens]
+
+    # ---------------------------------------------------------------- operations
+    def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]], exp_indices: torch.Tensor,
+                 weight: Optional[torch.Tensor] = None):
+        """-> (output, weights, layout). See docs/python.md for the shapes per mode."""
+        buffer = self._live("dispatch")
+        spec = self.spec
+        tokens, scales = check_dispatch_args(spec, input, exp_indices, weight)
+        num_tokens = tokens.shape[0]
+        sent_weights = weight if weight is not None else self._unit_weights(num_tokens)
+        high_throughput = spec.mode == "high_throughput"
+        result = buffer.dispatch(tensor_view(tokens), tensor_view(exp_indices), tensor_view(sent_weights),
+                                 tensor_view(scales), current_stream(self.device), sync_counts=high_throughput)
+        local = spec.local_experts
+        capacity_rows = result.capacity_rows
+        rows = result.num_rows if high_throughput else capacity_rows
+        rows_shape = (rows,) if high_throughput else (local, result.capacity_per_expert)
+        output = self._view("tokens", result.tokens, (capacity_rows, spec.hidden), spec.dtype)[:rows]
+        output = output.view(rows_shape + (spec.hidden,))
+        weights = None
+        if weight is not None:
+            weights = self._view("weights", result.weights, (capacity_rows,), torch.float32)[:rows].view(rows_shape)
+        scales = None
+        if spec.dtype == torch.float8_e4m3fn:
+            scales = self._view("scales", result.scales, (capacity_rows, spec.hidden // SCALE_BLOCK), torch.float32)
+            scales = scales[:rows]
+        layout = EpLayout(
+            expert_counts=self._view("expert_counts", result.expert_counts, (local,), torch.int32),
+            expert_offsets=self._view("expert_offsets", result.expert_offsets, (local + 1,), torch.int64),
+            host_expert_counts=list(result.host_expert_counts) if high_throughput else None,
+            num_rows=result.num_rows if high_throughput else -1,
+            scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle, layer_id=id(self))
+        return output, weights, layout
+
+    def combine(self, expert_output: torch.Tensor, layout: EpLayout, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """-> [num_tokens, hidden] bf16: per token, the (weighted) sum of its experts' outputs."""
+        buffer = self._live("combine")
+        spec = self.spec
+        if not isinstance(layout, EpLayout) or layout.layer_id != id(self):
+            raise InvalidArgument("EpLayer.combine: layout must be the EpLayout this layer's dispatch returned")
+        if spec.mode == "high_throughput":
+            rows_shape = (layout.num_rows, spec.hidden)
+        else:
+            rows_shape = (spec.local_experts, spec.capacity, spec.hidden)
+        check_combine_args(spec, expert_output, layout.num_tokens, rows_shape, out)
+        if out is None:
+            out = torch.empty((layout.num_tokens, spec.hidden), dtype=torch.bfloat16, device=self.device)
+        buffer.combine(tensor_view(expert_output), layout.handle, tensor_view(out), current_stream(self.device))
+        return out
+
+    def barrier(self) -> None:
+        """Waits for this rank's work on the current stream (raising any device
+        error), then for every rank of the group."""
+        self._live("barrier")
+        self.comm.synchronize(current_stream(self.device))
+        self._buffer.check_errors()
+        self.comm.barrier()
+
+    def finalize(self) -> None:
+        """Collective: waits for every rank (barrier), then drops the layer's
+        resources. Later calls raise ferry.Error. GPU memory is returned when the
+        communicator goes (with the layer when it made its own, from a group)."""
+        if self._buffer is None:
+            return
+        self.barrier()
+        self._buffer = None
+        self._ones = None
+        self._views = {}
+        if self._owns_comm:
+            self.comm = None  # type: ignore[assignment]
+
+
+__all__ = ["EpLayer", "EpLayout", "EpSpec", "check_dispatch_args", "check_combine_args"]
