@@ -1,0 +1,362 @@
+"""ferry's Python argument checks, no GPU needed (CPU tensors only).
+
+The validators are the ones the GPU entry points call before any device work:
+ferry._checks.check_tensor, ferry._ep.EpSpec(.validate), check_dispatch_args,
+check_combine_args and ferry._allreduce.check_allreduce_args. Tensors are
+checked in the order type, dtype, shape, contiguity, device; a non-tensor is a
+TypeError, anything else a ferry.InvalidArgument naming the argument and what
+was expected. Specs here use device=None (no device check) so that the checks
+before it can be reached one by one with CPU tensors; the device check itself
+is exercised with device=cuda:0 (a CPU tensor must then be rejected).
+"""
+import dataclasses
+
+import pytest
+import torch
+
+import ferry
+from _helpers import expect_error, expect_invalid, names, non_contiguous
+
+CUDA0 = torch.device("cuda", 0)
+BF16, FP8, F32 = torch.bfloat16, torch.float8_e4m3fn, torch.float32
+
+
+# ---------------------------------------------------------------- the package
+def test_import_and_public_names():
+    for name in ("init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "Error", "InvalidArgument",
+                 "TimeoutError"):
+        assert hasattr(ferry, name), f"ferry.{name} missing"
+
+
+def test_exception_hierarchy():
+    import builtins
+
+    assert issubclass(ferry.Error, RuntimeError)
+    assert issubclass(ferry.InvalidArgument, ferry.Error)
+    assert issubclass(ferry.InvalidArgument, ValueError)
+    assert issubclass(ferry.TimeoutError, ferry.Error)
+    assert issubclass(ferry.TimeoutError, builtins.TimeoutError)
+    assert ferry.TimeoutError is not builtins.TimeoutError
+    # Raised and caught through every base.
+    for exc, bases in ((ferry.InvalidArgument, (ferry.Error, RuntimeError, ValueError)),
+                       (ferry.TimeoutError, (ferry.Error, RuntimeError, builtins.TimeoutError)),
+                       (ferry.Error, (RuntimeError,))):
+        for base in bases:
+            with pytest.raises(base, match="boom"):
+                raise exc("boom")
+
+
+# ---------------------------------------------------------------- check_tensor
+def _check(t, **kw):
+    from ferry._checks import check_tensor
+
+    kw.setdefault("dtypes", (BF16,))
+    return check_tensor("Thing.call", "arg", t, **kw)
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0], 3.0, None, "tensor"], ids=["list", "float", "None", "str"])
+def test_check_tensor_rejects_non_tensors_with_type_error(bad):
+    expect_error(TypeError, lambda: _check(bad, shape=(None, 128)), name="arg")
+
+
+def test_check_tensor_accepts_valid():
+    _check(torch.zeros(3, 128, dtype=BF16), shape=(None, 128))
+    _check(torch.zeros(3, 128, dtype=BF16), shape=(3, 128), device=None)
+    _check(torch.zeros(0, 128, dtype=BF16), shape=(None, 128))
+    for dt in (torch.int32, torch.int64):
+        _check(torch.zeros(4, 2, dtype=dt), dtypes=(torch.int32, torch.int64), shape=(4, 2))
+    _check(torch.zeros(7, dtype=BF16))  # shape=None: any
+
+
+def test_check_tensor_dtype():
+    msg = expect_invalid(lambda: _check(torch.zeros(3, 128), shape=(None, 128)), "arg", "bfloat16", "float32")
+    assert "Thing.call" in msg, msg
+    expect_invalid(lambda: _check(torch.zeros(4, 2, dtype=torch.int16), dtypes=(torch.int32, torch.int64)),
+                   "arg", "int32", "int64")
+
+
+@pytest.mark.parametrize("shape", [(128,), (3, 128, 1), (3, 256), (3, 127)])
+def test_check_tensor_shape(shape):
+    expect_invalid(lambda: _check(torch.zeros(shape, dtype=BF16), shape=(None, 128)), "arg", "128")
+
+
+def test_check_tensor_exact_sizes():
+    expect_invalid(lambda: _check(torch.zeros(4, 128, dtype=BF16), shape=(3, 128)), "arg", "3")
+    expect_invalid(lambda: _check(torch.zeros(0, 128, dtype=BF16), shape=(3, 128)), "arg", "3")
+
+
+def test_check_tensor_contiguity():
+    t = non_contiguous(torch.zeros(3, 128, dtype=BF16))
+    expect_invalid(lambda: _check(t, shape=(None, 128)), "arg", "contiguous")
+    expect_invalid(lambda: _check(torch.zeros(128, 3, dtype=BF16).t(), shape=(None, 128)), "arg", "contiguous")
+
+
+def test_check_tensor_device():
+    # A correct CPU tensor where a CUDA device is required.
+    msg = expect_invalid(lambda: _check(torch.zeros(3, 128, dtype=BF16), shape=(None, 128), device=CUDA0),
+                         "arg", "cuda")
+    assert "CUDA" in msg or "cuda:0" in msg, msg
+
+
+def test_check_tensor_order():
+    """type, dtype, shape, contiguity, device: each failure is reported at its
+    stage even when every later check would fail too."""
+    wrong_all = non_contiguous(torch.zeros(3, 64))  # dtype, shape, contiguity, device all wrong
+    msg = expect_invalid(lambda: _check(wrong_all, shape=(None, 128), device=CUDA0), "arg", "bfloat16")
+    assert "cuda" not in msg.lower(), f"dtype stage message mentions the device: {msg!r}"
+    wrong_shape = non_contiguous(torch.zeros(3, 64, dtype=BF16))
+    msg = expect_invalid(lambda: _check(wrong_shape, shape=(None, 128), device=CUDA0), "arg", "128")
+    assert "cuda" not in msg.lower(), f"shape stage message mentions the device: {msg!r}"
+    wrong_layout = non_contiguous(torch.zeros(3, 128, dtype=BF16))
+    msg = expect_invalid(lambda: _check(wrong_layout, shape=(None, 128), device=CUDA0), "arg", "contiguous")
+    assert "cuda" not in msg.lower(), f"contiguity stage message mentions the device: {msg!r}"
+
+
+# ---------------------------------------------------------------- EpSpec
+def _spec(**kw):
+    from ferry._ep import EpSpec
+
+    args = dict(max_tokens=8, hidden=256, topk=2, num_experts=8, world_size=2, dtype=BF16, weight_dtype=F32,
+                device=None, mode="high_throughput")
+    args.update(kw)
+    return EpSpec(**args)
+
+
+def _spec_invalid(name, *fragments, **kw):
+    """EpSpec(**kw) rejected at construction or by validate()."""
+    return expect_invalid(lambda: _spec(**kw).validate(), name, *fragments)
+
+
+def test_ep_spec_is_a_dataclass_and_valid_specs_pass():
+    assert dataclasses.is_dataclass(_spec())
+    for mode in ("high_throughput", "low_latency"):
+        for dtype in (BF16, FP8):
+            for world, experts in ((1, 1), (1, 3), (2, 8), (4, 8), (8, 256), (6, 12)):
+                _spec(mode=mode, dtype=dtype, world_size=world, num_experts=experts, topk=1).validate()
+    _spec(topk=16, num_experts=16).validate()
+    _spec(hidden=128).validate()
+    _spec(hidden=7168).validate()
+
+
+@pytest.mark.parametrize("hidden", [100, 129, 192, 64])
+def test_ep_spec_hidden_multiple_of_128(hidden):
+    _spec_invalid("hidden", "128", hidden=hidden)
+
+
+@pytest.mark.parametrize("topk", [0, -1, 17])
+def test_ep_spec_topk_range(topk):
+    _spec_invalid("topk", topk=topk, num_experts=32)
+
+
+@pytest.mark.parametrize("experts,world", [(7, 2), (8, 3), (12, 8), (2, 4)])
+def test_ep_spec_experts_divisible_by_world(experts, world):
+    _spec_invalid("num_experts", num_experts=experts, world_size=world, topk=1)
+
+
+@pytest.mark.parametrize("mode", ["bogus", "HIGH", "", "lowlatency"])
+def test_ep_spec_mode(mode):
+    _spec_invalid("mode", mode=mode)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float8_e5m2, torch.int8])
+def test_ep_spec_dtype(dtype):
+    _spec_invalid("dtype", dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64, torch.int32])
+def test_ep_spec_weight_dtype(dtype):
+    _spec_invalid("weight_dtype", weight_dtype=dtype)
+
+
+# ---------------------------------------------------------------- dispatch arguments
+T, H, K = 5, 256, 2
+
+
+def _dispatch(spec, x, idx, w):
+    from ferry._ep import check_dispatch_args
+
+    return check_dispatch_args(spec, x, idx, w)
+
+
+def _x(n=T, h=H, dtype=BF16):
+    return torch.randn(n, h).to(dtype)
+
+
+def _idx(n=T, k=K, dtype=torch.int64):
+    return torch.randint(-1, 8, (n, k)).to(dtype)
+
+
+def _w(n=T, k=K, dtype=F32):
+    return torch.rand(n, k).to(dtype)
+
+
+def _fp8(n=T, h=H):
+    return (_x(n, h).to(FP8), torch.rand(n, h // 128))
+
+
+def test_dispatch_args_valid():
+    spec, fp8 = _spec(), _spec(dtype=FP8)
+    for idx_dtype in (torch.int32, torch.int64):
+        for w in (_w(), None):
+            _dispatch(spec, _x(), _idx(dtype=idx_dtype), w)
+            _dispatch(fp8, _x(), _idx(dtype=idx_dtype), w)   # bf16 input, quantized in the kernel
+            _dispatch(fp8, _fp8(), _idx(dtype=idx_dtype), w)  # fp8 input with its scales
+    _dispatch(spec, _x(n=8), _idx(n=8), _w(n=8))  # T == max_tokens
+    _dispatch(spec, _x(n=0), _idx(n=0), _w(n=0))  # no tokens
+    _dispatch(_spec(mode="low_latency"), _x(n=3), _idx(n=3), None)
+
+
+def test_dispatch_args_input():
+    spec = _spec()
+    expect_error(TypeError, lambda: _dispatch(spec, _x().float().numpy(), _idx(), _w()), name="input")
+    expect_error(TypeError, lambda: _dispatch(spec, "tokens", _idx(), _w()), name="input")
+    expect_invalid(lambda: _dispatch(spec, _x(dtype=F32), _idx(), _w()), "input", "bfloat16")
+    expect_invalid(lambda: _dispatch(spec, _x(dtype=torch.float16), _idx(), _w()), "input", "bfloat16")
+    expect_invalid(lambda: _dispatch(spec, _x(h=H + 128), _idx(), _w()), "input", str(H))
+    expect_invalid(lambda: _dispatch(spec, _x()[0], _idx(), _w()), "input")
+    expect_invalid(lambda: _dispatch(spec, _x().unsqueeze(0), _idx(), _w()), "input")
+    expect_invalid(lambda: _dispatch(spec, non_contiguous(_x()), _idx(), _w()), "input", "contiguous")
+    expect_invalid(lambda: _dispatch(spec, _x(n=9), _idx(n=9), _w(n=9)), "max_tokens")
+    # fp8 tokens (bare or as a tuple) need dtype=float8_e4m3fn in the layer.
+    expect_invalid(lambda: _dispatch(spec, _fp8(), _idx(), _w()), "input")
+    expect_invalid(lambda: _dispatch(spec, _fp8()[0], _idx(), _w()), "input")
+
+
+def test_dispatch_args_fp8_input():
+    spec = _spec(dtype=FP8)
+    q, s = _fp8()
+    expect_invalid(lambda: _dispatch(spec, q, _idx(), _w()), "input")  # fp8 without its scales
+    expect_invalid(lambda: _dispatch(spec, (q.float(), s), _idx(), _w()), "input")
+    expect_invalid(lambda: _dispatch(spec, (q, s.to(BF16)), _idx(), _w()), "scales", "float32")
+    expect_invalid(lambda: _dispatch(spec, (q, s[:, :1].contiguous()), _idx(), _w()), "scales", str(H // 128))
+    expect_invalid(lambda: _dispatch(spec, (q, s[:T - 1]), _idx(), _w()), "scales", str(T))
+    expect_invalid(lambda: _dispatch(spec, (q, non_contiguous(s)), _idx(), _w()), "scales", "contiguous")
+    expect_invalid(lambda: _dispatch(spec, (non_contiguous(q), s), _idx(), _w()), "input", "contiguous")
+    expect_error(TypeError, lambda: _dispatch(spec, (q, s.tolist()), _idx(), _w()), name="scales")
+    with pytest.raises((TypeError, ferry.InvalidArgument)):
+        _dispatch(spec, (q, s, s), _idx(), _w())
+    with pytest.raises((TypeError, ferry.InvalidArgument)):
+        _dispatch(spec, (q,), _idx(), _w())
+
+
+def test_dispatch_args_exp_indices():
+    spec = _spec()
+    expect_error(TypeError, lambda: _dispatch(spec, _x(), _idx().tolist(), _w()), name="exp_indices")
+    for dt in (F32, torch.int16, torch.uint8, BF16):
+        expect_invalid(lambda: _dispatch(spec, _x(), _idx(dtype=dt), _w()), "exp_indices", "int32", "int64")
+    for shape in ((T, K + 1), (T - 1, K), (T + 1, K), (T,), (T, K, 1)):
+        expect_invalid(lambda: _dispatch(spec, _x(), torch.zeros(shape, dtype=torch.int64), _w()), "exp_indices")
+    expect_invalid(lambda: _dispatch(spec, _x(), non_contiguous(_idx()), _w()), "exp_indices", "contiguous")
+
+
+def test_dispatch_args_weight():
+    spec = _spec()
+    expect_error(TypeError, lambda: _dispatch(spec, _x(), _idx(), _w().tolist()), name="weight")
+    for dt in (BF16, torch.float64, torch.float16):
+        expect_invalid(lambda: _dispatch(spec, _x(), _idx(), _w(dtype=dt)), "weight", "float32")
+    for shape in ((T, K + 1), (T - 1, K), (T,), (T, K, 1)):
+        expect_invalid(lambda: _dispatch(spec, _x(), _idx(), torch.zeros(shape)), "weight")
+    expect_invalid(lambda: _dispatch(spec, _x(), _idx(), non_contiguous(_w())), "weight", "contiguous")
+
+
+def test_dispatch_args_device():
+    spec = _spec(device=CUDA0)
+    msg = expect_invalid(lambda: _dispatch(spec, _x(), _idx(), _w()), "input", "cuda")
+    assert "CUDA" in msg or "cuda:0" in msg, msg
+    expect_invalid(lambda: _dispatch(_spec(device=CUDA0, dtype=FP8), _fp8(), _idx(), _w()), "input", "cuda")
+
+
+# ---------------------------------------------------------------- combine arguments
+def _combine(spec, y, num_tokens, rows_shape, out):
+    from ferry._ep import check_combine_args
+
+    return check_combine_args(spec, y, num_tokens, rows_shape, out)
+
+
+@pytest.mark.parametrize("mode,rows_shape", [("high_throughput", (11, H)), ("low_latency", (4, 16, H))],
+                         ids=["high_throughput", "low_latency"])
+def test_combine_args(mode, rows_shape):
+    spec = _spec(mode=mode)
+    y = torch.zeros(rows_shape, dtype=BF16)
+    out = torch.zeros(T, H, dtype=BF16)
+    _combine(spec, y, T, rows_shape, None)
+    _combine(spec, y, T, rows_shape, out)
+    _combine(spec, y, 0, rows_shape, torch.zeros(0, H, dtype=BF16))
+
+    expect_error(TypeError, lambda: _combine(spec, y.tolist(), T, rows_shape, None), name="expert_output")
+    for dt in (F32, torch.float16, FP8):
+        expect_invalid(lambda: _combine(spec, y.to(dt), T, rows_shape, None), "expert_output", "bfloat16")
+    wrong_h = (*rows_shape[:-1], H + 128)
+    expect_invalid(lambda: _combine(spec, torch.zeros(wrong_h, dtype=BF16), T, rows_shape, None), "expert_output")
+    expect_invalid(lambda: _combine(spec, y.reshape(-1), T, rows_shape, None), "expert_output")
+    expect_invalid(lambda: _combine(spec, y.unsqueeze(0), T, rows_shape, None), "expert_output")
+    expect_invalid(lambda: _combine(spec, non_contiguous(y), T, rows_shape, None), "expert_output", "contiguous")
+
+    expect_error(TypeError, lambda: _combine(spec, y, T, rows_shape, out.tolist()), name="out")
+    expect_invalid(lambda: _combine(spec, y, T, rows_shape, out.float()), "out", "bfloat16")
+    for shape in ((T + 1, H), (T - 1, H), (T, H + 128), (T * H,)):
+        expect_invalid(lambda: _combine(spec, y, T, rows_shape, torch.zeros(shape, dtype=BF16)), "out")
+    expect_invalid(lambda: _combine(spec, y, T, rows_shape, non_contiguous(out)), "out", "contiguous")
+
+    cuda_spec = _spec(mode=mode, device=CUDA0)
+    expect_invalid(lambda: _combine(cuda_spec, y, T, rows_shape, None), "expert_output", "cuda")
+
+
+# ---------------------------------------------------------------- allreduce arguments
+AR_TYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16)
+AR_OPS = ("sum", "prod", "min", "max", "avg")
+AR_NAME = ("x", "tensor")  # the public argument is `x`; the validator's parameter `tensor`
+
+
+def _allreduce(x, op="sum", out=None, max_bytes=1 << 10, device=None):
+    from ferry._allreduce import check_allreduce_args
+
+    return check_allreduce_args(max_bytes, device, x, op, out)
+
+
+def test_allreduce_args_valid():
+    for dt in AR_TYPES:
+        for op in AR_OPS:
+            x = torch.zeros(16, dtype=dt)
+            _allreduce(x, op)
+            _allreduce(x, op, out=x)
+            _allreduce(x, op, out=torch.empty_like(x))
+        n = 1024 // torch.empty(0, dtype=dt).element_size()
+        _allreduce(torch.zeros(n, dtype=dt))  # exactly max_bytes
+        _allreduce(torch.zeros(3, 5, dtype=dt))  # any shape, odd sizes
+
+
+def test_allreduce_args_tensor():
+    expect_error(TypeError, lambda: _allreduce([1.0, 2.0]), name=AR_NAME)
+    for dt in (torch.float8_e4m3fn, torch.bool, torch.uint8, torch.int8, torch.int16, torch.complex64):
+        expect_invalid(lambda: _allreduce(torch.zeros(4, dtype=dt)), AR_NAME)
+    expect_invalid(lambda: _allreduce(torch.zeros(257, dtype=torch.float32)), AR_NAME, "max_bytes")
+    expect_invalid(lambda: _allreduce(torch.zeros(129, dtype=torch.float64)), AR_NAME, "max_bytes")
+    expect_invalid(lambda: _allreduce(non_contiguous(torch.zeros(4, 8))), AR_NAME, "contiguous")
+
+
+def test_allreduce_args_op():
+    x = torch.zeros(4)
+    for op in ("bogus", "", "mean", "product"):
+        expect_invalid(lambda: _allreduce(x, op), "op")
+    with pytest.raises((TypeError, ferry.InvalidArgument)):
+        _allreduce(x, 3)
+
+
+def test_allreduce_args_out():
+    x = torch.zeros(4, 8)
+    expect_error(TypeError, lambda: _allreduce(x, out=x.tolist()), name="out")
+    expect_invalid(lambda: _allreduce(x, out=torch.zeros(4, 8, dtype=torch.float64)), "out", "float32")
+    expect_invalid(lambda: _allreduce(x, out=torch.zeros(4, 9)), "out")
+    expect_invalid(lambda: _allreduce(x, out=torch.zeros(33)), "out")
+    expect_invalid(lambda: _allreduce(x, out=non_contiguous(torch.zeros(4, 8))), "out", "contiguous")
+
+
+def test_allreduce_args_device():
+    msg = expect_invalid(lambda: _allreduce(torch.zeros(4), device=CUDA0), AR_NAME, "cuda")
+    assert "CUDA" in msg or "cuda:0" in msg, msg
+
+
+def test_names_helper_matches_whole_words():
+    assert names("EpLayer.combine: out must be bfloat16", "out")
+    assert not names("EpLayer.combine: expert_output must be bfloat16", "out")
