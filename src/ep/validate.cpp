@@ -136,7 +136,8 @@ DispatchCall validate_dispatch(const EpConfig& c, const TensorView& tokens, cons
     check_tensor(where, "topk_idx", topk_idx, topk_idx.dtype, {tokens.shape[0], c.topk});
     call.idx_is_int64 = topk_idx.dtype == DataType::kInt64;
   }
-  call.has_weights = !topk_weights.empty();
+  // Given = a pointer or a shape: PyTorch's tensors without elements have no pointer.
+  call.has_weights = !topk_weights.empty() || !topk_weights.shape.empty();
   if (call.has_weights) {
     FERRY_ARG_CHECK(c.with_weights, where << ": topk_weights given but the EpConfig has with_weights = false");
     check_tensor(where, "topk_weights", topk_weights, DataType::kFloat32, {tokens.shape[0], c.topk});

@@ -28,6 +28,15 @@ def test_import_and_public_names():
         assert hasattr(ferry, name), f"ferry.{name} missing"
 
 
+def test_cpp_messages_format_numbers_with_torch_loaded():
+    """The C++ side formats numbers (shapes, sizes) into its messages inside a
+    process that already holds torch's libstdc++: a second, static copy in the
+    module would crash here (NOTE [one libstdc++ per process])."""
+    view = ferry._C.TensorView(0, ferry._C.DataType.bfloat16, [3, 7168], [7168, 1])
+    assert repr(view) == "bfloat16[3, 7168]"
+    assert repr(ferry._C.TensorView(0, ferry._C.DataType.int64, [5, 8], [1, 5])) == "int64[5, 8] (non-contiguous)"
+
+
 def test_exception_hierarchy():
     import builtins
 

@@ -250,6 +250,18 @@ TEST(EpArgs, ValidDispatchCalls) {
   d = validate_dispatch(nw, tok(5), idx(5), TensorView(), TensorView(), false);
   EXPECT_FALSE(d.has_weights);
   EXPECT_EQ(d.num_tokens, 5);
+  // No tokens, as PyTorch passes them: every tensor has its shape but no pointer.
+  d = validate_dispatch(c, TensorView(nullptr, DataType::kBFloat16, {0, kH}),
+                        TensorView(nullptr, DataType::kInt64, {0, kK}),
+                        TensorView(nullptr, DataType::kFloat32, {0, kK}), TensorView(), false);
+  EXPECT_EQ(d.num_tokens, 0);
+  EXPECT_TRUE(d.has_weights);
+  EXPECT_TRUE(d.idx_is_int64);
+  d = validate_dispatch(config(kT, kH, kK, 16, DataType::kFloat8E4M3), TensorView(nullptr, DataType::kFloat8E4M3, {0, kH}),
+                        TensorView(nullptr, DataType::kInt32, {0, kK}), TensorView(nullptr, DataType::kFloat32, {0, kK}),
+                        TensorView(nullptr, DataType::kFloat32, {0, kG}), false);
+  EXPECT_TRUE(d.fp8_input);
+  EXPECT_TRUE(d.has_weights);
   // Reusing a layout: topk_idx may be omitted (T' from the tokens) or given.
   d = validate_dispatch(c, tok(9), TensorView(), wts(9), TensorView(), true);
   EXPECT_EQ(d.num_tokens, 9);
