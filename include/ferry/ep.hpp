@@ -66,7 +66,8 @@ struct EpConfig {
   int expert_alignment = 1;     // high-throughput: each expert's rows start at a multiple of this
   // High-throughput only: rows the dispatch output can hold (all experts, with
   // alignment padding). 0: the worst case, world * T * min(K, local experts)
-  // plus padding. A dispatch that receives more fails with InvalidArgument.
+  // plus padding. A dispatch that would put more on any rank fails with
+  // InvalidArgument on every rank (naming that rank).
   int64_t max_recv_rows = 0;
 };
 

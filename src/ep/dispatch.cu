@@ -65,6 +65,7 @@ struct DestinationRows {
   int32_t base[1024];        // [W][Le]: first row of (destination, local expert) for this source
   int32_t total[1024];       // [W][Le]: rows of (destination, local expert) from all sources
   bool overflow[kMaxRanks];  // destination's rows exceed its capacity: nothing is sent there
+  int64_t needed[kMaxRanks]; // rows each destination needs (alignment padding included)
 };
 
 __device__ void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows) {
@@ -91,8 +92,29 @@ __device__ void compute_destination_rows(const Params& p, const int32_t* counts,
       offset += (rows.total[r * Le + le] + p.expert_alignment - 1) / p.expert_alignment * p.expert_alignment;
     }
     rows.overflow[r] = !p.low_latency && offset > p.capacity_rows;
+    rows.needed[r] = offset;
   }
   __syncthreads();
+}
+
+// NOTE [EP overflow is collective]
+// Every rank computes every destination's rows from the all-gathered counts, so
+// when one destination would overflow its output (max_recv_rows), every rank
+// records it (naming that rank) and every rank's dispatch fails: no rank goes on
+// to a combine that waits for partials the overflowed rank never produces.
+// Nothing is sent to the overflowed rank; what the others received is discarded
+// with the failed call. One thread of one block records the lowest such rank.
+__device__ void record_overflow(const Params& p, const DestinationRows& rows) {
+  for (int r = 0; r < p.world_size; ++r) {
+    if (!rows.overflow[r]) continue;
+    if (p.status->code == kEpOk) {
+      p.status->value = rows.needed[r];
+      p.status->rank = r;
+      __threadfence_system();
+      p.status->code = kEpTooManyRows;
+    }
+    return;
+  }
 }
 
 // One chunk of token t to every destination rank it picked: the data into the
@@ -183,6 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
     compute_destination_rows(p, p.counts[p.rank] + parity_offset, rows);
+    if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
       const int items = p.num_tokens * p.num_chunks;
@@ -231,12 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       token_count[s] = counts[s * stride + E + p.rank];
       max_token_count = max(max_token_count, token_count[s]);
     }
-    overflow = !p.low_latency && offsets[Le] > p.capacity_rows;
-    if (overflow && blockIdx.x == 0 && p.status->code == kEpOk) {
-      p.status->value = offsets[Le];
-      __threadfence_system();
-      p.status->code = kEpTooManyRows;
-    }
+    overflow = !p.low_latency && offsets[Le] > p.capacity_rows;  // reported by the send half (NOTE [EP overflow is collective])
   }
   __syncthreads();
   for (int i = threadIdx.x; i < W * Le; i += kThreads) base[i] += int32_t(offsets[i % Le]);

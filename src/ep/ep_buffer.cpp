@@ -248,7 +248,7 @@ void EpBuffer::check_errors() {
   volatile ep::EpStatus* s = state_->status;
   const int32_t code = s->code;
   if (code == ep::kEpOk) return;
-  const int32_t token = s->token, k = s->k;
+  const int32_t token = s->token, k = s->k, overflowed_rank = s->rank;
   const int64_t value = s->value;
   std::memset(const_cast<ep::EpStatus*>(state_->status), 0, sizeof(ep::EpStatus));
   if (code == ep::kEpBadExpert)
@@ -259,9 +259,13 @@ void EpBuffer::check_errors() {
     FERRY_THROW(InvalidArgument, "EpBuffer::dispatch: topk_idx[" << token << "][" << k << "] = " << value
                                      << " repeats an expert of the same token (each token's experts must be "
                                      << "distinct); this rank sent nothing");
-  FERRY_THROW(InvalidArgument, "EpBuffer::dispatch: received " << value << " rows (with alignment padding) but "
-                                   << "max_recv_rows is " << state_->base.capacity_rows
-                                   << "; raise EpConfig::max_recv_rows; nothing was written");
+  // NOTE [EP overflow is collective]: every rank reports it, naming the rank.
+  FERRY_THROW(InvalidArgument, "EpBuffer::dispatch: rank " << overflowed_rank
+                                   << (overflowed_rank == comm_.rank() ? " (this rank)" : "") << " would receive "
+                                   << value << " rows (with alignment padding) but max_recv_rows is "
+                                   << state_->base.capacity_rows
+                                   << "; raise EpConfig::max_recv_rows (every rank's dispatch fails; nothing was "
+                                   << "sent to rank " << overflowed_rank << ")");
 }
 
 EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& topk_idx,

@@ -43,7 +43,7 @@ struct EpStatus {
   volatile int32_t code;
   volatile int32_t token;
   volatile int32_t k;
-  volatile int32_t reserved;
+  volatile int32_t rank;   // kEpTooManyRows: the rank whose output would overflow
   volatile int64_t value;  // the bad expert id, or the rows needed
 };
 
