@@ -23,6 +23,7 @@
 #              (built in the background while the GPU stages run)
 #   python_cpu pytest tests/python/test_cpu_validation.py
 #   python_npN torchrun -m pytest tests/python on N GPUs, N in FERRY_PY_NPS
+#   python_mpi mpirun -np N pytest tests/python/test_mpi_init.py (ferry.init() from MPI)
 #   example_py torchrun examples/moe_layer.py on the largest N, both modes
 #   bench_py   torchrun bench/python/ferry_torch_bench.py (table, CSV, PNG in $OUT)
 #
@@ -242,6 +243,9 @@ for n in ${FERRY_PY_NPS:-${NPS[*]}}; do
   if [ "$PY_STAGES_OK" -ne 1 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "python_np$n" "skipped"; continue; fi
   run_stage "python_np$n" "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$n" -m pytest -q -p no:cacheprovider tests/python
 done
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 2 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip python_mpi "skipped"
+else run_stage python_mpi "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" -x PYTHONPATH -x PYTHONUNBUFFERED \
+  python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_mpi_init.py; fi
 if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 1 ]; then skip example_py "no module or no GPU"
 else
   run_stage example_py "${TO[@]}" bash -c 'for mode in high_throughput low_latency; do

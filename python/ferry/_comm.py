@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Optional, Union
 
@@ -14,10 +15,27 @@ Communicator = _C.Communicator
 
 # Launched by mpirun (OpenMPI, MPICH/Hydra, Slurm's PMI): MPI can bootstrap.
 _MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+# The MPI libraries whose symbols MPI's own plugins need (Open MPI, MPICH).
+_MPI_LIBRARIES = ("libmpi", "libopen-pal", "libopen-rte", "libpmix")
 
 
 def _launched_by_mpi() -> bool:
     return any(name in os.environ for name in _MPI_ENV)
+
+
+def _make_mpi_global() -> None:
+    """Python loads extensions with RTLD_LOCAL, so the MPI library that libferry
+    pulls in is not visible to the plugins MPI itself dlopens at MPI_Init (Open
+    MPI's MCA components), which then fail to resolve its symbols. Reopening the
+    already loaded library with RTLD_GLOBAL promotes it (what mpi4py does too)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "/" in line}
+    mpi_paths = sorted(p for p in paths if os.path.basename(p).startswith(_MPI_LIBRARIES) and ".so" in p)
+    for path in mpi_paths:
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
 
 
 def _device_for_torch() -> int:
@@ -64,6 +82,7 @@ def init(group: Optional[Union["dist.ProcessGroup", Communicator]] = None, *,
                 "ferry.init: no process group: call torch.distributed.init_process_group() first "
                 "(torchrun), pass group=, or launch with mpirun")
         device = torch.cuda.current_device() if torch.cuda.is_initialized() else -1
+        _make_mpi_global()
         comm = _C.communicator_from_mpi(device=device, timeout_ms=timeout_ms)
         torch.cuda.set_device(comm.device)
         return comm

@@ -151,6 +151,7 @@ class EpLayer:
         config.max_recv_rows = int(max_recv_rows)
         self.comm = comm
         self.device = device
+        self._rank = comm.rank
         self._buffer = _C.EpBuffer(comm, config)
         self._ones: Optional[torch.Tensor] = None
         self._views: dict = {}  # region name -> (pointer, tensor over the whole region)
@@ -158,11 +159,11 @@ class EpLayer:
     # ---------------------------------------------------------------- properties
     @property
     def rank(self) -> int:
-        return self.comm.rank
+        return self._rank
 
     @property
     def world_size(self) -> int:
-        return self.comm.size
+        return self.spec.world_size
 
     @property
     def local_experts(self) -> int:
