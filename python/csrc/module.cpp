@@ -41,28 +41,30 @@ struct ExceptionTypes {
 };
 ExceptionTypes g_exceptions;
 
-PyObject* new_exception(nb::module_& m, const char* name, PyObject* bases, const char* doc) {
+// `bases`: one exception type, or a tuple of them (not stolen). The reference
+// PyErr_NewExceptionWithDoc returns stays in g_exceptions for the translator.
+PyObject* new_exception(nb::module_& m, const char* name, nb::handle bases, const char* doc) {
   std::string qualified = std::string("ferry.") + name;
-  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
   if (type == nullptr) throw nb::python_error();
   m.attr(name) = nb::handle(type);
   return type;
 }
 
-PyObject* bases2(PyObject* a, PyObject* b) { return nb::make_tuple(nb::handle(a), nb::handle(b)).release().ptr(); }
+nb::tuple bases2(PyObject* a, PyObject* b) { return nb::make_tuple(nb::handle(a), nb::handle(b)); }
 
 void register_exceptions(nb::module_& m) {
   auto& t = g_exceptions;
-  t.error = new_exception(m, "Error", PyExc_RuntimeError, "Base of every error ferry raises.");
+  t.error = new_exception(m, "Error", nb::handle(PyExc_RuntimeError), "Base of every error ferry raises.");
   t.invalid_argument = new_exception(m, "InvalidArgument", bases2(t.error, PyExc_ValueError),
                                      "An argument the API cannot accept (bad tensor, size, option).");
   t.timeout = new_exception(m, "TimeoutError", bases2(t.error, PyExc_TimeoutError),
                             "A wait (device flag, socket) ran past its deadline; the communicator is aborted.");
-  t.aborted = new_exception(m, "AbortedError", t.error, "The communicator failed earlier and refuses work.");
-  t.mismatch = new_exception(m, "MismatchError", t.error, "Ranks disagree about a collective.");
-  t.not_supported = new_exception(m, "NotSupported", t.error, "Not available with this build, group or hardware.");
-  t.bootstrap = new_exception(m, "BootstrapError", t.error, "Processes could not find or talk to each other.");
-  t.cuda = new_exception(m, "CudaError", t.error, "A CUDA runtime or driver call failed.");
+  t.aborted = new_exception(m, "AbortedError", nb::handle(t.error), "The communicator failed earlier and refuses work.");
+  t.mismatch = new_exception(m, "MismatchError", nb::handle(t.error), "Ranks disagree about a collective.");
+  t.not_supported = new_exception(m, "NotSupported", nb::handle(t.error), "Not available with this build, group or hardware.");
+  t.bootstrap = new_exception(m, "BootstrapError", nb::handle(t.error), "Processes could not find or talk to each other.");
+  t.cuda = new_exception(m, "CudaError", nb::handle(t.error), "A CUDA runtime or driver call failed.");
   // One translator, most derived C++ types first.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

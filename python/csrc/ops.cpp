@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "bindings.hpp"
+#include "ep/validate.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/ep.hpp"
@@ -76,6 +77,10 @@ void bind_ep(nb::module_& m) {
       .def_rw("mode", &EpConfig::mode)
       .def_rw("expert_alignment", &EpConfig::expert_alignment)
       .def_rw("max_recv_rows", &EpConfig::max_recv_rows);
+
+  // The checks EpBuffer's constructor makes, without a communicator (the Python
+  // layer runs them before anything collective).
+  m.def("validate_ep_config", &ep::validate_config, nb::arg("config"), nb::arg("world_size"));
 
   nb::class_<EpHandle>(m, "EpHandle")
       .def_ro("generation", &EpHandle::generation)

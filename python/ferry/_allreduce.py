@@ -7,11 +7,14 @@ from typing import Optional
 import torch
 
 from . import _C
-from ._checks import TORCH_TO_FERRY, InvalidArgument, check_tensor, current_stream, ferry_dtype
+from ._checks import InvalidArgument, check_tensor, current_stream, ferry_dtype
 
 # What AllReduce reduces (fp8 is for EP dispatch only).
 ALLREDUCE_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16)
-ALLREDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+# Names -> the module's enums, resolved once (not per call).
+_OPS = dict(_C.ReduceOp.__members__)
+_ALGORITHMS = dict(_C.AllReduceAlgorithm.__members__)
+ALLREDUCE_OPS = tuple(_OPS)
 _WHERE = "AllReduce.allreduce"
 
 
@@ -54,6 +57,12 @@ class AllReduce:
         """The algorithm chosen for a tensor of `nbytes` bytes."""
         return _C.algorithm_name(self._impl.select(int(nbytes)))
 
+    @staticmethod
+    def _algorithm(name: str) -> "_C.AllReduceAlgorithm":
+        if name not in _ALGORITHMS:
+            raise InvalidArgument(f"{_WHERE}: algorithm must be one of {', '.join(_ALGORITHMS)}, got {name!r}")
+        return _ALGORITHMS[name]
+
     def allreduce(self, tensor: torch.Tensor, op: str = "sum", out: Optional[torch.Tensor] = None,
                   *, algorithm: str = "auto") -> torch.Tensor:
         """out = op over ranks of `tensor` (elementwise), on the current CUDA stream.
@@ -67,9 +76,8 @@ class AllReduce:
         if tensor.numel() == 0:
             return out
         self._impl.run(tensor.data_ptr(), out.data_ptr(), tensor.numel(), ferry_dtype(tensor.dtype),
-                       _C.reduce_op_from_string(op), current_stream(self.device),
-                       _C.algorithm_from_string(algorithm))
+                       _OPS[op], current_stream(self.device), self._algorithm(algorithm))
         return out
 
 
-__all__ = ["AllReduce", "ALLREDUCE_DTYPES", "ALLREDUCE_OPS", "check_allreduce_args", "TORCH_TO_FERRY"]
+__all__ = ["AllReduce", "ALLREDUCE_DTYPES", "ALLREDUCE_OPS", "check_allreduce_args"]

@@ -22,7 +22,6 @@ MODES = {"high_throughput": _C.EpMode.high_throughput, "low_latency": _C.EpMode.
 DISPATCH_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
 INDEX_DTYPES = (torch.int32, torch.int64)
 SCALE_BLOCK = 128  # fp8: one float32 scale per 128 columns
-MAX_TOPK = 16
 
 
 @dataclasses.dataclass
@@ -37,6 +36,9 @@ class EpSpec:
     weight_dtype: torch.dtype = torch.float32
     device: Optional[torch.device] = None
     mode: str = "high_throughput"
+    num_sms: int = 0
+    expert_alignment: int = 1
+    max_recv_rows: int = 0
 
     @property
     def local_experts(self) -> int:
@@ -47,7 +49,24 @@ class EpSpec:
         """Low-latency: rows per expert slab."""
         return self.world_size * self.max_tokens
 
+    def config(self) -> "_C.EpConfig":
+        """The C++ EpConfig of this spec (mode and dtype must be valid)."""
+        config = _C.EpConfig()
+        config.max_tokens_per_rank = self.max_tokens
+        config.hidden = self.hidden
+        config.topk = self.topk
+        config.num_experts = self.num_experts
+        config.dispatch_type = ferry_dtype(self.dtype)
+        config.with_weights = True  # NOTE [EpLayer unweighted dispatch]
+        config.num_sms = self.num_sms
+        config.mode = MODES[self.mode]
+        config.expert_alignment = self.expert_alignment
+        config.max_recv_rows = self.max_recv_rows
+        return config
+
     def validate(self) -> "EpSpec":
+        """The Python-only choices here; the sizes by the C++ rules (the ones
+        EpBuffer applies), so both reject the same configs."""
         where = "EpLayer"
         if self.mode not in MODES:
             raise InvalidArgument(f"{where}: mode must be 'high_throughput' or 'low_latency', got {self.mode!r}")
@@ -55,15 +74,7 @@ class EpSpec:
             raise InvalidArgument(f"{where}: dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {self.dtype}")
         if self.weight_dtype != torch.float32:
             raise InvalidArgument(f"{where}: weight_dtype must be torch.float32, got {self.weight_dtype}")
-        if self.max_tokens <= 0:
-            raise InvalidArgument(f"{where}: max_tokens must be > 0, got {self.max_tokens}")
-        if self.hidden <= 0 or self.hidden % SCALE_BLOCK:
-            raise InvalidArgument(f"{where}: hidden must be a positive multiple of {SCALE_BLOCK}, got {self.hidden}")
-        if not 1 <= self.topk <= min(MAX_TOPK, max(self.num_experts, 1)):
-            raise InvalidArgument(f"{where}: topk must be in [1, min({MAX_TOPK}, num_experts)], got {self.topk}")
-        if self.num_experts <= 0 or self.num_experts % self.world_size:
-            raise InvalidArgument(f"{where}: num_experts ({self.num_experts}) must be a positive multiple of the "
-                                  f"world size ({self.world_size})")
+        _C.validate_ep_config(self.config(), self.world_size)
         return self
 
 
@@ -137,22 +148,12 @@ class EpLayer:
         comm = init(group)
         device = torch.device("cuda", comm.device)
         self.spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), comm.size, dtype,
-                           weight_dtype, device, mode).validate()
-        config = _C.EpConfig()
-        config.max_tokens_per_rank = self.spec.max_tokens
-        config.hidden = self.spec.hidden
-        config.topk = self.spec.topk
-        config.num_experts = self.spec.num_experts
-        config.dispatch_type = ferry_dtype(dtype)
-        config.with_weights = True  # unweighted dispatches send weights of 1 (see dispatch)
-        config.num_sms = int(num_sms)
-        config.mode = MODES[mode]
-        config.expert_alignment = int(expert_alignment)
-        config.max_recv_rows = int(max_recv_rows)
+                           weight_dtype, device, mode, int(num_sms), int(expert_alignment),
+                           int(max_recv_rows)).validate()
         self.comm = comm
         self.device = device
         self._rank = comm.rank
-        self._buffer = _C.EpBuffer(comm, config)
+        self._buffer = _C.EpBuffer(comm, self.spec.config())
         self._ones: Optional[torch.Tensor] = None
         self._views: dict = {}  # region name -> (pointer, tensor over the whole region)
 
@@ -248,9 +249,9 @@ class EpLayer:
     def barrier(self) -> None:
         """Waits for this rank's work on the current stream (raising any device
         error), then for every rank of the group."""
-        self._live("barrier")
+        buffer = self._live("barrier")
         self.comm.synchronize(current_stream(self.device))
-        self._buffer.check_errors()
+        buffer.check_errors()
         self.comm.barrier()
 
     def finalize(self) -> None:
