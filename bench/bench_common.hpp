@@ -176,5 +176,7 @@ int run_allreduce_bench(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector
 void print_allreduce_usage(std::FILE* out);
 int run_ep_bench(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_ep_usage(std::FILE* out);
+int run_nvlink_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
+void print_nvlink_usage(std::FILE* out);
 
 }  // namespace ferry::bench

@@ -29,6 +29,8 @@ constexpr Subcommand kSubcommands[] = {
      ferry::bench::print_allreduce_usage, ferry::bench::run_allreduce_bench},
     {"ep", "EP dispatch/combine (high-throughput, low-latency) vs an NCCL all-to-all",
      ferry::bench::print_ep_usage, ferry::bench::run_ep_bench},
+    {"nvlink", "NVLink all-to-all GB/s by copy method and SM count (design probe)",
+     ferry::bench::print_nvlink_usage, ferry::bench::run_nvlink_probe},
 };
 
 void print_usage(std::FILE* out) {

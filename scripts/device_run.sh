@@ -19,6 +19,7 @@
 #   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
+#   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
 #              (built in the background while the GPU stages run)
 #   python_cpu pytest tests/python/test_cpu_validation.py
@@ -32,7 +33,7 @@
 #   FERRY_NPS              rank counts for the GPU tests (default "1 2 4 8", capped by the GPU count)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip both benches
-#   FERRY_BENCHES          which benches run (default "allreduce ep")
+#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink")
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
 #   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
 #   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
@@ -210,7 +211,7 @@ bench_stage() {
   rm -f "$OUT/$stage.log" "$OUT/$sub.csv"  # a skipped bench shows no stale table at the end
   if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
     skip "$stage" "FERRY_SKIP_BENCH=1"
-  elif [[ " ${FERRY_BENCHES:-allreduce ep} " != *" $sub "* ]]; then
+  elif [[ " ${FERRY_BENCHES:-allreduce ep nvlink} " != *" $sub "* ]]; then
     skip "$stage" "not in FERRY_BENCHES"
   elif [ "$BUILT" -ne 1 ]; then
     skip "$stage" "build failed"
@@ -225,6 +226,7 @@ read -r -a bench_args <<<"${FERRY_BENCH_ARGS:-}"
 bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
+bench_stage bench_nvlink nvlink
 
 # ---------------------------------------------------------------- Python layer
 PY_STAGES_OK=1
@@ -268,7 +270,7 @@ echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
 # Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
-for pair in bench:allreduce bench_ep:ep bench_py:torch_bench; do
+for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_py:torch_bench; do
   log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
   [ -s "$log" ] || continue
   echo "---------------- ferry-bench ${pair#*:} (end of $log)"

@@ -1,0 +1,341 @@
+// ferry-bench nvlink: how fast one GPU moves bytes to its NVLink peers, by
+// method and by the number of SMs it spends, all ranks at once (an all-to-all,
+// the traffic pattern of EP). It answers the design questions of the EP and
+// AllReduce kernels: what a few SMs of 16-byte stores can push, what a release
+// flag per item costs, whether pulling (remote loads) or the TMA bulk engine or
+// the copy engines do better.
+//
+// Methods (each rank sends `--bytes` to every peer, in items of `--item-bytes`,
+// items spread over the warps of `--sms` blocks):
+//   store          warp loads 8 x 16 B per lane from local memory, stores them to the peer
+//   store_release  store, plus one system-scope release flag store per item (EP's pattern)
+//   pull           warp loads from the peer's memory, stores locally
+//   tma            lane 0 of each warp: bulk copy global->shared, then shared->peer global
+//   copy_engine    cudaMemcpyAsync per peer on its own stream (no SMs; one row)
+// GB/s: bytes this rank sends to (pull: gets from) its peers / time; median of
+// CUDA-graph replays, max time over ranks. Every method's result is checked.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "bench_timing.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/cuda_check.hpp"
+#include "ferry/device/sync.cuh"
+#include "ferry/device/vec.cuh"
+#include "ferry/symmetric_heap.hpp"
+
+namespace ferry::bench {
+namespace {
+
+constexpr int kMaxPeers = 8;
+constexpr int kUnroll = 8;
+constexpr int kTmaChunk = 2048;  // bytes per warp and buffer (two buffers per warp)
+constexpr int kFlagWords = 4096;
+
+enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine };
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::kStore: return "store";
+    case Method::kStoreRelease: return "store_release";
+    case Method::kPull: return "pull";
+    case Method::kTma: return "tma";
+    case Method::kCopyEngine: return "copy_engine";
+  }
+  return "?";
+}
+
+struct Params {
+  int rank;
+  int world_size;
+  size_t per_peer_bytes;
+  int item_bytes;
+  int items_per_peer;
+  uint8_t* src[kMaxPeers];  // every rank's source buffer: slice d goes to rank d
+  uint8_t* dst[kMaxPeers];  // every rank's destination buffer: slice s came from rank s
+  uint64_t* flags[kMaxPeers];
+};
+
+// Item i of this rank: (peer, byte offset inside the peer's slice).
+__device__ __forceinline__ void item_target(const Params& p, int i, int& peer, size_t& offset) {
+  const int peers = p.world_size - 1;
+  peer = (p.rank + 1 + i % peers) % p.world_size;
+  offset = size_t(i / peers) * p.item_bytes;
+}
+
+__device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* dst, int bytes, int lane) {
+  const int units = bytes / 16;
+  for (int base = 0; base < units; base += 32 * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i < units) device::store16(dst + size_t(i) * 16, v[u]);
+    }
+  }
+}
+
+template <Method M>
+__global__ void copy_kernel(Params p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int items = (p.world_size - 1) * p.items_per_peer;
+  for (int i = blockIdx.x * warps + warp; i < items; i += gridDim.x * warps) {
+    int peer;
+    size_t offset;
+    item_target(p, i, peer, offset);
+    if constexpr (M == Method::kPull) {
+      warp_copy(p.src[peer] + size_t(p.rank) * p.per_peer_bytes + offset,
+                p.dst[p.rank] + size_t(peer) * p.per_peer_bytes + offset, p.item_bytes, lane);
+    } else {
+      warp_copy(p.src[p.rank] + size_t(peer) * p.per_peer_bytes + offset,
+                p.dst[peer] + size_t(p.rank) * p.per_peer_bytes + offset, p.item_bytes, lane);
+      if constexpr (M == Method::kStoreRelease) {
+        __syncwarp();
+        if (lane == 0) device::st_release_sys(p.flags[peer] + (blockIdx.x * warps + warp) % kFlagWords, i + 1);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_address(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// Lane 0 of each warp drives the bulk-copy engine: local global -> shared (an
+// mbarrier counts the bytes), then shared -> peer global (a bulk group), two
+// shared buffers so the next load overlaps the previous store.
+__global__ void tma_kernel(Params p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t barriers[32][2];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane != 0) return;
+  uint8_t* buffers = smem + size_t(warp) * 2 * kTmaChunk;
+  for (int b = 0; b < 2; ++b)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(&barriers[warp][b])));
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  uint32_t phase[2] = {0, 0};
+  int use = 0;
+  const int items = (p.world_size - 1) * p.items_per_peer;
+  for (int i = blockIdx.x * warps + warp; i < items; i += gridDim.x * warps) {
+    int peer;
+    size_t offset;
+    item_target(p, i, peer, offset);
+    const uint8_t* src = p.src[p.rank] + size_t(peer) * p.per_peer_bytes + offset;
+    uint8_t* dst = p.dst[peer] + size_t(p.rank) * p.per_peer_bytes + offset;
+    for (int done = 0; done < p.item_bytes; done += kTmaChunk, ++use) {
+      const int b = use & 1;
+      const uint32_t bytes = static_cast<uint32_t>(min(kTmaChunk, p.item_bytes - done));
+      const uint32_t buffer = smem_address(buffers + b * kTmaChunk);
+      const uint32_t barrier = smem_address(&barriers[warp][b]);
+      // The store that last read this buffer must be done reading it.
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       buffer),
+                   "l"(src + done), "r"(bytes), "r"(barrier)
+                   : "memory");
+      uint32_t ready = 0;
+      while (!ready) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(ready)
+            : "r"(barrier), "r"(phase[b])
+            : "memory");
+      }
+      phase[b] ^= 1;
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + done), "r"(buffer),
+                   "r"(bytes)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Word w of the slice rank `from` sends rank `to`.
+__device__ __forceinline__ uint32_t pattern(int from, int to, size_t w) {
+  return (uint32_t(from) * 131u + uint32_t(to) * 7919u) ^ (uint32_t(w) * 2654435761u);
+}
+
+__global__ void fill_kernel(Params p) {
+  const size_t words = p.per_peer_bytes / 4;
+  uint32_t* src = reinterpret_cast<uint32_t*>(p.src[p.rank]);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words * p.world_size;
+       i += size_t(gridDim.x) * blockDim.x)
+    src[i] = pattern(p.rank, int(i / words), i % words);
+}
+
+__global__ void check_kernel(Params p, unsigned long long* mismatches) {
+  const size_t words = size_t(p.items_per_peer) * p.item_bytes / 4;
+  const uint32_t* dst = reinterpret_cast<const uint32_t*>(p.dst[p.rank]);
+  const size_t slice_words = p.per_peer_bytes / 4;
+  unsigned long long bad = 0;
+  for (int s = 0; s < p.world_size; ++s) {
+    if (s == p.rank) continue;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+      bad += dst[s * slice_words + i] != pattern(s, p.rank, i);
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+struct Options {
+  std::vector<int> sms = {4, 8, 12, 16, 24, 32, 64, 132};
+  size_t bytes = size_t(32) << 20;
+  int item_bytes = 14336;
+  int threads = 1024;
+  std::string csv_path;
+};
+
+Options parse_options(std::vector<std::string> args) {
+  ArgParser parser(std::move(args));
+  Options o;
+  if (auto v = parser.take_value("--sms")) {
+    o.sms.clear();
+    for (const std::string& s : split_list(*v)) o.sms.push_back(parse_positive_int("--sms", s));
+  }
+  if (auto v = parser.take_value("--bytes")) o.bytes = parse_byte_size(*v);
+  if (auto v = parser.take_value("--item-bytes")) o.item_bytes = parse_positive_int("--item-bytes", *v);
+  if (auto v = parser.take_value("--threads")) o.threads = parse_positive_int("--threads", *v);
+  if (auto v = parser.take_value("--csv")) o.csv_path = *v;
+  parser.finish();
+  if (o.item_bytes % 16 != 0) throw UsageError("--item-bytes must be a multiple of 16");
+  if (o.threads % 32 != 0 || o.threads > 1024) throw UsageError("--threads must be a multiple of 32, at most 1024");
+  if (o.bytes < size_t(o.item_bytes)) throw UsageError("--bytes must hold at least one item");
+  return o;
+}
+
+}  // namespace
+
+void print_nvlink_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: mpirun -np N ferry-bench nvlink [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
+               "                                       [--threads 1024] [--csv FILE]\n"
+               "Egress GB/s per GPU of an all-to-all by method (store, store_release, pull, tma,\n"
+               "copy_engine) and SM count.\n");
+}
+
+int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
+  const Options o = parse_options(std::move(args));
+  const bool leader = bootstrap->rank() == 0;
+  require_cuda_device("ferry-bench nvlink");
+  keep_nvls_disabled(leader);
+  Communicator comm(bootstrap);
+  FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
+  const int W = comm.size();
+  if (W < 2 || W > kMaxPeers || comm.local_size() != W) throw UsageError("ferry-bench nvlink needs 2..8 ranks on one node");
+
+  Params p{};
+  p.rank = comm.rank();
+  p.world_size = W;
+  p.item_bytes = o.item_bytes;
+  p.items_per_peer = int(o.bytes / o.item_bytes);
+  p.per_peer_bytes = (size_t(p.items_per_peer) * o.item_bytes + 4095) / 4096 * 4096;
+  const SymmetricBuffer src = comm.heap().allocate(p.per_peer_bytes * W);
+  const SymmetricBuffer dst = comm.heap().allocate(p.per_peer_bytes * W);
+  const SymmetricBuffer flags = comm.heap().allocate(kFlagWords * sizeof(uint64_t));
+  for (int r = 0; r < W; ++r) {
+    p.src[r] = static_cast<uint8_t*>(src.peer(r));
+    p.dst[r] = static_cast<uint8_t*>(dst.peer(r));
+    p.flags[r] = static_cast<uint64_t*>(flags.peer(r));
+  }
+  CudaStream stream;
+  std::vector<std::unique_ptr<CudaStream>> side;
+  for (int i = 0; i < W - 1; ++i) side.push_back(std::make_unique<CudaStream>());
+  cudaEvent_t fork, joins[kMaxPeers];
+  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  for (int i = 0; i < W - 1; ++i) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&joins[i], cudaEventDisableTiming));
+  const size_t tma_smem = size_t(o.threads / 32) * 2 * kTmaChunk;
+  FERRY_CUDA_CHECK(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem)));
+  fill_kernel<<<132, 1024, 0, stream.get()>>>(p);
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  bootstrap->barrier();
+  DeviceBuffer mismatches(sizeof(unsigned long long));
+
+  auto enqueue = [&](Method m, int sms, cudaStream_t s) {
+    switch (m) {
+      case Method::kStore: copy_kernel<Method::kStore><<<sms, o.threads, 0, s>>>(p); break;
+      case Method::kStoreRelease: copy_kernel<Method::kStoreRelease><<<sms, o.threads, 0, s>>>(p); break;
+      case Method::kPull: copy_kernel<Method::kPull><<<sms, o.threads, 0, s>>>(p); break;
+      case Method::kTma: tma_kernel<<<sms, o.threads, tma_smem, s>>>(p); break;
+      case Method::kCopyEngine: {
+        FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
+        for (int j = 0; j < W - 1; ++j) {
+          const int peer = (p.rank + 1 + j) % W;
+          cudaStream_t cs = side[j]->get();
+          FERRY_CUDA_CHECK(cudaStreamWaitEvent(cs, fork, 0));
+          FERRY_CUDA_CHECK(cudaMemcpyAsync(p.dst[peer] + size_t(p.rank) * p.per_peer_bytes,
+                                           p.src[p.rank] + size_t(peer) * p.per_peer_bytes,
+                                           size_t(p.items_per_peer) * p.item_bytes, cudaMemcpyDeviceToDevice, cs));
+          FERRY_CUDA_CHECK(cudaEventRecord(joins[j], cs));
+          FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, joins[j], 0));
+        }
+        break;
+      }
+    }
+    FERRY_CUDA_CHECK(cudaGetLastError());
+  };
+  // Correct first: poisoned destination, one run, every peer's slice compared.
+  auto check = [&](Method m, int sms) {
+    FERRY_CUDA_CHECK(cudaMemset(p.dst[p.rank], 0xEE, p.per_peer_bytes * W));
+    FERRY_CUDA_CHECK(cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
+    FERRY_CUDA_CHECK(cudaDeviceSynchronize());
+    bootstrap->barrier();
+    enqueue(m, sms, stream.get());
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    bootstrap->barrier();
+    check_kernel<<<132, 1024, 0, stream.get()>>>(p, static_cast<unsigned long long*>(mismatches.get()));
+    unsigned long long bad = 0;
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    const std::vector<unsigned long long> all = bootstrap->all_gather_value(bad);
+    return std::all_of(all.begin(), all.end(), [](unsigned long long b) { return b == 0; });
+  };
+
+  const double gigabytes = double(W - 1) * p.items_per_peer * o.item_bytes / 1e9;
+  if (leader) {
+    std::printf("ferry-bench nvlink: %d ranks, all-to-all, %s per peer in %d-byte items, %d threads per block\n", W,
+                format_byte_size(size_t(p.items_per_peer) * o.item_bytes).c_str(), o.item_bytes, o.threads);
+    std::printf("  GB/s per GPU (bytes to or from its peers / time), median of graph replays, max time over ranks; "
+                "'!' failed check\n\n%-14s", "method \\ SMs");
+    for (int sms : o.sms) std::printf(" %7d", sms);
+    std::printf("\n");
+  }
+  std::optional<CsvWriter> csv;
+  if (leader && !o.csv_path.empty()) csv.emplace(o.csv_path, std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
+  TimingOptions timing;
+  timing.ops_per_graph = 4;
+  for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine}) {
+    if (leader) std::printf("%-14s", method_name(m));
+    const std::vector<int> counts = m == Method::kCopyEngine ? std::vector<int>{0} : o.sms;
+    for (int sms : counts) {
+      const int blocks = std::min(sms, comm.num_sms());
+      const bool ok = check(m, blocks);
+      const TimingResult t = time_op({method_name(m), [&](cudaStream_t s) { enqueue(m, blocks, s); }, {}},
+                                     stream.get(), *bootstrap, timing);
+      const double gbps = gigabytes / (t.op_us * 1e-6);
+      if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
+      if (csv) csv->write_row({method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1), ok ? "1" : "0"});
+    }
+    if (leader) std::printf("\n");
+    std::fflush(stdout);
+  }
+  FERRY_CUDA_CHECK(cudaEventDestroy(fork));
+  for (int i = 0; i < W - 1; ++i) FERRY_CUDA_CHECK(cudaEventDestroy(joins[i]));
+  comm.heap().release(flags);
+  comm.heap().release(dst);
+  comm.heap().release(src);
+  return 0;
+}
+
+}  // namespace ferry::bench
