@@ -64,8 +64,9 @@ __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* co
 struct DestinationRows {
   int32_t base[1024];        // [W][Le]: first row of (destination, local expert) for this source
   int32_t total[1024];       // [W][Le]: rows of (destination, local expert) from all sources
-  bool overflow[kMaxRanks];  // destination's rows exceed its capacity: nothing is sent there
   int64_t needed[kMaxRanks]; // rows each destination needs (alignment padding included)
+  // The destination's rows exceed its capacity: nothing is sent there.
+  __device__ bool overflows(const Params& p, int r) const { return !p.low_latency && needed[r] > p.capacity_rows; }
 };
 
 __device__ void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows) {
@@ -82,17 +83,16 @@ __device__ void compute_destination_rows(const Params& p, const int32_t* counts,
     rows.total[i] = total;
   }
   __syncthreads();
-  // Offsets of each destination's experts (aligned in high-throughput mode).
-  if (threadIdx.x < W) {
-    const int r = threadIdx.x;
-    int64_t offset = 0;
-    for (int le = 0; le < Le; ++le) {
-      const int64_t start = p.low_latency ? int64_t(le) * p.capacity_per_expert : offset;
-      rows.base[r * Le + le] += int32_t(start);
-      offset += (rows.total[r * Le + le] + p.expert_alignment - 1) / p.expert_alignment * p.expert_alignment;
-    }
-    rows.overflow[r] = !p.low_latency && offset > p.capacity_rows;
-    rows.needed[r] = offset;
+  // Warp r: offsets of destination r's experts (a warp scan, not a serial loop:
+  // one rank holds up to 1024 experts).
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp < W) {
+    int32_t* base = rows.base + warp * Le;
+    const int32_t* total = rows.total + warp * Le;
+    const int64_t needed = warp_expert_offsets(
+        p, Le, lane, [&](int le) { return int64_t(total[le]); },
+        [&](int le, int64_t start) { base[le] += int32_t(start); });
+    if (lane == 0) rows.needed[warp] = needed;
   }
   __syncthreads();
 }
@@ -106,7 +106,7 @@ __device__ void compute_destination_rows(const Params& p, const int32_t* counts,
 // with the failed call. One thread of one block records the lowest such rank.
 __device__ void record_overflow(const Params& p, const DestinationRows& rows) {
   for (int r = 0; r < p.world_size; ++r) {
-    if (!rows.overflow[r]) continue;
+    if (!rows.overflows(p, r)) continue;
     if (p.status->code == kEpOk) {
       p.status->value = rows.needed[r];
       p.status->rank = r;
@@ -123,7 +123,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
                            float** dst_scales, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflow[lane < W ? lane : 0]);
+  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflows(p, lane < W ? lane : 0));
   if (dst_mask == 0) return;
   const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
@@ -241,20 +241,21 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
     offsets[le + 1] = run;  // this expert's rows, for now
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    offsets[0] = 0;
-    for (int le = 0; le < Le; ++le) {
-      const int64_t rows = offsets[le + 1];
-      offsets[le + 1] = p.low_latency ? int64_t(le + 1) * p.capacity_per_expert
-                                      : offsets[le] + (rows + p.expert_alignment - 1) / p.expert_alignment *
-                                                          p.expert_alignment;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp == 0) {  // expert offsets by a warp scan; token counts per source
+    // Each lane reads its expert's rows before it writes that expert's offset.
+    const int64_t end = warp_expert_offsets(
+        p, Le, lane, [&](int le) { return offsets[le + 1]; },
+        [&](int le, int64_t start) { offsets[le] = start; });
+    __syncwarp();
+    if (lane == 0) offsets[Le] = end;
+    const int count = lane < W ? counts[lane * stride + E + p.rank] : 0;
+    if (lane < W) token_count[lane] = count;
+    const int most = __reduce_max_sync(0xffffffffu, count);
+    if (lane == 0) {
+      max_token_count = most;
+      overflow = !p.low_latency && end > p.capacity_rows;  // reported by the send half (NOTE [EP overflow is collective])
     }
-    max_token_count = 0;
-    for (int s = 0; s < W; ++s) {
-      token_count[s] = counts[s * stride + E + p.rank];
-      max_token_count = max(max_token_count, token_count[s]);
-    }
-    overflow = !p.low_latency && offsets[Le] > p.capacity_rows;  // reported by the send half (NOTE [EP overflow is collective])
   }
   __syncthreads();
   for (int i = threadIdx.x; i < W * Le; i += kThreads) base[i] += int32_t(offsets[i % Le]);

@@ -106,6 +106,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
               "EpBuffer: at most " << ep::kMaxRanks << " ranks in a node, got " << W);
   if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.num_sms();
   config_.num_sms = std::min(config_.num_sms, comm_.num_sms());
+  ep::check_layout_fits(config_.max_tokens_per_rank, config_.num_experts, comm_.num_sms());
 
   const int T = config_.max_tokens_per_rank, H = config_.hidden, K = config_.topk, E = config_.num_experts;
   const int Le = E / W;
@@ -179,7 +180,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const size_t send_token_at = loc.take(sizeof(int32_t) * W);
   const size_t layout_error_at = loc.take(sizeof(int32_t));
   const size_t layout_totals_at =
-      loc.take(sizeof(int32_t) * size_t((T + ep::kThreads - 1) / ep::kThreads) * (E + W + 1));
+      loc.take(sizeof(int32_t) * size_t((T + ep::kLayoutThreads - 1) / ep::kLayoutThreads) * (E + W + 1));
   const size_t layout_barrier_at = loc.take(2 * sizeof(unsigned));
   const size_t slot_rows_at = loc.take(sizeof(int32_t) * size_t(W) * T * K);
   const size_t slot_src_at = loc.take(sizeof(int32_t) * size_t(W) * T);

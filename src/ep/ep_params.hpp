@@ -16,8 +16,12 @@ constexpr int kMaxTopk = 16;
 constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
 constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxLayoutBlocks = 64;  // layout grid: one block per kThreads tokens, all resident
-constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kThreads;
+// Layout grid: one block per kLayoutThreads tokens, all resident (a grid
+// barrier). Small blocks spread the routing scan over many SMs: it is a chain
+// of dependent instructions per warp, so SMs, not threads, set its time.
+constexpr int kLayoutThreads = 256;
+constexpr int kMaxLayoutBlocks = 256;
+constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
 enum FlagSlot : int {
@@ -127,6 +131,8 @@ inline size_t meta_record_bytes(int topk) {
 // (per-warp expert masks; per-source expert offsets).
 constexpr size_t kLayoutMaxSmem = 220 * 1024;
 
+// Throws NotSupported when the layout grid for max_tokens could not be resident at once.
+void check_layout_fits(int max_tokens, int num_experts, int num_sms);
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);

@@ -82,6 +82,42 @@ __device__ __forceinline__ bool warp_wait_ready(const uint64_t* ready, uint64_t 
   return ok != 0;
 }
 
+// Inclusive prefix sum over the 32 lanes of a warp.
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_sum(T value, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const T below = __shfl_up_sync(0xffffffffu, value, d);
+    if (lane >= d) value += below;
+  }
+  return value;
+}
+
+// Rows an expert with `rows` received rows takes in the output: low-latency
+// slabs are fixed, high-throughput runs are padded to the expert alignment.
+__device__ __forceinline__ int64_t expert_extent(const Params& p, int64_t rows) {
+  if (p.low_latency) return p.capacity_per_expert;
+  const int a = p.expert_alignment;
+  return a == 1 ? rows : (rows + a - 1) / a * a;
+}
+
+// One warp: offsets[le] = first output row of local expert le (sum of the
+// extents below it) for le in [0, n), from rows(le); returns the total extent.
+// Lanes take 32 experts per step, a warp scan carries across steps.
+template <typename RowsOf, typename Store>
+__device__ __forceinline__ int64_t warp_expert_offsets(const Params& p, int n, int lane, RowsOf rows_of,
+                                                       Store store) {
+  int64_t carry = 0;
+  for (int first = 0; first < n; first += 32) {
+    const int le = first + lane;
+    const int64_t extent = le < n ? expert_extent(p, rows_of(le)) : 0;
+    const int64_t inclusive = warp_inclusive_sum(extent, lane);
+    if (le < n) store(le, carry + inclusive - extent);
+    carry += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  return carry;
+}
+
 // Items (source s, slot, chunk), interleaved across sources so warps walk the
 // slots in about the order the sources fill them. decode() is false for a slot
 // past that source's count.

@@ -6,12 +6,15 @@
 
 #include "ep/kernel_common.cuh"
 #include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
 
 namespace ferry::ep {
 namespace {
 
+constexpr int kLayoutWarps = kLayoutThreads / 32;
+
 // NOTE [EP layout scan]
-// Block b takes tokens [b * kThreads, (b + 1) * kThreads), lane = token, warp =
+// Block b takes tokens [b * kLayoutThreads, (b + 1) * kLayoutThreads), lane = token, warp =
 // 32 consecutive tokens. Inside a warp everything is bit arithmetic: each lane
 // ORs its bit into a per-warp shared mask per expert, so a token's index among
 // the warp's tokens of expert e is popc(mask[e] below its lane) and the warp's
@@ -50,20 +53,20 @@ __device__ bool layout_grid_barrier(const Params& p) {
   return ok != 0;
 }
 
-__global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
+__global__ void __launch_bounds__(kLayoutThreads) layout_kernel(Params p) {
   extern __shared__ uint32_t smem[];
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
-  uint32_t* warp_expert = smem;                                                         // [kWarps][E]
-  int32_t* expert_base = reinterpret_cast<int32_t*>(warp_expert + size_t(kWarps) * E);  // [E]
-  __shared__ int32_t warp_rank[kWarps][kMaxRanks];
+  uint32_t* warp_expert = smem;                                                         // [kLayoutWarps][E]
+  int32_t* expert_base = reinterpret_cast<int32_t*>(warp_expert + size_t(kLayoutWarps) * E);  // [E]
+  __shared__ int32_t warp_rank[kLayoutWarps][kMaxRanks];
   __shared__ int32_t rank_base[kMaxRanks];
   __shared__ int32_t bad_entry;  // lowest token * K + k with a bad or repeated id
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned below = (1u << lane) - 1;
-  const int chunk = blockIdx.x * kThreads;
-  const int warps = max(0, min(kWarps, (p.num_tokens - chunk + 31) / 32));  // warps with tokens
-  for (int i = threadIdx.x; i < warps * E; i += kThreads) warp_expert[i] = 0;
+  const int chunk = blockIdx.x * kLayoutThreads;
+  const int warps = max(0, min(kLayoutWarps, (p.num_tokens - chunk + 31) / 32));  // warps with tokens
+  for (int i = threadIdx.x; i < warps * E; i += kLayoutThreads) warp_expert[i] = 0;
   if (threadIdx.x == 0) bad_entry = INT32_MAX;
   __syncthreads();
 
@@ -76,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
   for (int k = 0; k < kMaxTopk; ++k) ids[k] = has_token && k < K ? load_expert(p, t, k) : -1;
 #pragma unroll
   for (int k = 0; k < kMaxTopk; ++k) {
-    if (!has_token || k >= K) continue;
+    if (!has_token || k >= K) break;  // unrolled with an exit: ids stay in registers
     int e = ids[k];
     bool ok = e >= -1 && e < E;
 #pragma unroll
@@ -105,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
   }
   __syncthreads();
   // Exclusive scans over the block's warps (per expert, per rank); block totals.
-  for (int e = threadIdx.x; e < E; e += kThreads) {
+  for (int e = threadIdx.x; e < E; e += kLayoutThreads) {
     int run = 0;
     for (int w = 0; w < warps; ++w) {
       const int c = __popc(warp_expert[w * E + e]);
@@ -129,11 +132,11 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
   // other blocks, and turn everything into offsets over the lower blocks.
   const int stride = E + W + 1;
   int32_t* totals = p.layout_block_totals;
-  for (int i = threadIdx.x; i < E; i += kThreads) totals[size_t(blockIdx.x) * stride + i] = expert_base[i];
+  for (int i = threadIdx.x; i < E; i += kLayoutThreads) totals[size_t(blockIdx.x) * stride + i] = expert_base[i];
   if (threadIdx.x < W) totals[size_t(blockIdx.x) * stride + E + threadIdx.x] = rank_base[threadIdx.x];
   if (threadIdx.x == 0) totals[size_t(blockIdx.x) * stride + E + W] = bad_entry;
   if (!layout_grid_barrier(p)) return;  // timed out or aborted: the host throws
-  for (int i = threadIdx.x; i < E + W; i += kThreads) {
+  for (int i = threadIdx.x; i < E + W; i += kLayoutThreads) {
     int below_blocks = 0, all_blocks = 0;
     for (int b = 0; b < int(gridDim.x); ++b) {
       const int c = __ldcg(&totals[size_t(b) * stride + i]);
@@ -175,10 +178,23 @@ __global__ void __launch_bounds__(kThreads, 1) layout_kernel(Params p) {
   }
 }
 
-size_t layout_smem_bytes(int num_experts) { return sizeof(int32_t) * size_t(kWarps + 1) * num_experts; }
+size_t layout_smem_bytes(int num_experts) { return sizeof(int32_t) * size_t(kLayoutWarps + 1) * num_experts; }
 
 }  // namespace
 
+
+void check_layout_fits(int max_tokens, int num_experts, int num_sms) {
+  const int blocks = std::max(1, (max_tokens + kLayoutThreads - 1) / kLayoutThreads);
+  int per_sm = 0;
+  FERRY_CUDA_CHECK(cudaFuncSetAttribute(layout_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kLayoutMaxSmem)));
+  FERRY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layout_kernel, kLayoutThreads,
+                                                                  layout_smem_bytes(num_experts)));
+  FERRY_CHECK(blocks <= per_sm * num_sms, NotSupported,
+              "EpBuffer: the routing layout of " << max_tokens << " tokens needs " << blocks
+                                                 << " resident blocks but this GPU holds " << per_sm * num_sms
+                                                 << "; lower max_tokens_per_rank");
+}
 
 void launch_layout(const Params& p, cudaStream_t stream) {
   const size_t smem = layout_smem_bytes(p.num_experts);
@@ -188,8 +204,8 @@ void launch_layout(const Params& p, cudaStream_t stream) {
                                           int(kLayoutMaxSmem)));
     configured = true;
   }
-  const int blocks = std::max(1, (p.num_tokens + kThreads - 1) / kThreads);
-  layout_kernel<<<blocks, kThreads, smem, stream>>>(p);
+  const int blocks = std::max(1, (p.num_tokens + kLayoutThreads - 1) / kLayoutThreads);
+  layout_kernel<<<blocks, kLayoutThreads, smem, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
