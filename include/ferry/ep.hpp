@@ -46,6 +46,9 @@ struct TensorView {
              std::vector<int64_t> strides_ = {})
       : data(data_), dtype(dtype_), shape(std::move(shape_)), strides(std::move(strides_)) {}
   bool empty() const { return data == nullptr; }
+  // The caller passed a tensor: a pointer, or a shape (PyTorch gives a null
+  // pointer for a tensor of zero elements).
+  bool given() const { return data != nullptr || !shape.empty(); }
   int64_t numel() const;
   bool is_contiguous() const;
   std::string describe() const;  // "bfloat16[128, 7168]" (for messages)

@@ -70,21 +70,25 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     *end = min(*begin + chunk, layout.shard_packs);
   };
 
+  // Pack j of every peer's shard that has one: all loads in flight, then the stores.
+  auto move_peer_packs = [&](size_t j, auto load, auto store) {
+    uint4 v[kMaxRanks];
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q)
+      if (q < world && q != me && j < shard_len(q)) v[q] = load(q);
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q)
+      if (q < world && q != me && j < shard_len(q)) store(q, v[q]);
+  };
+
   // 1. Reduce-scatter: push the slice of every peer's shard into its scratch.
   auto push_scatter = [&](size_t step) {
     size_t chunk_begin, chunk_end;
     chunk_range(step, &chunk_begin, &chunk_end);
-    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
-      uint4 v[kMaxRanks];
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q)
-        if (q < world && q != me && j < shard_len(q))
-          v[q] = load_user_pack(in, q * layout.shard_packs + j, p.count, p.aligned);
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q)
-        if (q < world && q != me && j < shard_len(q))
-          device::store16(p.scratch[q] + me * layout.slot_bytes + j * kPackBytes, v[q]);
-    }
+    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x)
+      move_peer_packs(
+          j, [&](int q) { return load_user_pack(in, q * layout.shard_packs + j, p.count, p.aligned); },
+          [&](int q, const uint4& v) { device::store16(p.scratch[q] + me * layout.slot_bytes + j * kPackBytes, v); });
     __syncthreads();
     signal_peers(p, row, me, flag_of(step));
   };
@@ -125,18 +129,14 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     if (!wait_peers(p, row + kMaxRanks, flag_of(step), kPhaseTwoShotAllGather, &failed)) return false;
     size_t chunk_begin, chunk_end;
     chunk_range(step, &chunk_begin, &chunk_end);
-    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x) {
-      uint4 v[kMaxRanks];
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q)
-        if (q < world && q != me && j < shard_len(q))
-          v[q] = push_gather ? device::load16(local + layout.gather_offset + q * layout.slot_bytes + j * kPackBytes)
-                             : device::load16(p.scratch[q] + layout.reduced_offset + j * kPackBytes);
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q)
-        if (q < world && q != me && j < shard_len(q))
-          store_user_pack(out, q * layout.shard_packs + j, p.count, p.aligned, v[q]);
-    }
+    for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x)
+      move_peer_packs(
+          j,
+          [&](int q) {
+            return push_gather ? device::load16(local + layout.gather_offset + q * layout.slot_bytes + j * kPackBytes)
+                               : device::load16(p.scratch[q] + layout.reduced_offset + j * kPackBytes);
+          },
+          [&](int q, const uint4& v) { store_user_pack(out, q * layout.shard_packs + j, p.count, p.aligned, v); });
     return true;
   };
 

@@ -389,7 +389,7 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
   FERRY_ARG_CHECK(st.stage == Stage::kDispatched,
                   where << ": " << (st.stage == Stage::kCombineSent ? "combine_send called twice"
                                                                    : "no completed dispatch to combine"));
-  FERRY_ARG_CHECK(!expert_outputs.empty() || !expert_outputs.shape.empty(), where << ": expert_outputs is null");
+  FERRY_ARG_CHECK(expert_outputs.given(), where << ": expert_outputs is null");
   ep::validate_combine(config_, comm_.size(), expert_outputs, std::max<int64_t>(st.synced_rows, 0), TensorView{},
                        st.num_tokens);
   check_on_device(where, "expert_outputs", expert_outputs, comm_.device());
@@ -408,7 +408,7 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
   FERRY_ARG_CHECK(st.stage == Stage::kCombineSent, where << ": no combine_send to receive");
   FERRY_ARG_CHECK(handle.generation == st.generation, where << ": the handle is not the latest dispatch's");
   FERRY_ARG_CHECK(!out.empty() || st.num_tokens == 0, where << ": out is null (" << st.num_tokens << " tokens)");
-  if (!out.empty() || !out.shape.empty()) {
+  if (out.given()) {
     ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, st.num_tokens);
     check_on_device(where, "out", out, comm_.device());
   }
@@ -425,7 +425,7 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
   // Checked before the send half so a bad `out` fails before any communication.
   FERRY_ARG_CHECK(handle.generation != 0 && handle.generation == state_->generation,
                   "EpBuffer::combine: the handle is not this buffer's latest dispatch (an EpBuffer keeps one layout)");
-  if (!out.empty() || !out.shape.empty())
+  if (out.given())
     ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, handle.num_tokens);
   check_on_device("EpBuffer::combine", "out", out, comm_.device());
   State& st = *state_;

@@ -130,14 +130,14 @@ DispatchCall validate_dispatch(const EpConfig& c, const TensorView& tokens, cons
     FERRY_ARG_CHECK(scales.empty(), where << ": scales are only taken with float8_e4m3 tokens, got "
                                           << scales.describe());
   }
-  if (!(reusing && topk_idx.empty() && topk_idx.shape.empty())) {
+  if (!(reusing && !topk_idx.given())) {
     FERRY_ARG_CHECK(topk_idx.dtype == DataType::kInt32 || topk_idx.dtype == DataType::kInt64,
                     where << ": topk_idx must be int32 or int64, got " << topk_idx.describe());
     check_tensor(where, "topk_idx", topk_idx, topk_idx.dtype, {tokens.shape[0], c.topk});
     call.idx_is_int64 = topk_idx.dtype == DataType::kInt64;
   }
   // Given = a pointer or a shape: PyTorch's tensors without elements have no pointer.
-  call.has_weights = !topk_weights.empty() || !topk_weights.shape.empty();
+  call.has_weights = topk_weights.given();
   if (call.has_weights) {
     FERRY_ARG_CHECK(c.with_weights, where << ": topk_weights given but the EpConfig has with_weights = false");
     check_tensor(where, "topk_weights", topk_weights, DataType::kFloat32, {tokens.shape[0], c.topk});
@@ -150,7 +150,7 @@ DispatchCall validate_dispatch(const EpConfig& c, const TensorView& tokens, cons
 void validate_combine(const EpConfig& c, int world_size, const TensorView& expert_outputs, int64_t rows_needed,
                       const TensorView& out, int num_tokens) {
   const char* where = "EpBuffer::combine";
-  if (expert_outputs.empty() && expert_outputs.shape.empty()) {
+  if (!expert_outputs.given()) {
     // not part of this call (the receive half)
   } else if (c.mode == EpMode::kLowLatency) {
     const int64_t local = c.num_experts / world_size;
