@@ -69,6 +69,8 @@ __device__ __forceinline__ void item_target(const Params& p, int i, int& peer, s
   offset = size_t(i / peers) * p.item_bytes;
 }
 
+// The loop shape of the EP kernels' row copies (src/ep/dispatch.cu), so the
+// probe measures the pattern they use; bench code only sees the public API.
 __device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* dst, int bytes, int lane) {
   const int units = bytes / 16;
   for (int base = 0; base < units; base += 32 * kUnroll) {
