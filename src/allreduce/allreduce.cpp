@@ -132,12 +132,13 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
-  // kAuto threshold between one-shot and two-shot. Measured on 4xH200
-  // (ferry-bench, bf16 and fp32): one-shot wins up to 512 KB, two-shot from
-  // 1 MB (15.2 vs 16.1 us). One-shot moves (n-1)/2 x the bytes of two-shot per
-  // link but saves one flag exchange, so the crossover falls as n grows: the
-  // 2- and 8-rank values are scaled from the 4-rank measurement, not measured.
-  const size_t default_one_shot = world <= 2 ? (size_t{1} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
+  // kAuto threshold between one-shot and two-shot (ferry-bench, bf16 and fp32).
+  // 4xH200: one-shot wins up to 512 KB, two-shot from 1 MB (15.2 vs 16.1 us).
+  // 2xH200: one-shot wins up to 2 MB (13.2 vs 15.6 us), two-shot from 4 MB.
+  // One-shot moves (n-1)/2 x the bytes of two-shot per link but saves one flag
+  // exchange, so the crossover falls as n grows; the 8-rank value is scaled from
+  // the 4-rank one, not measured. 2 MB is also one-shot's largest single launch.
+  const size_t default_one_shot = world <= 2 ? (size_t{2} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
   state_->one_shot_max_bytes = env_size("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", default_one_shot);
   // One-shot switches to the LL protocol (no fence, no flag; 2x the bytes) at
   // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off. 4xH200,
