@@ -62,8 +62,8 @@ __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* co
 // Where this rank's rows go at each destination, from the counts every rank
 // published (NOTE [EP direct rows]). Shared by the blocks of one launch.
 struct DestinationRows {
-  int32_t base[1024];        // [W][Le]: first row of (destination, local expert) for this source
-  int32_t total[1024];       // [W][Le]: rows of (destination, local expert) from all sources
+  int32_t base[kMaxExperts];  // [W][Le]: first row of (destination, local expert) for this source
+  int32_t total[kMaxExperts]; // [W][Le]: rows of (destination, local expert) from all sources
   int64_t needed[kMaxRanks]; // rows each destination needs (alignment padding included)
   // The destination's rows exceed its capacity: nothing is sent there.
   __device__ bool overflows(const Params& p, int r) const { return !p.low_latency && needed[r] > p.capacity_rows; }
@@ -84,7 +84,7 @@ __device__ void compute_destination_rows(const Params& p, const int32_t* counts,
   }
   __syncthreads();
   // Warp r: offsets of destination r's experts (a warp scan, not a serial loop:
-  // one rank holds up to 1024 experts).
+  // one rank holds up to kMaxExperts experts).
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (warp < W) {
     int32_t* base = rows.base + warp * Le;
@@ -322,9 +322,10 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
-size_t dispatch_recv_smem_bytes(int world_size, int local_experts) {
+constexpr size_t dispatch_recv_smem_bytes(int world_size, int local_experts) {
   return sizeof(int32_t) * (size_t(world_size) * local_experts + 2) + sizeof(int64_t) * (local_experts + 1);
 }
+static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no shared-memory opt-in needed");
 
 }  // namespace
 
@@ -336,12 +337,6 @@ void launch_dispatch_send(const Params& p, cudaStream_t stream) {
 
 void launch_dispatch_recv(const Params& p, cudaStream_t stream) {
   const size_t smem = dispatch_recv_smem_bytes(p.world_size, p.local_experts);
-  static bool configured = false;
-  if (!configured) {
-    FERRY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_recv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kLayoutMaxSmem)));
-    configured = true;
-  }
   dispatch_recv_kernel<<<p.num_blocks, kThreads, smem, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }

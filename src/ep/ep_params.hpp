@@ -127,9 +127,11 @@ inline size_t meta_record_bytes(int topk) {
   return (raw + 15) / 16 * 16;
 }
 
-// Dynamic shared memory the layout and dispatch-receive kernels may opt in to
-// (per-warp expert masks; per-source expert offsets).
-constexpr size_t kLayoutMaxSmem = 220 * 1024;
+// Experts of one EpConfig. It bounds the layout's and the dispatch receive
+// half's shared memory below the 48 KB a kernel gets without opting in
+// (static_asserts next to each kernel).
+constexpr int kMaxExperts = 1024;
+constexpr size_t kDefaultSmemBytes = 48 * 1024;
 
 // Throws NotSupported when the layout grid for max_tokens could not be resident at once.
 void check_layout_fits(int max_tokens, int num_experts, int num_sms);

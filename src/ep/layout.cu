@@ -178,7 +178,10 @@ __global__ void __launch_bounds__(kLayoutThreads) layout_kernel(Params p) {
   }
 }
 
-size_t layout_smem_bytes(int num_experts) { return sizeof(int32_t) * size_t(kLayoutWarps + 1) * num_experts; }
+constexpr size_t layout_smem_bytes(int num_experts) {
+  return sizeof(int32_t) * size_t(kLayoutWarps + 1) * num_experts;
+}
+static_assert(layout_smem_bytes(kMaxExperts) <= kDefaultSmemBytes, "no shared-memory opt-in needed");
 
 }  // namespace
 
@@ -186,8 +189,6 @@ size_t layout_smem_bytes(int num_experts) { return sizeof(int32_t) * size_t(kLay
 void check_layout_fits(int max_tokens, int num_experts, int num_sms) {
   const int blocks = std::max(1, (max_tokens + kLayoutThreads - 1) / kLayoutThreads);
   int per_sm = 0;
-  FERRY_CUDA_CHECK(cudaFuncSetAttribute(layout_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kLayoutMaxSmem)));
   FERRY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layout_kernel, kLayoutThreads,
                                                                   layout_smem_bytes(num_experts)));
   FERRY_CHECK(blocks <= per_sm * num_sms, NotSupported,
@@ -198,12 +199,6 @@ void check_layout_fits(int max_tokens, int num_experts, int num_sms) {
 
 void launch_layout(const Params& p, cudaStream_t stream) {
   const size_t smem = layout_smem_bytes(p.num_experts);
-  static bool configured = false;  // opt in to large shared memory once per process
-  if (!configured) {
-    FERRY_CUDA_CHECK(cudaFuncSetAttribute(layout_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kLayoutMaxSmem)));
-    configured = true;
-  }
   const int blocks = std::max(1, (p.num_tokens + kLayoutThreads - 1) / kLayoutThreads);
   layout_kernel<<<blocks, kLayoutThreads, smem, stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());

@@ -78,7 +78,8 @@ void validate_config(const EpConfig& c, int world_size) {
   FERRY_ARG_CHECK(c.hidden > 0 && c.hidden % kScaleBlock == 0,
                   "EpConfig: hidden must be a positive multiple of " << kScaleBlock << ", got " << c.hidden);
   FERRY_ARG_CHECK(c.num_experts > 0, "EpConfig: num_experts must be > 0, got " << c.num_experts);
-  FERRY_ARG_CHECK(c.num_experts <= 1024, "EpConfig: num_experts must be <= 1024, got " << c.num_experts);
+  FERRY_ARG_CHECK(c.num_experts <= kMaxExperts,
+                  "EpConfig: num_experts must be <= " << kMaxExperts << ", got " << c.num_experts);
   FERRY_ARG_CHECK(c.topk >= 1 && c.topk <= kMaxTopk,
                   "EpConfig: topk must be in [1, " << kMaxTopk << "], got " << c.topk);
   FERRY_ARG_CHECK(c.topk <= c.num_experts,
