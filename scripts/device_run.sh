@@ -31,6 +31,8 @@
 # Environment:
 #   OUT                    where logs and the CSV go (default ./out)
 #   FERRY_NPS              rank counts for the GPU tests (default "1 2 4 8", capped by the GPU count)
+#   FERRY_VIRTUAL_RANKS=1  let FERRY_NPS (up to 8) exceed the GPU count for the GPU tests, sanitizers and
+#                          C++ examples: ranks share GPUs (correctness only; benches stay one rank per GPU)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip both benches
 #   FERRY_BENCHES          which benches run (default "allreduce ep nvlink")
@@ -42,6 +44,7 @@
 #   FERRY_PY_NPS           rank counts for the Python GPU tests (default: FERRY_NPS without 1)
 #   FERRY_PY_BENCH_ARGS    more arguments for the Python bench
 #   FERRY_SKIP_PIP=1       skip the pip stage
+#   FERRY_SKIP_PYTHON=1    skip the Python stages
 #   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
 #   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
 #   BUILD_DIR              build directory (default build-device)
@@ -149,14 +152,24 @@ else
   record gpus FAIL 0 "no GPU (nvidia-smi -L lists none)"
 fi
 
+# FERRY_VIRTUAL_RANKS=1: the GPU test stages (gpu_npN, the sanitizers, the C++
+# examples) may run more ranks than GPUs, ranks sharing GPUs (FERRY_TEST_SHARE_GPUS;
+# each rank its own context, time-sliced). That checks the protocols at world
+# sizes the machine lacks GPUs for; benches and the Python stages (NCCL refuses
+# two ranks on one GPU) stay at most one rank per GPU.
+VIRTUAL="${FERRY_VIRTUAL_RANKS:-0}"
+[ "$VIRTUAL" = 1 ] && [ "$GPUS" -ge 1 ] && export FERRY_TEST_SHARE_GPUS=1
 NPS=()
 for n in ${FERRY_NPS:-1 2 4 8}; do
-  if [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le "$GPUS" ]; then NPS+=("$n")
+  if [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && { [ "$n" -le "$GPUS" ] || { [ "$VIRTUAL" = 1 ] && [ "$GPUS" -ge 1 ] && [ "$n" -le 8 ]; }; }; then NPS+=("$n")
   else echo "device_run: leaving out N=$n ($GPUS GPUs)"; fi
 done
 NMAX="$GPUS"
 if [ "${#NPS[@]}" -gt 0 ]; then NMAX="$(printf '%s\n' "${NPS[@]}" | sort -n | tail -n1)"; fi
+NBENCH="$NMAX"  # benches and Python: one rank per GPU
+[ "$NBENCH" -gt "$GPUS" ] && NBENCH="$GPUS"
 MPIRUN=(mpirun --allow-run-as-root --bind-to none)
+[ -n "${FERRY_TEST_SHARE_GPUS:-}" ] && MPIRUN+=(-x FERRY_TEST_SHARE_GPUS)
 B="$BUILD_DIR"
 
 # ---------------------------------------------------------------- tests
@@ -183,7 +196,7 @@ for tool in memcheck racecheck; do
   if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$tool" "set FERRY_SANITIZE=1"; continue; fi
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$tool" "FERRY_SKIP_TESTS=1"; continue; fi
   if [ "$BUILT" -ne 1 ]; then skip "$tool" "build failed"; continue; fi
-  if [ "$GPUS" -lt 2 ]; then skip "$tool" "needs 2 GPUs"; continue; fi
+  if [ "$GPUS" -lt 2 ] && [ "$VIRTUAL" != 1 ]; then skip "$tool" "needs 2 GPUs (or FERRY_VIRTUAL_RANKS=1)"; continue; fi
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   if [ ! -x "$sanitizer" ]; then record "$tool" FAIL 0 "no compute-sanitizer"; continue; fi
   # Sanitized kernels run far slower: give device waits a long deadline.
@@ -218,7 +231,7 @@ bench_stage() {
   elif [ "$NMAX" -lt 1 ]; then
     skip "$stage" "no GPU"
   else
-    run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" \
+    run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$NBENCH" \
       "$B/bench/ferry-bench" "$sub" --csv "$OUT/$sub.csv" "$@"
   fi
 }
@@ -230,7 +243,7 @@ bench_stage bench_nvlink nvlink
 
 # ---------------------------------------------------------------- Python layer
 PY_STAGES_OK=1
-if [ "$BUILT" -ne 1 ] || [ ! -d "$B/python/ferry" ]; then PY_STAGES_OK=0; fi
+if [ "$BUILT" -ne 1 ] || [ ! -d "$B/python/ferry" ] || [ "${FERRY_SKIP_PYTHON:-0}" = 1 ]; then PY_STAGES_OK=0; fi
 TORCHRUN=(python3 -m torch.distributed.run --standalone)
 export PYTHONPATH="$ROOT/$B/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ "$PY_STAGES_OK" -ne 1 ]; then
@@ -245,18 +258,18 @@ for n in ${FERRY_PY_NPS:-${NPS[*]}}; do
   if [ "$PY_STAGES_OK" -ne 1 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "python_np$n" "skipped"; continue; fi
   run_stage "python_np$n" "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$n" -m pytest -q -p no:cacheprovider tests/python
 done
-if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 2 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip python_mpi "skipped"
-else run_stage python_mpi "${TO[@]}" "${MPIRUN[@]}" -np "$NMAX" -x PYTHONPATH -x PYTHONUNBUFFERED \
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 2 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip python_mpi "skipped"
+else run_stage python_mpi "${TO[@]}" "${MPIRUN[@]}" -np "$NBENCH" -x PYTHONPATH -x PYTHONUNBUFFERED \
   python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_mpi_init.py; fi
-if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 1 ]; then skip example_py "no module or no GPU"
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ]; then skip example_py "no module or no GPU"
 else
   run_stage example_py "${TO[@]}" bash -c 'for mode in high_throughput low_latency; do
       python3 -m torch.distributed.run --standalone --nproc-per-node "$1" examples/moe_layer.py --mode "$mode" || exit
-    done' example_py "$NMAX"
+    done' example_py "$NBENCH"
 fi
 read -r -a py_bench_args <<<"${FERRY_PY_BENCH_ARGS:-}"
-if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NMAX" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then skip bench_py "skipped"
-else run_stage bench_py "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$NMAX" bench/python/ferry_torch_bench.py --out "$OUT" "${py_bench_args[@]}"; fi
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then skip bench_py "skipped"
+else run_stage bench_py "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$NBENCH" bench/python/ferry_torch_bench.py --out "$OUT" "${py_bench_args[@]}"; fi
 if [ -n "$PIP_PID" ]; then
   wait "$PIP_PID"
   read -r _ result secs < <(grep '^PIP_RESULT' "$OUT/pip.log" || echo "PIP_RESULT FAIL 0")

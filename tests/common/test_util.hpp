@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -42,14 +43,24 @@ inline int mpi_size() {
   return s;
 }
 
+// FERRY_TEST_SHARE_GPUS=1: ranks may share GPUs ("virtual ranks": several
+// processes on one GPU, each its own context, the GPU time-sliced between them).
+// It checks the protocols at world sizes above the GPU count; its timings mean
+// nothing.
+inline bool share_gpus() {
+  const char* env = std::getenv("FERRY_TEST_SHARE_GPUS");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}
+
 // Number of GPUs usable by this job: 0 when there is no GPU, or fewer GPUs than
-// ranks (each rank needs its own GPU). Same answer on every rank.
+// ranks (each rank needs its own GPU, unless share_gpus()). Same answer on every rank.
 inline int usable_gpus() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
   cudaGetLastError();
   int min_count = count;
   MPI_Allreduce(&count, &min_count, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (min_count >= 1 && share_gpus()) return min_count;
   return min_count >= mpi_size() ? min_count : 0;
 }
 
