@@ -3,7 +3,10 @@
 // routing record; the receive half, chunk by chunk as they land, records where
 // each token's rows are and copies the row to the token's further experts.
 // Protocol: NOTE [EP epochs] in kernel_common.cuh, NOTE [EP direct rows] here.
+#include <algorithm>
+
 #include "ep/kernel_common.cuh"
+#include "ep/layout.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::ep {
@@ -186,12 +189,29 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // dispatch n, so (by the API contract) it is done with its previous output,
 // and (by stream order) its previous receive half, the reader of the routing
 // records, has finished: the counts are the only reuse guard dispatch needs.
+// NOTE [EP fused layout]
+// When a call's tokens fit one layout block (at most kLayoutThreads: every
+// low-latency call of up to 256 tokens), block 0 of the send kernel computes the
+// layout itself (layout_block, no grid barrier) before it publishes the counts,
+// which saves the layout kernel, its launch gap and its round trips through
+// global memory. The other blocks read the layout (token_slot, token_expert,
+// pos_in_expert, layout_error) only after they acquired every rank's counts,
+// this rank's included: block 0 releases those after its layout stores and a
+// block barrier, so the acquire makes the layout visible. The layout's shared
+// memory and DestinationRows share the dynamic region (one is done before the
+// other starts).
 __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);
   const int W = p.world_size, E = p.num_experts;
-  const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
+  extern __shared__ __align__(16) uint8_t send_smem[];
+  DestinationRows& rows = *reinterpret_cast<DestinationRows*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   if (blockIdx.x == 0) {
+    if (p.fuse_layout) {
+      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
+      __syncthreads();  // the layout's counts and error flag, for every thread
+    }
+    const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
     for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
       const int r = i / (E + W), c = i % (E + W);
       const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
@@ -200,10 +220,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     __syncthreads();
     if (threadIdx.x < W) device::st_release_sys(p.flags[threadIdx.x] + kCountsReady + p.rank, epoch);
   }
-  __shared__ DestinationRows rows;
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+    // After the wait: with a fused layout, this rank's counts guard the layout too.
+    const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
     compute_destination_rows(p, p.counts[p.rank] + parity_offset, rows);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {
@@ -215,6 +236,16 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   }
   finish_launch(p, kDispatchSend, epoch, -1);
 }
+
+// The send kernel's dynamic shared memory: DestinationRows, or the fused layout's.
+constexpr size_t dispatch_send_smem_bytes(int num_experts) {
+  return std::max(sizeof(DestinationRows), layout_smem_bytes(num_experts));
+}
+// With its static arrays (warp_dst, warp_scales, the layout's and the waits'
+// few words) the send kernel stays in the 48 KB a kernel gets without opting in.
+static_assert(dispatch_send_smem_bytes(kMaxExperts) + 2 * sizeof(void*) * kWarps * kMaxRanks + 1024 <=
+                  kDefaultSmemBytes,
+              "no shared-memory opt-in needed");
 
 __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchRecv);
@@ -331,7 +362,7 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  dispatch_send_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);
+  dispatch_send_kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p.num_experts), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -73,6 +73,7 @@ struct EpBuffer::State {
   Stage stage = Stage::kIdle;
   int64_t synced_rows = -1;      // rows of the current dispatch output, when known on the host
   bool overlap = true;           // dispatch()/combine(): both halves at once
+  bool fuse_layout = true;       // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
   int dispatch_recv_blocks = 1;  // of num_sms, when overlapping
   int combine_recv_blocks = 1;
   cudaStream_t side = nullptr;   // the receive half's stream when overlapping
@@ -145,6 +146,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->combine_recv_blocks =
       std::clamp(env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll ? 2 : 3)), 1, clamp_max);
   state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
+  state_->fuse_layout = env_int("FERRY_EP_FUSE_LAYOUT", 1) != 0;
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
   // Symmetric: the dispatch output (senders write rows there), routing records,
@@ -304,7 +306,9 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
   if (st.send_blocks > 0) p.num_blocks = st.send_blocks;
-  if (!reusing) ep::launch_layout(p, stream);
+  // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
+  p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
+  if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
   ep::launch_dispatch_send(p, stream);
   if (!reusing) {
     ++st.generation;

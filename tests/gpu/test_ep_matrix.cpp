@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -226,3 +227,39 @@ TEST(Ep, Fp8InputPassThrough) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- fused and separate layout
+// NOTE [EP fused layout]: a call of at most 256 tokens has its layout computed
+// inside the send kernel, a larger one by the layout kernel (one block per 256
+// tokens and a grid barrier); FERRY_EP_FUSE_LAYOUT=0 (read when the buffer is
+// made) sends every call through the layout kernel. The same inputs through
+// both, at 256 and 257 tokens per rank (the boundary), twice per buffer (the
+// second round reuses the staging of the first): each round checked against the
+// reference, and bitwise the same rows and combine output everywhere. A bad
+// expert id on the fused path: Ep.BadExpertIdOnOneRank (32 tokens).
+TEST(Ep, FusedAndSeparateLayoutAgree) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    for (int tokens : {256, 257}) {
+      SCOPED_TRACE(std::string(mode_id(mode)) + " T=" + std::to_string(tokens));
+      const EpConfig cfg = make_config(mode, DataType::kBFloat16, tokens, 2048, 6, 8);
+      const ep::Spec s = make_spec(cfg, shared().next_seed(), ep::Routing::kZipf, ep::TokenCounts::kFull);
+      const auto all = ep::make_all_inputs(s);
+      std::vector<Harness::Outcome> results;
+      for (const char* fuse : {"1", "0"}) {
+        setenv("FERRY_EP_FUSE_LAYOUT", fuse, 1);
+        Harness h(shared(), cfg);
+        unsetenv("FERRY_EP_FUSE_LAYOUT");
+        ASSERT_TRUE(h.alive());
+        Harness::Outcome out;
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        results.push_back(out);
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        EXPECT_EQ(out.dispatch_hash, results.back().dispatch_hash) << "fuse=" << fuse << ": second round";
+        EXPECT_EQ(out.out_hash, results.back().out_hash) << "fuse=" << fuse << ": second round";
+      }
+      EXPECT_EQ(results[1].dispatch_hash, results[0].dispatch_hash);
+      EXPECT_EQ(results[1].out_hash, results[0].out_hash);
+    }
+  }
+}
