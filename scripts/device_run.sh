@@ -13,8 +13,8 @@
 #   gpus       nvidia-smi -L and the topology matrix
 #   ctest      the CPU tests: ctest -R 'unit|mp'
 #   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
-#   memcheck   compute-sanitizer memcheck on 2 ranks     (only with FERRY_SANITIZE=1)
-#   racecheck  compute-sanitizer racecheck on 2 ranks    (only with FERRY_SANITIZE=1)
+#   memcheck   compute-sanitizer memcheck on FERRY_SANITIZE_NP ranks (2)  (only with FERRY_SANITIZE=1)
+#   racecheck  compute-sanitizer racecheck on FERRY_SANITIZE_NP ranks (2) (only with FERRY_SANITIZE=1)
 #   example    the allreduce example on the largest N
 #   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
@@ -31,8 +31,9 @@
 # Environment:
 #   OUT                    where logs and the CSV go (default ./out)
 #   FERRY_NPS              rank counts for the GPU tests (default "1 2 4 8", capped by the GPU count)
-#   FERRY_VIRTUAL_RANKS=1  let FERRY_NPS (up to 8) exceed the GPU count for the GPU tests, sanitizers and
-#                          C++ examples: ranks share GPUs (correctness only; benches stay one rank per GPU)
+#   FERRY_VIRTUAL_RANKS=1  let FERRY_NPS (up to 8) exceed the GPU count for the GPU tests, sanitizers,
+#                          C++ examples and python_npN (gloo there): ranks share GPUs (correctness only;
+#                          benches stay one rank per GPU)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip both benches
 #   FERRY_BENCHES          which benches run (default "allreduce ep nvlink")
@@ -40,6 +41,7 @@
 #   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
 #   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
 #   FERRY_SANITIZE=1       run the compute-sanitizer stages
+#   FERRY_SANITIZE_NP      ranks of the sanitizer stages (default 2)
 #   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 AllReduce matrix, graph replay, small EP cases)
 #   FERRY_PY_NPS           rank counts for the Python GPU tests (default: FERRY_NPS without 1)
 #   FERRY_PY_BENCH_ARGS    more arguments for the Python bench
@@ -153,10 +155,11 @@ else
 fi
 
 # FERRY_VIRTUAL_RANKS=1: the GPU test stages (gpu_npN, the sanitizers, the C++
-# examples) may run more ranks than GPUs, ranks sharing GPUs (FERRY_TEST_SHARE_GPUS;
-# each rank its own context, time-sliced). That checks the protocols at world
-# sizes the machine lacks GPUs for; benches and the Python stages (NCCL refuses
-# two ranks on one GPU) stay at most one rank per GPU.
+# examples, python_npN) may run more ranks than GPUs, ranks sharing GPUs
+# (FERRY_TEST_SHARE_GPUS; each rank its own context, time-sliced). That checks the
+# protocols at world sizes the machine lacks GPUs for; python_npN then uses gloo
+# (NCCL refuses two ranks on one GPU). Benches and the other Python stages stay
+# at most one rank per GPU.
 VIRTUAL="${FERRY_VIRTUAL_RANKS:-0}"
 [ "$VIRTUAL" = 1 ] && [ "$GPUS" -ge 1 ] && export FERRY_TEST_SHARE_GPUS=1
 NPS=()
@@ -191,16 +194,18 @@ done
 
 # The small tests: heap, the bf16 column of the AllReduce matrix, graph replay,
 # and small EP cases of each mode (fp8 quantization, halves, handle reuse).
-FILTER="${FERRY_SANITIZE_FILTER:-Heap.*:All/AllReduceMatrix.*/*_bf16:AllReduce.GraphReplayWithNewData:Ep/EpMatrix.DispatchCombine/ht_fp8_h2048_k3:Ep/EpMatrix.DispatchCombine/ll_bf16_h2048_k7:Ep.HandleReuse}"
+FILTER="${FERRY_SANITIZE_FILTER:-Heap.*:All/AllReduceMatrix.*/*_bf16:AllReduce.GraphReplayWithNewData:Ep/EpMatrix.DispatchCombine/ht_fp8_h2048_k3:Ep/EpMatrix.DispatchCombine/ll_bf16_h2048_k7:Ep.HandleReuse:Ep.FusedAndSeparateLayoutAgree}"
 for tool in memcheck racecheck; do
   if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$tool" "set FERRY_SANITIZE=1"; continue; fi
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$tool" "FERRY_SKIP_TESTS=1"; continue; fi
   if [ "$BUILT" -ne 1 ]; then skip "$tool" "build failed"; continue; fi
-  if [ "$GPUS" -lt 2 ] && [ "$VIRTUAL" != 1 ]; then skip "$tool" "needs 2 GPUs (or FERRY_VIRTUAL_RANKS=1)"; continue; fi
+  if [ "$GPUS" -lt "${FERRY_SANITIZE_NP:-2}" ] && [ "$VIRTUAL" != 1 ]; then
+    skip "$tool" "needs ${FERRY_SANITIZE_NP:-2} GPUs (or FERRY_VIRTUAL_RANKS=1)"; continue
+  fi
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   if [ ! -x "$sanitizer" ]; then record "$tool" FAIL 0 "no compute-sanitizer"; continue; fi
   # Sanitized kernels run far slower: give device waits a long deadline.
-  run_stage "$tool" "${TO[@]}" "${MPIRUN[@]}" -np 2 -x FERRY_TIMEOUT_MS=120000 \
+  run_stage "$tool" "${TO[@]}" "${MPIRUN[@]}" -np "${FERRY_SANITIZE_NP:-2}" -x FERRY_TIMEOUT_MS=120000 \
     "$sanitizer" --tool "$tool" --error-exitcode 86 \
     "$B/tests/ferry_gpu_tests" --gtest_filter="$FILTER"
 done
@@ -254,7 +259,9 @@ else
   run_stage python_cpu "${TO[@]}" python3 -m pytest -q -p no:cacheprovider tests/python/test_cpu_validation.py
 fi
 for n in ${FERRY_PY_NPS:-${NPS[*]}}; do
-  [ "$n" -ge 2 ] && [ "$n" -le "$GPUS" ] || continue
+  # More ranks than GPUs (up to 8) only with virtual ranks: FERRY_TEST_SHARE_GPUS,
+  # exported above, makes the tests share GPUs and use gloo instead of NCCL.
+  [ "$n" -ge 2 ] && { [ "$n" -le "$GPUS" ] || { [ "$VIRTUAL" = 1 ] && [ "$GPUS" -ge 1 ] && [ "$n" -le 8 ]; }; } || continue
   if [ "$PY_STAGES_OK" -ne 1 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "python_np$n" "skipped"; continue; fi
   run_stage "python_np$n" "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$n" -m pytest -q -p no:cacheprovider tests/python
 done

@@ -78,6 +78,17 @@ def check_all_ranks(failures, what=""):
                     + (f"\n... and {extra} more" if extra else ""), pytrace=False)
 
 
+def all_gather_tensors(t: torch.Tensor) -> list:
+    """Collective: every rank's `t` (same shape and dtype on every rank), on
+    t's device. Under gloo (ranks sharing GPUs, see conftest.py) it goes through
+    host copies: gloo implements only some collectives for CUDA tensors."""
+    via_host = dist.get_backend() == "gloo" and t.device.type != "cpu"
+    src = t.cpu() if via_host else t.contiguous()
+    got = [torch.empty_like(src) for _ in range(world())]
+    dist.all_gather(got, src)
+    return [g.to(t.device) for g in got] if via_host else got
+
+
 def checksum(t: torch.Tensor) -> torch.Tensor:
     """Two int64 sums over the tensor's bytes (one position-weighted): equal bytes
     give equal checksums; a difference anywhere almost surely changes them."""
@@ -91,8 +102,7 @@ def same_on_all_ranks(t: torch.Tensor):
     c = checksum(t)
     if world() == 1:
         return None
-    got = [torch.empty_like(c) for _ in range(world())]
-    dist.all_gather(got, c)
+    got = all_gather_tensors(c)
     if any(not torch.equal(g, got[0]) for g in got):
         return f"result differs across ranks (byte checksums {[g.tolist() for g in got]})"
     return None

@@ -7,6 +7,9 @@ same order, collectives inside:
     PYTHONPATH=build/python torchrun --nproc-per-node N -m pytest tests/python -q
 Without a GPU, or when not launched by torchrun, the GPU tests are skipped and
 the session ends with a line containing "FERRY PYTHON GPU TESTS SKIPPED".
+FERRY_TEST_SHARE_GPUS=1 (as for the C++ GPU tests): ranks may share GPUs, N above
+the GPU count ("virtual ranks", correctness only); torch.distributed then uses
+gloo, since NCCL refuses two ranks on one GPU.
 """
 import os
 
@@ -26,6 +29,11 @@ import torch.distributed as dist  # noqa: E402
 GPU_SKIPPED_LINE = "FERRY PYTHON GPU TESTS SKIPPED"
 _skipped_key = pytest.StashKey[int]()
 _reason_key = pytest.StashKey[str]()
+
+
+def share_gpus() -> bool:
+    """FERRY_TEST_SHARE_GPUS=1: ranks may share GPUs (tests/common/test_util.hpp)."""
+    return os.environ.get("FERRY_TEST_SHARE_GPUS") == "1"
 
 
 def gpu_skip_reason():
@@ -74,20 +82,30 @@ class DistEnv:
 
 @pytest.fixture(scope="session")
 def dist_env():
-    """torch.distributed (NCCL) from the torchrun environment, and ferry.init().
-    Session-wide: every GPU test uses the same group and communicator."""
+    """torch.distributed (NCCL; gloo when ranks share GPUs) from the torchrun
+    environment, and ferry.init(). Session-wide: every GPU test uses the same
+    group and communicator."""
     reason = gpu_skip_reason()
     if reason is not None:
         pytest.skip(f"{GPU_SKIPPED_LINE}: {reason}")
     import ferry
 
     local_rank = int(os.environ["LOCAL_RANK"])
-    if local_rank >= torch.cuda.device_count():
-        raise RuntimeError(f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) visible: "
-                           f"launch at most one rank per GPU")
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
-    dist.init_process_group("nccl", device_id=device, timeout=datetime.timedelta(seconds=300))
+    gpus = torch.cuda.device_count()
+    timeout = datetime.timedelta(seconds=300)
+    if share_gpus():
+        # Virtual ranks: the library's own mapping (local_rank % device count);
+        # NCCL refuses two ranks on one GPU, gloo does not care.
+        device = torch.device("cuda", local_rank % gpus)
+        torch.cuda.set_device(device)
+        dist.init_process_group("gloo", timeout=timeout)
+    else:
+        if local_rank >= gpus:
+            raise RuntimeError(f"LOCAL_RANK {local_rank} but only {gpus} GPU(s) visible: "
+                               f"launch at most one rank per GPU (or set FERRY_TEST_SHARE_GPUS=1)")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device, timeout=timeout)
     comm = ferry.init()
     env = DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device, comm)
     assert comm.rank == env.rank and comm.size == env.world, (comm.rank, comm.size, env.rank, env.world)

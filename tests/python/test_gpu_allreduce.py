@@ -1,4 +1,5 @@
-"""ferry.AllReduce against torch.distributed.all_reduce (NCCL), on real GPUs.
+"""ferry.AllReduce against torch.distributed.all_reduce (NCCL; gloo when ranks
+share GPUs, FERRY_TEST_SHARE_GPUS=1: see conftest.py), on real GPUs.
 
 Every op x type at several sizes, with fresh random inputs per call and
 poisoned outputs (NaN, or an integer no reduction here can produce), through
@@ -8,7 +9,7 @@ on new inputs. Every result must have the same bytes on every rank.
 Tolerances (floating types; integers must match exactly, as must min and max):
 with n ranks and u the type's unit roundoff (2^-8 bf16, 2^-11 fp16, 2^-24 fp32,
 2^-53 fp64), both ferry (fp32 accumulation for 16-bit types, one final rounding)
-and NCCL (possibly a rounding after every step of its ring) are within
+and NCCL or gloo (possibly a rounding after every step of its ring) are within
 (n + 1) u sum_r |x_r| of the exact sum, so they differ by at most
 (2n + 2) u sum_r |x_r| (divided by n for avg, which is checked as sum / n); for
 prod the same bound relative to prod_r |x_r| (no cancellation in a product).
@@ -72,7 +73,8 @@ def poison(t):
 
 
 class Reference:
-    """What NCCL says for `x` (collective), and the allowed difference."""
+    """What torch.distributed says for `x` (collective), and the allowed difference.
+    gloo reduces every dtype and op used here, CUDA tensors through host copies."""
 
     def __init__(self, x, op, world):
         self.op, self.dtype, self.world = op, x.dtype, world
@@ -96,14 +98,14 @@ class Reference:
             if bool(bad.any()):
                 i = int(bad.reshape(-1).nonzero()[0])
                 return [f"{what}: {int(bad.sum())} of {y.numel()} elements differ, first at {i}: "
-                        f"{y.reshape(-1)[i].item()} vs NCCL {self.ref.reshape(-1)[i].item()}"]
+                        f"{y.reshape(-1)[i].item()} vs {dist.get_backend()} {self.ref.reshape(-1)[i].item()}"]
             return []
         diff = (y.double() - self.ref.double()).abs()
         bad = ~(diff <= self.tol)  # NaN (a poisoned element never written) is bad too
         if bool(bad.any()):
             i = int(bad.reshape(-1).nonzero()[0])
             return [f"{what}: {int(bad.sum())} of {y.numel()} elements outside tolerance, first at {i}: "
-                    f"{y.reshape(-1)[i].item()} vs NCCL {self.ref.reshape(-1)[i].item()} "
+                    f"{y.reshape(-1)[i].item()} vs {dist.get_backend()} {self.ref.reshape(-1)[i].item()} "
                     f"(tolerance {self.tol.reshape(-1)[i].item():.3e})"]
         return []
 
