@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
     const size_t row_bytes = size_t(H) * 2;
     const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
     const ItemCursor cursor{W, max_token_count, p.num_chunks};
-    for (int item = blockIdx.x * kWarps + warp; item < cursor.total(); item += gridDim.x * kWarps) {
+    const ItemLoop loop(p);
+    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
@@ -102,7 +103,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (*p.layout_error == 0) {
     const int items = p.num_tokens * p.num_chunks;
-    for (int item = blockIdx.x * kWarps + (threadIdx.x >> 5); item < items; item += gridDim.x * kWarps) {
+    const ItemLoop loop(p);
+    for (int item = loop.first; item < items; item += loop.stride) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);

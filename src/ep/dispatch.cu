@@ -230,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
       const int items = p.num_tokens * p.num_chunks;
-      for (int item = blockIdx.x * kWarps + warp; item < items; item += gridDim.x * kWarps)
+      const ItemLoop loop(p);
+      for (int item = loop.first; item < items; item += loop.stride)
         send_chunk(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp], epoch);
     }
   }
@@ -309,7 +310,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
     const size_t out_row_bytes = size_t(H) * elem;
     const int groups = H / kScaleBlock;
     const ItemCursor cursor{W, max_token_count, p.num_chunks};
-    for (int item = blockIdx.x * kWarps + warp; item < cursor.total(); item += gridDim.x * kWarps) {
+    const ItemLoop loop(p);
+    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;

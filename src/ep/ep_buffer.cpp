@@ -147,6 +147,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
       std::clamp(env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll ? 2 : 3)), 1, clamp_max);
   state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
   state_->fuse_layout = env_int("FERRY_EP_FUSE_LAYOUT", 1) != 0;
+  p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
   // Symmetric: the dispatch output (senders write rows there), routing records,

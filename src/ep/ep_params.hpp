@@ -68,6 +68,7 @@ struct Params {
   bool idx_int64;
   bool with_weights;
   bool fuse_layout;      // the send kernel computes the layout (NOTE [EP fused layout])
+  bool spread_items;     // work items across blocks first (NOTE [EP item order])
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
   size_t meta_bytes;            // one staged token's routing record

@@ -118,6 +118,22 @@ __device__ __forceinline__ int64_t warp_expert_offsets(const Params& p, int n, i
   return carry;
 }
 
+// NOTE [EP item order]
+// The data kernels hand out work items (token chunks) to warps with a
+// grid-stride loop. Item i goes to warp i / grid of block i % grid (with
+// p.spread_items), so a call with fewer items than warps spreads over every
+// block, one SM each, instead of filling the first blocks: a low-latency call
+// of 128 tokens in 4 chunks is 512 items against 132 x 32 warps, which the
+// block-major order (item i to block i / 32) put on 16 SMs. With as many items
+// as warps or more, both orders use every warp.
+struct ItemLoop {
+  int first, stride;
+  __device__ explicit ItemLoop(const Params& p) : stride(int(gridDim.x) * kWarps) {
+    const int warp = threadIdx.x >> 5;
+    first = p.spread_items ? warp * int(gridDim.x) + int(blockIdx.x) : int(blockIdx.x) * kWarps + warp;
+  }
+};
+
 // Items (source s, slot, chunk), interleaved across sources so warps walk the
 // slots in about the order the sources fill them. decode() is false for a slot
 // past that source's count.
