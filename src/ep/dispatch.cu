@@ -125,12 +125,13 @@ __device__ void record_overflow(const Params& p, const DestinationRows& rows) {
 __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, int c, int lane, uint8_t** dst,
                            float** dst_scales, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
+  // The token's routing, all loads issued at once (one memory round trip, not two).
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflows(p, lane < W ? lane : 0));
-  if (dst_mask == 0) return;
   const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflows(p, lane < W ? lane : 0));
+  if (dst_mask == 0) return;
   const int H = p.hidden, groups = H / kScaleBlock;
   const size_t row_bytes = size_t(H) * (p.fp8_out ? 1 : 2);
   int num_dst = 0;
