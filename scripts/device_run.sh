@@ -36,7 +36,7 @@
 #                          benches stay one rank per GPU)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip both benches
-#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink")
+#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink torch"; torch: bench_py)
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
 #   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
 #   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
@@ -229,7 +229,7 @@ bench_stage() {
   rm -f "$OUT/$stage.log" "$OUT/$sub.csv"  # a skipped bench shows no stale table at the end
   if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
     skip "$stage" "FERRY_SKIP_BENCH=1"
-  elif [[ " ${FERRY_BENCHES:-allreduce ep nvlink} " != *" $sub "* ]]; then
+  elif [[ " ${FERRY_BENCHES:-allreduce ep nvlink torch} " != *" $sub "* ]]; then
     skip "$stage" "not in FERRY_BENCHES"
   elif [ "$BUILT" -ne 1 ]; then
     skip "$stage" "build failed"
@@ -275,7 +275,8 @@ else
     done' example_py "$NBENCH"
 fi
 read -r -a py_bench_args <<<"${FERRY_PY_BENCH_ARGS:-}"
-if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then skip bench_py "skipped"
+if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ] ||
+   [[ " ${FERRY_BENCHES:-allreduce ep nvlink torch} " != *" torch "* ]]; then skip bench_py "skipped"
 else run_stage bench_py "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$NBENCH" bench/python/ferry_torch_bench.py --out "$OUT" "${py_bench_args[@]}"; fi
 if [ -n "$PIP_PID" ]; then
   wait "$PIP_PID"
