@@ -39,24 +39,34 @@ __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* 
 // Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
 // scale per 128 columns into each destination's scale row. Lane = 8 columns;
 // 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
+// Like copy_units_to_rows, the loads of kUnroll 256-column steps are issued
+// before any is quantized: one load in flight per lane left the warp waiting on
+// memory once per step.
 __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, float* const* scales,
                                                  int num_dst, int begin, int end, int lane) {
-  for (int col = begin; col < end; col += 256) {
-    const int i = col / 8 + lane;  // this lane's 8-column unit
-    const bool active = i * 8 < end;
-    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (active) unpack_bf16x8(device::load16(src + size_t(i) * 16), f);
-    float amax = 0.f;
+  for (int base = begin; base < end; base += 256 * kUnroll) {
+    uint4 v[kUnroll];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = (base + u * 256) / 8 + lane;  // this lane's 8-column unit of step u
+      v[u] = i * 8 < end ? device::load16(src + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
-    for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-    const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
-    const uint2 q = quantize_fp8x8(f, 1.f / scale);
-    if (active) {
-      for (int d = 0; d < num_dst; ++d) {
-        *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
-        if ((lane & 15) == 0) scales[d][i / 16] = scale;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int col = base + u * 256;
+      if (col >= end) break;  // warp-uniform
+      const int i = col / 8 + lane;
+      // Zeros past the end: a whole 128-column group is in or out (H % 128 == 0).
+      float amax = amax_bf16x8(v[u]);
+#pragma unroll
+      for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+      const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
+      const uint2 q = quantize_bf16x8_fp8(v[u], 1.f / scale);
+      if (i * 8 < end) {
+        for (int d = 0; d < num_dst; ++d) {
+          *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
+          if ((lane & 15) == 0) scales[d][i / 16] = scale;
+        }
       }
     }
   }
@@ -122,6 +132,10 @@ __device__ void record_overflow(const Params& p, const DestinationRows& rows) {
 
 // One chunk of token t to every destination rank it picked: the data into the
 // row of its first expert there, the routing record and the chunk's ready word.
+// kQuantize: bf16 tokens sent as fp8 (a template parameter, not a branch: the
+// quantizer and the copy loop in one kernel spilled registers under the 64 that
+// a 1024-thread block allows; each alone does not).
+template <bool kQuantize>
 __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, int c, int lane, uint8_t** dst,
                            float** dst_scales, uint64_t epoch) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
@@ -160,7 +174,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
   }
   __syncwarp();
   const int begin = chunk_begin(p, c), end = chunk_end(p, c);
-  if (p.fp8_out && !p.fp8_in) {
+  if constexpr (kQuantize) {
     quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, dst_scales, num_dst, begin,
                      end, lane);
   } else if (p.fp8_in) {
@@ -201,6 +215,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // block barrier, so the acquire makes the layout visible. The layout's shared
 // memory and DestinationRows share the dynamic region (one is done before the
 // other starts).
+template <bool kQuantize>
 __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);
   const int W = p.world_size, E = p.num_experts;
@@ -233,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       const int items = p.num_tokens * p.num_chunks;
       const ItemLoop loop(p);
       for (int item = loop.first; item < items; item += loop.stride)
-        send_chunk(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp], epoch);
+        send_chunk<kQuantize>(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp], epoch);
     }
   }
   finish_launch(p, kDispatchSend, epoch, -1);
@@ -365,7 +380,8 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  dispatch_send_kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p.num_experts), stream>>>(p);
+  const auto kernel = p.fp8_out && !p.fp8_in ? dispatch_send_kernel<true> : dispatch_send_kernel<false>;
+  kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p.num_experts), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
