@@ -12,23 +12,30 @@
 namespace ferry::ep {
 namespace {
 
-constexpr int kUnroll = 8;  // 16-byte units in flight per lane
+// 16-byte units in flight per lane in row copies. The send half keeps 8 (its
+// loads feed NVLink stores); the receive half, whose copies are local, takes 4:
+// with 8 the receive kernel spilled registers (64 a thread at 1024 threads),
+// and on one H200 4 cut its time by 3% (bf16) to 9% (fp8)
+// (docs/results/ep_1xH200_unroll_ab.txt).
+constexpr int kSendUnroll = 8;
+constexpr int kRecvUnroll = 4;
 
 // Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
 // base pointers are in `dst` (warp-uniform), at byte `offset` of each row,
-// kUnroll units per lane at a time.
+// kUnits units per lane at a time.
+template <int kUnits>
 __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
                                                    size_t offset, int units, int lane) {
-  for (int base = 0; base < units; base += 32 * kUnroll) {
-    uint4 v[kUnroll];
+  for (int base = 0; base < units; base += 32 * kUnits) {
+    uint4 v[kUnits];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kUnits; ++u) {
       const int i = base + u * 32 + lane;
       if (i < units) v[u] = device::load16(src + size_t(i) * 16);
     }
     for (int d = 0; d < num_dst; ++d) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kUnits; ++u) {
         const int i = base + u * 32 + lane;
         if (i < units) device::store16(dst[d] + offset + size_t(i) * 16, v[u]);
       }
@@ -39,20 +46,20 @@ __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* 
 // Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
 // scale per 128 columns into each destination's scale row. Lane = 8 columns;
 // 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
-// Like copy_units_to_rows, the loads of kUnroll 256-column steps are issued
+// Like copy_units_to_rows, the loads of kSendUnroll 256-column steps are issued
 // before any is quantized: one load in flight per lane left the warp waiting on
 // memory once per step.
 __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, float* const* scales,
                                                  int num_dst, int begin, int end, int lane) {
-  for (int base = begin; base < end; base += 256 * kUnroll) {
-    uint4 v[kUnroll];
+  for (int base = begin; base < end; base += 256 * kSendUnroll) {
+    uint4 v[kSendUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kSendUnroll; ++u) {
       const int i = (base + u * 256) / 8 + lane;  // this lane's 8-column unit of step u
       v[u] = i * 8 < end ? device::load16(src + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kSendUnroll; ++u) {
       const int col = base + u * 256;
       if (col >= end) break;  // warp-uniform
       const int i = col / 8 + lane;
@@ -178,15 +185,15 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, dst_scales, num_dst, begin,
                      end, lane);
   } else if (p.fp8_in) {
-    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H + begin, dst, num_dst, begin,
-                       (end - begin) / 16, lane);
+    copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H + begin, dst, num_dst,
+                                    begin, (end - begin) / 16, lane);
     for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32) {
       const float scale = p.scales_in[size_t(t) * groups + g];
       for (int d = 0; d < num_dst; ++d) dst_scales[d][g] = scale;
     }
   } else {
-    copy_units_to_rows(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst, num_dst,
-                       size_t(begin) * 2, (end - begin) * 2 / 16, lane);
+    copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst,
+                                    num_dst, size_t(begin) * 2, (end - begin) * 2 / 16, lane);
   }
   // The warp's stores, then one release per destination (NOTE [EP epochs]).
   __syncwarp();
@@ -248,7 +255,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       const int items = p.num_tokens * p.num_chunks;
       const ItemLoop loop(p);
       for (int item = loop.first; item < items; item += loop.stride)
-        send_chunk<kQuantize>(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp], epoch);
+        send_chunk<kQuantize>(p, rows, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
+                              warp_scales[warp], epoch);
     }
   }
   finish_launch(p, kDispatchSend, epoch, -1);
@@ -356,8 +364,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       __syncwarp();
       const int begin = chunk_begin(p, c), end = chunk_end(p, c);
       const uint8_t* first = p.out_tokens + size_t(first_row) * out_row_bytes;
-      copy_units_to_rows(first + size_t(begin) * elem, warp_dst[warp], num_rows, size_t(begin) * elem,
-                         (end - begin) * elem / 16, lane);
+      copy_units_to_rows<kRecvUnroll>(first + size_t(begin) * elem, warp_dst[warp], num_rows,
+                                      size_t(begin) * elem, (end - begin) * elem / 16, lane);
       if (p.fp8_out) {
         for (unsigned m = rows_mask & (rows_mask - 1); m != 0; m &= m - 1) {
           const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
