@@ -20,6 +20,8 @@
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
+#   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
+#              (only when FERRY_BENCHES names "tune"; table in $OUT/tune.txt)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
 #              (built in the background while the GPU stages run)
 #   python_cpu pytest tests/python/test_cpu_validation.py
@@ -36,7 +38,9 @@
 #                          benches stay one rank per GPU)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip both benches
-#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink torch"; torch: bench_py)
+#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink torch"; torch: bench_py;
+#                          "tune" adds bench_tune)
+#   FERRY_TUNE_ARGS        more arguments for ferry-bench ep in bench_tune (sweeps: FERRY_TUNE_SWEEPS)
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
 #   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
 #   FERRY_BENCH_TAIL       lines of each bench's output shown at the end (default 60)
@@ -245,6 +249,14 @@ bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
 bench_stage bench_nvlink nvlink
+if [[ " ${FERRY_BENCHES:-} " != *" tune "* ]] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
+  skip bench_tune "not in FERRY_BENCHES"
+elif [ "$BUILT" -ne 1 ] || [ "$NBENCH" -lt 1 ]; then
+  skip bench_tune "build failed or no GPU"
+else
+  read -r -a tune_args <<<"${FERRY_TUNE_ARGS:-}"
+  run_stage bench_tune env FERRY_NP="$NBENCH" BUILD_DIR="$B" OUT="$OUT" scripts/tune_ep.sh "${tune_args[@]}"
+fi
 
 # ---------------------------------------------------------------- Python layer
 PY_STAGES_OK=1
@@ -291,7 +303,7 @@ echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
 # Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
-for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_py:torch_bench; do
+for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_tune:tune bench_py:torch_bench; do
   log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
   [ -s "$log" ] || continue
   echo "---------------- ferry-bench ${pair#*:} (end of $log)"
