@@ -27,6 +27,13 @@ ferry_export_env() {
   ferry_cuda_path
 }
 
+# Prints how many NVIDIA GPUs nvidia-smi lists (0 without nvidia-smi).
+ferry_gpu_count() {
+  local n=0
+  if command -v nvidia-smi >/dev/null 2>&1; then n="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"; fi
+  echo "${n:-0}"
+}
+
 # Runs scripts/setup.sh --cmake-args (installs what is missing) and keeps its
 # output, one CMake argument per line, in FERRY_SETUP_ARGS. Returns setup.sh's
 # status. Run from the repository root.

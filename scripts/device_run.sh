@@ -148,13 +148,10 @@ gpu_info() {
   echo
   nvidia-smi topo -m | sed -n '1,/^$/p'  # the matrix, without the legend
 }
-if command -v nvidia-smi >/dev/null 2>&1; then
-  GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
-fi
-if [ "${GPUS:-0}" -gt 0 ]; then
+GPUS="$(ferry_gpu_count)"
+if [ "$GPUS" -gt 0 ]; then
   run_stage gpus gpu_info
 else
-  GPUS=0
   record gpus FAIL 0 "no GPU (nvidia-smi -L lists none)"
 fi
 
@@ -249,7 +246,9 @@ bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
 bench_stage bench_nvlink nvlink
-if [[ " ${FERRY_BENCHES:-} " != *" tune "* ]] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
+if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
+  skip bench_tune "FERRY_SKIP_BENCH=1"
+elif [[ " ${FERRY_BENCHES:-} " != *" tune "* ]]; then
   skip bench_tune "not in FERRY_BENCHES"
 elif [ "$BUILT" -ne 1 ] || [ "$NBENCH" -lt 1 ]; then
   skip bench_tune "build failed or no GPU"

@@ -22,11 +22,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # sets ROOT, enters it
 BUILD_DIR="${BUILD_DIR:-build}"
 JOBS="${FERRY_JOBS:-$(nproc)}"
 
-gpus=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-  gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
-fi
-if [ "${gpus:-0}" -eq 0 ]; then
+gpus="$(ferry_gpu_count)"
+if [ "$gpus" -eq 0 ]; then
   echo "run_main: no NVIDIA GPU found (nvidia-smi -L lists none): ferry runs one rank per GPU." >&2
   echo "run_main: on a machine without GPUs, run scripts/test.sh (GPU tests report SKIPPED)." >&2
   exit 1

@@ -24,10 +24,10 @@ BENCH="${BUILD_DIR:-build-device}/bench/ferry-bench"
 OUT="${OUT:-./out}"
 mkdir -p "$OUT" || exit 1
 [ -x "$BENCH" ] || { echo "tune_ep: no $BENCH (build first: scripts/device_run.sh)" >&2; exit 1; }
-gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
-NP="${FERRY_NP:-${gpus:-0}}"
-if ! [[ "$NP" =~ ^[0-9]+$ ]] || [ "$NP" -lt 1 ] || [ "$NP" -gt "${gpus:-0}" ]; then
-  echo "tune_ep: FERRY_NP=$NP ranks, but this machine has ${gpus:-0} GPUs (one rank per GPU)" >&2
+gpus="$(ferry_gpu_count)"
+NP="${FERRY_NP:-$gpus}"
+if ! [[ "$NP" =~ ^[0-9]+$ ]] || [ "$NP" -lt 1 ] || [ "$NP" -gt "$gpus" ]; then
+  echo "tune_ep: FERRY_NP=$NP ranks, but this machine has $gpus GPUs (one rank per GPU)" >&2
   exit 1
 fi
 

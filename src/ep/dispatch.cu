@@ -15,7 +15,7 @@ namespace {
 // 16-byte units in flight per lane in row copies. The send half keeps 8 (its
 // loads feed NVLink stores); the receive half, whose copies are local, takes 4:
 // with 8 the receive kernel spilled registers (64 a thread at 1024 threads),
-// and on one H200 4 cut its time by 3% (bf16) to 9% (fp8)
+// and on one H200 4 cut its time by 2-7% (bf16) and 6-9% (fp8)
 // (docs/results/ep_1xH200_unroll_ab.txt).
 constexpr int kSendUnroll = 8;
 constexpr int kRecvUnroll = 4;
