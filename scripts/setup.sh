@@ -13,6 +13,9 @@
 #                                  (NCCL_ROOT, CUDA compiler, the Python module);
 #                                  messages go to stderr
 #
+# UCX for the inter-node transport: the libucx-cu13 wheel (pip), copied to
+# .deps/ucx; FERRY_UCX=0 leaves it out, FERRY_UCX_ROOT names another UCX.
+#
 # The Python package (python/ferry) needs python3 with torch, nanobind, pytest and
 # numpy; missing ones are installed with pip (torch from PyPI). FERRY_PYTHON=0
 # skips all of it and builds without the Python module.
@@ -23,7 +26,7 @@ PRINT_CMAKE_ARGS=0
 for arg in "$@"; do
   case "$arg" in
     --cmake-args) PRINT_CMAKE_ARGS=1 ;;
-    -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -147,8 +150,41 @@ if [ "${FERRY_PYTHON:-1}" != 0 ]; then
   BUILD_PYTHON=ON
 fi
 
+# UCX (the inter-node transport): FERRY_UCX_ROOT if set, else .deps/ucx, a
+# stripped copy of the libucx-cu13 wheel's tree (headers, libraries, transport
+# modules, ucx_perftest, ucx_info) that travels with the working tree to
+# machines without pip; the wheel is installed with pip when missing.
+# FERRY_UCX=0 builds without UCX (inter-node off).
+UCX_ROOT="${FERRY_UCX_ROOT:-}"
+if [ -z "$UCX_ROOT" ] && [ "${FERRY_UCX:-1}" != 0 ]; then
+  deps_ucx="$ROOT/.deps/ucx"
+  if [ ! -f "$deps_ucx/include/ucp/api/ucp.h" ]; then
+    wheel_dir="$(python3 -c 'import libucx, os; print(os.path.dirname(libucx.__file__))' 2>/dev/null || true)"
+    if [ -z "$wheel_dir" ] && python3 -m pip --version >/dev/null 2>&1; then
+      say "installing UCX with pip: libucx-cu13"
+      PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check libucx-cu13 >&2 ||
+        say "could not pip install libucx-cu13: building without the inter-node transport"
+      wheel_dir="$(python3 -c 'import libucx, os; print(os.path.dirname(libucx.__file__))' 2>/dev/null || true)"
+    fi
+    if [ -n "$wheel_dir" ] && [ -f "$wheel_dir/include/ucp/api/ucp.h" ]; then
+      say "UCX from the libucx-cu13 wheel: $wheel_dir -> $deps_ucx"
+      rm -rf "$deps_ucx.tmp" && mkdir -p "$deps_ucx.tmp/lib/ucx" "$deps_ucx.tmp/bin"
+      cp -r "$wheel_dir/include" "$deps_ucx.tmp/"
+      for f in "$wheel_dir"/lib/lib*.so.0; do cp -L "$f" "$deps_ucx.tmp/lib/"; done
+      for f in "$wheel_dir"/lib/ucx/lib*.so.0; do cp -L "$f" "$deps_ucx.tmp/lib/ucx/"; done
+      for b in ucx_info ucx_perftest; do cp "$wheel_dir/bin/$b" "$deps_ucx.tmp/bin/"; done
+      if command -v strip >/dev/null 2>&1; then
+        strip --strip-unneeded "$deps_ucx.tmp"/lib/*.so.0 "$deps_ucx.tmp"/lib/ucx/*.so.0 "$deps_ucx.tmp"/bin/* 2>/dev/null || true
+      fi
+      rm -rf "$deps_ucx" && mv "$deps_ucx.tmp" "$deps_ucx"
+    fi
+  fi
+  [ -f "$deps_ucx/include/ucp/api/ucp.h" ] && UCX_ROOT="$deps_ucx"
+fi
+
 if [ "$PRINT_CMAKE_ARGS" -eq 1 ]; then
   echo "-DFERRY_BUILD_PYTHON=$BUILD_PYTHON"
+  if [ -n "$UCX_ROOT" ]; then echo "-DFERRY_UCX_ROOT=$UCX_ROOT"; fi
   if [ "$BUILD_PYTHON" = ON ]; then
     echo "-DPython_EXECUTABLE=$(python3 -c 'import sys; print(sys.executable)')"
   fi

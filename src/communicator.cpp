@@ -10,9 +10,11 @@
 #include <sstream>
 
 #include "common/driver_api.hpp"
+#include "common/env.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/symmetric_heap.hpp"
+#include "net/proxy.hpp"
 
 namespace ferry {
 
@@ -135,10 +137,32 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
     FERRY_THROW(NotSupported, "rank " << r << " cannot reach some of its local peers over peer-to-peer");
   }
   heap_ = std::make_unique<SymmetricHeap>(*bootstrap_, topology_, device_);
+  if (topology_.num_nodes > 1) {
+    // Ranks in other nodes: the UCX transport and this GPU's proxy thread. Every
+    // rank either builds it or throws (the transport's creation is collective
+    // and fails everywhere alike: built without UCX, or UCX refused).
+    try {
+      net::ProxyOptions proxy_options;
+      proxy_options.cuda = true;
+      proxy_options.device = device_;
+      proxy_options.rank = rank();
+      proxy_options.fifo_capacity =
+          options.proxy_fifo_entries > 0 ? options.proxy_fifo_entries : env_size("FERRY_PROXY_FIFO_ENTRIES", 1024);
+      proxy_options.timeout = std::chrono::nanoseconds(timeout_ns_);
+      proxy_options.error = device_error_;
+      proxy_options.device_abort = device_abort_;
+      proxy_ = std::make_unique<net::Proxy>(net::make_transport(*bootstrap_, topology_), proxy_options);
+    } catch (...) {
+      heap_.reset();
+      free_device_state(device_error_, device_abort_);
+      throw;
+    }
+  }
 }
 
 Communicator::~Communicator() {
   cudaDeviceSynchronize();  // no kernel of ours may still use the heap
+  proxy_.reset();           // stops the proxy thread, closes the transport
   heap_.reset();
   free_device_state(device_error_, device_abort_);
 }
@@ -153,6 +177,13 @@ void Communicator::abort(const std::string& reason) const {
 }
 
 void Communicator::check() const {
+  if (!aborted_ && proxy_ && proxy_->failed()) {
+    std::ostringstream os;
+    os << "inter-node transfer failed on rank " << rank() << ": " << proxy_->failure()
+       << "; the communicator is aborted";
+    abort(os.str());
+    FERRY_THROW(TransportError, os.str());
+  }
   if (!aborted_ && device_error_ != nullptr && device_error_->code != kDeviceOk) {
     std::ostringstream os;
     os << "device wait timed out on rank " << device_error_->rank << " waiting for peer rank "

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "ferry/bootstrap.hpp"
+#include "ferry/topology.hpp"
 #include "ferry/device/timeout.cuh"
 
 namespace ferry {
 
 class SymmetricHeap;
+namespace net {
+class Proxy;
+}
 
 struct CommunicatorOptions {
   // CUDA device to use. -1: keep the device the caller already made current (a
@@ -23,24 +27,11 @@ struct CommunicatorOptions {
   // Deadline of every device spin-wait. 0: FERRY_TIMEOUT_MS from the environment,
   // else 10 s.
   std::chrono::milliseconds timeout{0};
+  // Descriptors the proxy FIFO holds (ranks in several nodes only). 0:
+  // FERRY_PROXY_FIFO_ENTRIES from the environment, else 1024.
+  size_t proxy_fifo_entries = 0;
 };
 
-struct Topology {
-  int rank = 0;        // global rank
-  int size = 1;        // global size
-  int node = 0;        // index of this rank's node
-  int num_nodes = 1;
-  int local_rank = 0;  // index inside the node
-  int local_size = 1;  // ranks in this node
-  std::vector<int> node_of_rank;        // node index of every global rank
-  std::vector<int> local_rank_of_rank;  // local index of every global rank
-  std::vector<int> ranks_in_node;       // global ranks of this node, by local rank
-  bool same_node(int peer) const { return node_of_rank[peer] == node; }
-};
-
-// Groups ranks into nodes: by hostname, or consecutive blocks of
-// FERRY_RANKS_PER_NODE (virtual nodes) when that variable is set.
-Topology discover_topology(Bootstrap& bootstrap);
 
 class Communicator {
  public:
@@ -57,6 +48,10 @@ class Communicator {
   const Topology& topology() const { return topology_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   SymmetricHeap& heap() { return *heap_; }
+  // The CPU proxy that carries transfers to ranks of other nodes (UCX); nullptr
+  // when every rank shares this node. An internal type: Window and the
+  // collectives use it.
+  net::Proxy* proxy() const { return proxy_.get(); }
   int num_sms() const { return num_sms_; }
   uint64_t timeout_ns() const { return timeout_ns_; }
 
@@ -85,6 +80,7 @@ class Communicator {
   mutable bool aborted_ = false;
   mutable std::string abort_reason_;
   std::unique_ptr<SymmetricHeap> heap_;
+  std::unique_ptr<net::Proxy> proxy_;  // destroyed before the heap (it may have registered heap memory)
 };
 
 }  // namespace ferry

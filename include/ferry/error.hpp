@@ -52,6 +52,12 @@ class MismatchError : public Error {
   using Error::Error;
 };
 
+// The inter-node transport failed: a peer process died or its endpoint broke.
+class TransportError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A feature is not available with this build or hardware.
 class NotSupported : public Error {
  public:

@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "ferry/bootstrap.hpp"
+#include "ferry/topology.hpp"
 
 namespace ferry {
-
-struct Topology;
 
 struct SymmetricBuffer {
   void* local = nullptr;          // this rank's memory

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "common/driver_api.hpp"
-#include "ferry/communicator.hpp"
+#include "ferry/topology.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 

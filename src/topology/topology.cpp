@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "ferry/communicator.hpp"
+#include "ferry/topology.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry {

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifdef __CUDACC__
 #include "ferry/device/sync.cuh"
+#endif
 #include "ferry/device/timeout.cuh"
 
 #ifdef __CUDACC__

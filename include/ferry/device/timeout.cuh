@@ -26,7 +26,7 @@ struct DeviceErrorState {
   volatile uint64_t observed;
 };
 
-enum DeviceErrorCode : int32_t { kDeviceOk = 0, kDeviceTimeout = 1 };
+enum DeviceErrorCode : int32_t { kDeviceOk = 0, kDeviceTimeout = 1, kDeviceTransportError = 2 };
 
 // Phases, for messages. Algorithms use these ids when they wait.
 enum WaitPhase : int32_t {
@@ -40,6 +40,10 @@ enum WaitPhase : int32_t {
   kPhaseBarrier = 7,
   kPhaseEpDispatch = 8,
   kPhaseEpCombine = 9,
+  kPhaseSignalWait = 10,     // device API: wait_signal
+  kPhaseProxyFifoFull = 11,  // a producer waiting for a free FIFO slot
+  kPhaseProxyQuiet = 12,     // quiet: waiting for the proxy to complete earlier puts
+  kPhaseProxyTransfer = 13,  // the proxy's transport failed (peer gone)
 };
 
 inline const char* phase_name(int32_t phase) {
@@ -53,6 +57,10 @@ inline const char* phase_name(int32_t phase) {
     case kPhaseBarrier: return "device barrier";
     case kPhaseEpDispatch: return "ep dispatch";
     case kPhaseEpCombine: return "ep combine";
+    case kPhaseSignalWait: return "wait_signal";
+    case kPhaseProxyFifoFull: return "proxy fifo full";
+    case kPhaseProxyQuiet: return "proxy quiet";
+    case kPhaseProxyTransfer: return "proxy transfer";
     default: return "unknown phase";
   }
 }

@@ -1,0 +1,191 @@
+// The device API for GPU-initiated transfers: put, put_with_signal, signal,
+// wait_signal, quiet on a window (ferry::Window, include/ferry/window.hpp).
+// The same call reaches a peer in the node over NVLink (stores into its memory
+// through a CUDA IPC mapping) and a peer in another node through the proxy
+// (a descriptor in the FIFO; the proxy drives UCX). Nothing here names the
+// proxy: a proxy-less backend (UCX's device API, NVSHMEM IBGDA) would fill
+// DeviceWindow's network part differently and keep these signatures.
+//
+// NOTE [Window signals]
+// Every rank's window has num_signals signal words per source rank: word
+// (source, index) is only ever added to by `source`, and only grows, so a wait
+// is `word >= expected`. Words written over NVLink live in device memory
+// (nvl_signals); words written by the network live where the transport can do
+// atomics (net_signals: pinned host memory over tcp/shared memory). wait_signal
+// picks the word from the peer's kind, so kernels never look at it.
+//
+// NOTE [Window data]
+// put copies `bytes` from this rank's window at src_offset to the peer's window
+// at dst_offset. The receiver reads what a peer put through recv_ptr(peer):
+// its device window for a peer in the node, and for a peer in another node the
+// memory the network wrote: the device window when UCX moves CUDA memory (RDMA
+// with GPUDirect, cuda_ipc), else a pinned host landing buffer mapped into the
+// GPU. So the same kernel is right on both (NOTE [Window staging], window.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/device/fifo.cuh"
+#ifdef __CUDACC__
+#include "ferry/device/sync.cuh"
+#endif
+#include "ferry/device/timeout.cuh"
+
+namespace ferry {
+
+// A window as its kernels see it. Built by ferry::Window::device(); passed by
+// value (it holds pointers to per-peer tables in device memory).
+struct DeviceWindow {
+  char* local;                     // this rank's window (device memory), `bytes` long
+  char* net_recv;                  // where peers of other nodes' puts land (== local, or a mapped host buffer)
+  uint64_t* nvl_signals;           // [world][num_signals], device memory: written over NVLink
+  uint64_t* net_signals;           // [world][num_signals], written by the network (mapped host memory)
+  char* const* nvl_peer;           // [world]: a peer's window mapped here over NVLink; nullptr: another node
+  uint64_t* const* nvl_peer_signals;  // [world]: a peer's nvl_signals mapped here; nullptr: another node
+  FifoHandle fifo;                 // the proxy FIFO (unused when every peer is in the node)
+  uint64_t bytes;
+  uint32_t window_id;
+  int32_t num_signals;
+  int32_t rank;
+  int32_t world_size;
+  WaitContext wait;
+};
+
+#ifdef __CUDACC__
+namespace device {
+
+__device__ __forceinline__ bool is_nvlink_peer(const DeviceWindow& w, int peer) {
+  return w.nvl_peer[peer] != nullptr;
+}
+
+// Where the data `peer` put into this rank's window is read (NOTE [Window data]).
+__device__ __forceinline__ const char* recv_ptr(const DeviceWindow& w, int peer) {
+  return is_nvlink_peer(w, peer) ? w.local : w.net_recv;
+}
+
+// Copies [src, src + bytes) to dst with the threads [rank, rank + count) of a
+// group: 16-byte units where both are aligned, bytes otherwise.
+__device__ __forceinline__ void group_copy(char* dst, const char* src, size_t bytes, unsigned rank,
+                                           unsigned count) {
+  const bool aligned = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15u) == 0;
+  size_t done = 0;
+  if (aligned) {
+    const size_t units = bytes / 16;
+    for (size_t i = rank; i < units; i += count)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    done = units * 16;
+  }
+  for (size_t i = done + rank; i < bytes; i += count) dst[i] = src[i];
+}
+
+__device__ __forceinline__ uint64_t* signal_word(uint64_t* base, const DeviceWindow& w, int source, uint32_t index) {
+  return base + static_cast<size_t>(source) * w.num_signals + index;
+}
+
+// One thread: adds `value` to signal word `index` of this rank at `peer`, after
+// every store this thread made before (and, through the caller's
+// __syncthreads/__syncwarp, its group's). Returns false if the FIFO wait failed.
+__device__ __forceinline__ bool signal(const DeviceWindow& w, int peer, uint32_t index, uint64_t value) {
+  if (is_nvlink_peer(w, peer)) {
+    signal_add_release_sys(signal_word(w.nvl_peer_signals[peer], w, w.rank, index), value);
+    return true;
+  }
+  __threadfence_system();  // the data before the descriptor the proxy reads
+  FifoEntry e{};
+  e.op = static_cast<uint32_t>(FifoOp::kSignal);
+  e.window = w.window_id;
+  e.peer = peer;
+  e.signal_index = index;
+  e.signal_value = value;
+  return fifo_push(w.fifo, e, w.wait) != ~0ull;
+}
+
+// Group scope (the threads [rank, rank + count) of a warp or block, all calling
+// with the same arguments): copies bytes from this rank's window at src_offset
+// to `peer`'s window at dst_offset; with with_signal, then adds signal_value to
+// signal word signal_index of this rank at the peer, never before the data.
+// NVLink: the group's stores, a group barrier (the caller's: `sync`), one
+// release add. Proxy: one descriptor from the group's first thread.
+template <typename Sync>
+__device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_t dst_offset, size_t src_offset,
+                                          size_t bytes, bool with_signal, uint32_t signal_index,
+                                          uint64_t signal_value, unsigned rank, unsigned count, Sync&& sync) {
+  bool ok = true;
+  if (is_nvlink_peer(w, peer)) {
+    group_copy(w.nvl_peer[peer] + dst_offset, w.local + src_offset, bytes, rank, count);
+    if (with_signal) {
+      sync();
+      if (rank == 0) signal_add_release_sys(signal_word(w.nvl_peer_signals[peer], w, w.rank, signal_index),
+                                            signal_value);
+    }
+    return true;
+  }
+  sync();  // the group's earlier stores to the source range before the descriptor
+  if (rank == 0) {
+    __threadfence_system();
+    FifoEntry e{};
+    e.op = static_cast<uint32_t>(with_signal ? FifoOp::kPutWithSignal : FifoOp::kPut);
+    e.window = w.window_id;
+    e.peer = peer;
+    e.dst_offset = dst_offset;
+    e.src_offset = src_offset;
+    e.bytes = bytes;
+    e.signal_index = signal_index;
+    e.signal_value = signal_value;
+    ok = fifo_push(w.fifo, e, w.wait) != ~0ull;
+  }
+  return ok;
+}
+
+// Block scope: every thread of the block calls it.
+__device__ __forceinline__ bool put(const DeviceWindow& w, int peer, size_t dst_offset, size_t src_offset,
+                                    size_t bytes) {
+  return put_group(w, peer, dst_offset, src_offset, bytes, false, 0, 0, threadIdx.x, blockDim.x,
+                   [] { __syncthreads(); });
+}
+__device__ __forceinline__ bool put_with_signal(const DeviceWindow& w, int peer, size_t dst_offset,
+                                                size_t src_offset, size_t bytes, uint32_t signal_index,
+                                                uint64_t signal_value) {
+  return put_group(w, peer, dst_offset, src_offset, bytes, true, signal_index, signal_value, threadIdx.x,
+                   blockDim.x, [] { __syncthreads(); });
+}
+// Warp scope: every lane of the warp calls it.
+__device__ __forceinline__ bool put_warp(const DeviceWindow& w, int peer, size_t dst_offset, size_t src_offset,
+                                         size_t bytes) {
+  return put_group(w, peer, dst_offset, src_offset, bytes, false, 0, 0, threadIdx.x & 31u, 32u,
+                   [] { __syncwarp(); });
+}
+__device__ __forceinline__ bool put_with_signal_warp(const DeviceWindow& w, int peer, size_t dst_offset,
+                                                     size_t src_offset, size_t bytes, uint32_t signal_index,
+                                                     uint64_t signal_value) {
+  return put_group(w, peer, dst_offset, src_offset, bytes, true, signal_index, signal_value, threadIdx.x & 31u,
+                   32u, [] { __syncwarp(); });
+}
+
+// One thread: waits (timeout primitive) until signal word `index` from `peer`
+// reaches `expected`. After it returns true, this thread may read what `peer`
+// put before the signal (through recv_ptr); share it with __syncthreads().
+__device__ __forceinline__ bool wait_signal(const DeviceWindow& w, int peer, uint32_t index, uint64_t expected) {
+  uint64_t* base = is_nvlink_peer(w, peer) ? w.nvl_signals : w.net_signals;
+  return wait_flag_geq(signal_word(base, w, peer, index), expected, w.wait, peer, kPhaseSignalWait);
+}
+
+// The current value of signal word `index` from `peer` (acquire).
+__device__ __forceinline__ uint64_t read_signal(const DeviceWindow& w, int peer, uint32_t index) {
+  uint64_t* base = is_nvlink_peer(w, peer) ? w.nvl_signals : w.net_signals;
+  return ld_acquire_sys(signal_word(base, w, peer, index));
+}
+
+// One thread: returns once every put and signal this rank issued before it is
+// complete at its target (NVLink: a system fence; proxy: a flush).
+__device__ __forceinline__ bool quiet(const DeviceWindow& w) {
+  __threadfence_system();
+  if (w.fifo.entries == nullptr) return true;
+  return fifo_quiet(w.fifo, w.rank, w.wait);
+}
+
+}  // namespace device
+#endif  // __CUDACC__
+
+}  // namespace ferry

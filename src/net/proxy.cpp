@@ -1,0 +1,362 @@
+// The CPU proxy thread (see proxy.hpp and NOTE [Proxy FIFO protocol]).
+#include "net/proxy.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry::net {
+
+namespace {
+
+constexpr int kBatch = 64;              // entries handled per lock hold
+constexpr size_t kMaxInFlight = 4096;   // requests before the proxy waits for the oldest
+constexpr uint32_t kSpinsBeforeYield = 256;
+constexpr uint32_t kSpinsBeforeSleep = 1u << 16;
+
+uint64_t load_acquire(const uint64_t* p) { return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_acquire); }
+void store_release(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release); }
+
+template <typename T>
+T* host_alloc(size_t count, bool cuda) {
+  void* p = nullptr;
+  const size_t bytes = count * sizeof(T);
+  if (cuda) {
+    FERRY_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  } else {
+    p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    FERRY_CHECK(p != nullptr, Error, "out of host memory (" << bytes << " bytes)");
+  }
+  std::memset(p, 0, bytes);
+  return static_cast<T*>(p);
+}
+
+template <typename T>
+void host_free(T*& p, bool cuda) {
+  if (p == nullptr) return;
+  if (cuda) cudaFreeHost(p);
+  else std::free(p);
+  p = nullptr;
+}
+
+template <typename T>
+T* device_view(T* host, bool cuda) {
+  if (!cuda) return host;
+  void* d = nullptr;
+  FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&d, const_cast<std::remove_const_t<T>*>(host), 0));
+  return static_cast<T*>(d);
+}
+
+}  // namespace
+
+Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
+    : transport_(std::move(transport)), options_(options) {
+  FERRY_ARG_CHECK(options_.fifo_capacity > 0, "proxy FIFO capacity must be > 0");
+  const bool cuda = options_.cuda;
+  if (cuda) FERRY_CUDA_CHECK(cudaSetDevice(options_.device));
+  entries_ = host_alloc<FifoEntry>(options_.fifo_capacity, cuda);
+  tail_ = host_alloc<uint64_t>(1, cuda);
+  flushed_ = host_alloc<uint64_t>(1, cuda);
+  if (cuda) {
+    FERRY_CUDA_CHECK(cudaMalloc(&head_, sizeof(uint64_t)));
+    FERRY_CUDA_CHECK(cudaMemset(head_, 0, sizeof(uint64_t)));
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    staging_ = host_alloc<char>(options_.staging_bytes, true);
+    FERRY_CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    head_ = host_alloc<uint64_t>(1, false);
+  }
+  fifo_.entries = device_view(entries_, cuda);
+  fifo_.head = head_;
+  fifo_.tail = device_view(tail_, cuda);
+  fifo_.flushed = device_view(flushed_, cuda);
+  fifo_.capacity = options_.fifo_capacity;
+  thread_ = std::thread([this] { run(); });
+}
+
+Proxy::~Proxy() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+  for (InFlight& f : in_flight_) transport_->cancel(f.request);
+  in_flight_.clear();
+  transport_.reset();  // nothing lands in registered memory any more
+  for (void* p : adopted_) cudaFreeHost(p);
+  const bool cuda = options_.cuda;
+  if (cuda) {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (head_ != nullptr) cudaFree(head_);
+    head_ = nullptr;
+    host_free(staging_, true);
+  } else {
+    host_free(head_, false);
+  }
+  host_free(entries_, cuda);
+  host_free(tail_, cuda);
+  host_free(flushed_, cuda);
+}
+
+uint32_t Proxy::add_window(const ProxyWindow& window) {
+  std::lock_guard<std::mutex> guard(lock_);
+  windows_.push_back(window);
+  return static_cast<uint32_t>(windows_.size() - 1);
+}
+
+void Proxy::remove_window(uint32_t id) {
+  std::lock_guard<std::mutex> guard(lock_);
+  if (id < windows_.size()) windows_[id].reset();
+}
+
+void Proxy::adopt_host_memory(void* pinned) {
+  if (pinned == nullptr) return;
+  std::lock_guard<std::mutex> guard(lock_);
+  adopted_.push_back(pinned);
+}
+
+uint64_t Proxy::retired() const { return load_acquire(tail_); }
+
+std::string Proxy::failure() const {
+  std::lock_guard<std::mutex> guard(failure_lock_);
+  return failure_;
+}
+
+void Proxy::check() const {
+  if (failed()) FERRY_THROW(TransportError, "inter-node transfer failed on rank " << options_.rank << ": " << failure());
+}
+
+uint64_t Proxy::push(const FifoEntry& entry) {
+  FERRY_CHECK(!options_.cuda, InvalidArgument, "Proxy::push is for host FIFOs; this one takes GPU producers");
+  const uint64_t ticket = std::atomic_ref<uint64_t>(*head_).fetch_add(1, std::memory_order_relaxed);
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  while (load_acquire(tail_) + fifo_.capacity <= ticket) {
+    FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
+                "proxy FIFO full on rank " << options_.rank << ": ticket " << ticket << " waited "
+                                           << options_.timeout.count() / 1000000 << " ms for a free slot");
+    std::this_thread::yield();
+  }
+  FifoEntry* slot = entries_ + ticket % fifo_.capacity;
+  FifoEntry copy = entry;
+  copy.seq = 0;
+  std::memcpy(reinterpret_cast<char*>(slot) + sizeof(uint64_t), reinterpret_cast<const char*>(&copy) + sizeof(uint64_t),
+              sizeof(FifoEntry) - sizeof(uint64_t));
+  store_release(&slot->seq, ticket + 1);
+  return ticket;
+}
+
+void Proxy::quiet() {
+  FifoEntry entry{};
+  entry.op = static_cast<uint32_t>(FifoOp::kQuiet);
+  const uint64_t ticket = push(entry);
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  while (load_acquire(flushed_) <= ticket) {
+    check();
+    FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
+                "proxy quiet on rank " << options_.rank << " did not complete within "
+                                       << options_.timeout.count() / 1000000 << " ms");
+    std::this_thread::yield();
+  }
+}
+
+void Proxy::drain() {
+  uint64_t pushed = 0;
+  if (options_.cuda) {
+    FERRY_CUDA_CHECK(cudaMemcpy(&pushed, head_, sizeof(pushed), cudaMemcpyDeviceToHost));
+  } else {
+    pushed = std::atomic_ref<uint64_t>(*head_).load(std::memory_order_acquire);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  auto settled = [&] {
+    std::lock_guard<std::mutex> guard(lock_);
+    return next_ticket_ >= pushed && in_flight_.empty();
+  };
+  while (!failed() && !settled()) {
+    FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
+                "proxy on rank " << options_.rank << " did not drain its FIFO within "
+                                 << options_.timeout.count() / 1000000 << " ms");
+    std::this_thread::yield();
+  }
+}
+
+void Proxy::run() {
+  if (options_.cuda) cudaSetDevice(options_.device);
+  uint32_t idle = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool busy = false;
+    {
+      std::lock_guard<std::mutex> guard(lock_);
+      for (int i = 0; i < kBatch; ++i) {
+        FifoEntry* slot = entries_ + next_ticket_ % fifo_.capacity;
+        if (load_acquire(&slot->seq) != next_ticket_ + 1) break;
+        const FifoEntry entry = *slot;
+        if (!failed()) handle(entry, next_ticket_);
+        store_release(&slot->seq, 0);
+        ++next_ticket_;
+        store_release(tail_, next_ticket_);
+        busy = true;
+      }
+      busy = transport_->progress() || busy;
+      retire();
+      if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
+      publish_failure();
+    }
+    if (busy) {
+      idle = 0;
+    } else if (++idle > kSpinsBeforeSleep) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else if (idle > kSpinsBeforeYield) {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void Proxy::handle(const FifoEntry& entry, uint64_t ticket) {
+  const auto op = static_cast<FifoOp>(entry.op);
+  if (op == FifoOp::kQuiet) {
+    InFlight f;
+    f.request = transport_->flush();
+    f.quiet = ticket;
+    in_flight_.push_back(std::move(f));
+    return;
+  }
+  if (entry.window >= windows_.size() || !windows_[entry.window]) {
+    std::ostringstream os;
+    os << "a descriptor names window " << entry.window << ", which does not exist";
+    note_failure(os.str(), entry.peer);
+    return;
+  }
+  const ProxyWindow& window = *windows_[entry.window];
+  switch (op) {
+    case FifoOp::kPut: put(window, entry); break;
+    case FifoOp::kPutWithSignal:
+      put(window, entry);
+      signal(window, entry);
+      break;
+    case FifoOp::kSignal: signal(window, entry); break;
+    default: {
+      std::ostringstream os;
+      os << "a descriptor has unknown op " << entry.op;
+      note_failure(os.str(), entry.peer);
+    }
+  }
+}
+
+void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
+  if (entry.src_offset > window.bytes || entry.bytes > window.bytes - entry.src_offset) {
+    std::ostringstream os;
+    os << "a put of " << entry.bytes << " bytes from offset " << entry.src_offset << " is past the "
+       << window.bytes << "-byte window";
+    note_failure(os.str(), entry.peer);
+    return;
+  }
+  const char* src = window.local + entry.src_offset;
+  if (!window.stage) {
+    InFlight f;
+    f.request = transport_->put(entry.peer, src, entry.bytes, window.data_region, entry.dst_offset);
+    in_flight_.push_back(std::move(f));
+    return;
+  }
+  // NOTE [Window staging]: the transport moves host memory fast and CUDA memory
+  // slowly (tcp, shared memory): copy the source into the pinned staging ring,
+  // put from there; the ring space is reused once that put completed.
+  const size_t chunk_max = options_.staging_bytes / 2;
+  for (size_t done = 0; done < entry.bytes;) {
+    const size_t n = std::min(chunk_max, static_cast<size_t>(entry.bytes) - done);
+    char* stage = reserve_staging(n);
+    if (stage == nullptr) return;  // failed while waiting
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(stage, src + done, n, cudaMemcpyDeviceToHost, stream_));
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    InFlight f;
+    f.request = transport_->put(entry.peer, stage, n, window.data_region, entry.dst_offset + done);
+    f.staging_end = staging_head_;
+    in_flight_.push_back(std::move(f));
+    staged_bytes_.fetch_add(n, std::memory_order_relaxed);
+    done += n;
+  }
+}
+
+void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
+  if (entry.signal_index >= window.num_signals) {
+    std::ostringstream os;
+    os << "signal index " << entry.signal_index << " is past the window's " << window.num_signals << " signals";
+    note_failure(os.str(), entry.peer);
+    return;
+  }
+  transport_->fence();  // the data before the signal (never ahead of it)
+  InFlight f;
+  f.operand = std::make_unique<uint64_t>(entry.signal_value);
+  const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + entry.signal_index;
+  f.request = transport_->atomic_add(entry.peer, f.operand.get(), window.signal_region, word * sizeof(uint64_t));
+  in_flight_.push_back(std::move(f));
+}
+
+// Space for `bytes` in the staging ring, contiguous; waits (progressing) for
+// older puts to release it. nullptr if the transport failed or time ran out.
+char* Proxy::reserve_staging(size_t bytes) {
+  const uint64_t size = options_.staging_bytes;
+  uint64_t start = staging_head_;
+  if (start % size + bytes > size) start = (start / size + 1) * size;  // wrap: never split a chunk
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  while (start + bytes - staging_tail_ > size || in_flight_.size() >= kMaxInFlight) {
+    transport_->progress();
+    retire();
+    if (in_flight_.empty()) staging_tail_ = staging_head_;
+    if (transport_->failed()) {
+      note_failure(transport_->failure(), transport_->failed_peer());
+      return nullptr;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      note_failure("a put waited past the timeout for staging space (its target makes no progress)", -1);
+      return nullptr;
+    }
+  }
+  staging_head_ = start + bytes;
+  return staging_ + start % size;
+}
+
+void Proxy::retire() {
+  while (!in_flight_.empty() && transport_->test(in_flight_.front().request)) {
+    InFlight& f = in_flight_.front();
+    if (f.staging_end != 0) staging_tail_ = f.staging_end;
+    if (f.quiet) store_release(flushed_, *f.quiet + 1);
+    in_flight_.pop_front();
+  }
+  if (in_flight_.empty()) staging_tail_ = staging_head_;
+}
+
+void Proxy::note_failure(const std::string& what, int peer) {
+  if (failed()) return;
+  {
+    std::lock_guard<std::mutex> guard(failure_lock_);
+    std::ostringstream os;
+    os << what;
+    if (peer >= 0 && what.find("rank " + std::to_string(peer)) == std::string::npos) os << " (peer rank " << peer << ")";
+    failure_ = os.str();
+  }
+  if (options_.error != nullptr) {
+    options_.error->rank = options_.rank;
+    options_.error->peer = peer;
+    options_.error->phase = kPhaseProxyTransfer;
+    options_.error->expected = 0;
+    options_.error->observed = 0;
+  }
+  failed_.store(true, std::memory_order_release);
+}
+
+// After a failure: tell the GPU (record, then abort flag) so its waits end now
+// rather than at their timeout. Once.
+void Proxy::publish_failure() {
+  if (!failed() || failure_published_) return;
+  failure_published_ = true;
+  if (options_.error != nullptr) {
+    std::atomic_thread_fence(std::memory_order_release);
+    if (options_.error->code == kDeviceOk) options_.error->code = kDeviceTransportError;
+  }
+  if (options_.cuda && options_.device_abort != nullptr) {
+    cudaMemsetAsync(options_.device_abort, 0x01, sizeof(int32_t), stream_);  // any nonzero value aborts
+    cudaStreamSynchronize(stream_);
+  }
+}
+
+}  // namespace ferry::net

@@ -1,0 +1,137 @@
+// The CPU proxy: one thread per GPU (per communicator) that drains the FIFO the
+// GPU's threads push descriptors into (NOTE [Proxy FIFO protocol],
+// include/ferry/device/fifo.cuh) and turns each into transport operations:
+// put, put then signal, signal, quiet. It keeps progressing the transport while
+// idle, since over tcp and shared memory a UCX target only makes progress when
+// its worker is progressed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "ferry/device/fifo.cuh"
+#include "ferry/device/timeout.cuh"
+#include "net/transport.hpp"
+
+namespace ferry::net {
+
+// What the proxy needs to serve one window (filled by ferry::Window, or by a
+// test on host memory).
+struct ProxyWindow {
+  char* local = nullptr;       // this rank's window: the source of puts
+  size_t bytes = 0;
+  bool local_is_cuda = false;  // local is device memory
+  bool stage = false;          // copy sources through pinned host memory first (NOTE [Window staging])
+  int data_region = -1;        // transport region where puts land at the peer
+  int signal_region = -1;      // transport region of the network signal words
+  uint32_t num_signals = 0;    // per source rank
+};
+
+struct ProxyOptions {
+  bool cuda = false;           // GPU producers (head in device memory), CUDA staging
+  int device = 0;
+  int rank = 0;
+  size_t fifo_capacity = 1024; // entries
+  size_t staging_bytes = size_t{16} << 20;
+  std::chrono::nanoseconds timeout{std::chrono::seconds(10)};
+  DeviceErrorState* error = nullptr;  // where a transport failure is reported (host-mapped), or nullptr
+  int32_t* device_abort = nullptr;    // device abort flag raised on a transport failure, or nullptr
+};
+
+class Proxy {
+ public:
+  Proxy(std::unique_ptr<Transport> transport, ProxyOptions options);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  Transport& transport() { return *transport_; }
+  // Held by the proxy thread while it touches the transport; registration takes it.
+  std::mutex& lock() { return lock_; }
+
+  uint32_t add_window(const ProxyWindow& window);
+  void remove_window(uint32_t id);
+  // Pinned host memory (cudaHostAlloc) of a removed window: freed after the
+  // transport closes, since until then a peer's late put could still land in it.
+  void adopt_host_memory(void* pinned);
+
+  // The producers' handle (what DeviceWindow carries).
+  const FifoHandle& fifo() const { return fifo_; }
+
+  // Host producers (a FIFO made with cuda = false): the same protocol a kernel
+  // follows. push waits for a free slot up to the timeout (TimeoutError).
+  uint64_t push(const FifoEntry& entry);
+  // Pushes a kQuiet and waits until everything before it completed.
+  void quiet();
+  // Waits until every entry pushed so far is retired and complete at its target
+  // (before a window goes away). Ends early, without error, once the transport failed.
+  void drain();
+
+  // Throws ferry::Error when the transport failed (a peer died).
+  void check() const;
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  std::string failure() const;
+
+  // Counters, for tests and the bench.
+  uint64_t retired() const;
+  uint64_t staged_bytes() const { return staged_bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct InFlight {
+    Request request = nullptr;
+    uint64_t staging_end = 0;        // staging ring position freed when it completes (0: none)
+    std::optional<uint64_t> quiet;   // quiet ticket published when it completes
+    std::unique_ptr<uint64_t> operand;  // an atomic's operand, alive until completion
+  };
+
+  void run();
+  void handle(const FifoEntry& entry, uint64_t ticket);
+  void put(const ProxyWindow& window, const FifoEntry& entry);
+  void signal(const ProxyWindow& window, const FifoEntry& entry);
+  char* reserve_staging(size_t bytes);
+  void retire();
+  void note_failure(const std::string& what, int peer);
+  void publish_failure();
+
+  std::unique_ptr<Transport> transport_;
+  ProxyOptions options_;
+  std::mutex lock_;
+
+  // FIFO memory (host-mapped when cuda; plain host memory otherwise).
+  FifoEntry* entries_ = nullptr;
+  uint64_t* head_ = nullptr;     // device memory (cuda) or host memory
+  uint64_t* tail_ = nullptr;     // host
+  uint64_t* flushed_ = nullptr;  // host
+  FifoHandle fifo_{};
+  uint64_t next_ticket_ = 0;     // proxy thread only
+
+  std::vector<std::optional<ProxyWindow>> windows_;
+  std::deque<InFlight> in_flight_;
+
+  char* staging_ = nullptr;      // pinned host ring (cuda only)
+  uint64_t staging_head_ = 0, staging_tail_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::atomic<uint64_t> staged_bytes_{0};
+
+  std::atomic<bool> failed_{false};
+  bool failure_published_ = false;
+  mutable std::mutex failure_lock_;
+  std::string failure_;
+
+  std::vector<void*> adopted_;  // pinned host memory freed after the transport
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace ferry::net

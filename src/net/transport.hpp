@@ -1,0 +1,75 @@
+// The network transport the proxy drives: one-sided puts and atomic adds into
+// regions every rank registered, with fence and flush. One implementation,
+// UCX's UCP API (ucx_transport.cpp); built without UCX, make_transport throws.
+// Only the proxy thread issues operations; registration runs on the caller's
+// thread and takes the proxy's lock around its UCX calls (Proxy::Lock).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ferry/bootstrap.hpp"
+#include "ferry/topology.hpp"
+
+namespace ferry::net {
+
+// An operation still in flight; nullptr when it completed at once.
+using Request = void*;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Names the transports UCX chose for remote peers, e.g. "tcp/lo" (for logs).
+  virtual std::string describe() const = 0;
+  // True when UCX moves CUDA memory on the chosen transports (RDMA with
+  // GPUDirect, cuda_ipc): windows are then registered in GPU memory, else
+  // staged through pinned host memory. Read from UCX, not configured.
+  virtual bool moves_cuda_memory() const = 0;
+
+  // Collective (every rank, same order): registers [ptr, ptr + bytes) and
+  // exchanges its remote key with every peer of another node. Returns the
+  // region id, the same on every rank. `lock` guards the worker against the
+  // proxy thread; it is released while waiting for peers.
+  virtual int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) = 0;
+  // Local: drops the region (its remote keys and registration).
+  virtual void deregister_region(int region) = 0;
+
+  // Non-blocking operations. `src` stays valid and unchanged until the
+  // returned request completes (test()).
+  virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset) = 0;
+  // Atomic add of *operand (uint64) to the word at `offset` of peer's region.
+  virtual Request atomic_add(int peer, const uint64_t* operand, int region, size_t offset) = 0;
+  // Orders every operation issued before it before every operation after it,
+  // per target (never lets a signal overtake the data before it).
+  virtual void fence() = 0;
+  // Completes, at their targets, every operation issued before it.
+  virtual Request flush() = 0;
+
+  // Drives the transport; returns true if anything happened.
+  virtual bool progress() = 0;
+  // True once `request` finished (then it is released); throws nothing: a
+  // failed request sets failed() and counts as finished.
+  virtual bool test(Request request) = 0;
+  // Cancels and releases a request at shutdown.
+  virtual void cancel(Request request) = 0;
+
+  // The first failure (a peer that died, a refused operation), if any.
+  virtual bool failed() const = 0;
+  virtual int failed_peer() const = 0;
+  virtual std::string failure() const = 0;
+};
+
+// A UCX transport over `bootstrap` (worker addresses exchanged through it) to
+// every rank of another node. Throws NotSupported when ferry was built without
+// UCX, saying how to enable it.
+std::unique_ptr<Transport> make_transport(Bootstrap& bootstrap, const Topology& topology);
+
+// True when this build has a transport (ferry was built with UCX).
+bool transport_available();
+
+}  // namespace ferry::net

@@ -1,0 +1,329 @@
+// The UCX transport: UCP RMA (ucp_put_nbx), atomics (ucp_atomic_op_nbx), fence
+// and flush, over whatever UCX picks (rc/dc mlx5 with GPUDirect on a cluster,
+// tcp or shared memory here). Worker addresses and remote keys travel through
+// ferry's bootstrap.
+#include <ucp/api/ucp.h>
+
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ferry/error.hpp"
+#include "net/transport.hpp"
+
+namespace ferry::net {
+
+namespace {
+
+#define FERRY_UCS_CHECK(expr)                                                                         \
+  do {                                                                                                \
+    const ucs_status_t _st = (expr);                                                                  \
+    FERRY_CHECK(_st == UCS_OK, ::ferry::Error, "UCX call " #expr " failed: " << ucs_status_string(_st)); \
+  } while (0)
+
+// Remote keys travel in fixed frames so one all_gather carries every rank's.
+constexpr size_t kMaxPackedKey = 2048;
+constexpr size_t kMaxWorkerAddress = 4096;
+
+struct KeyFrame {
+  uint64_t base;
+  uint64_t bytes;
+  uint32_t key_bytes;
+  uint32_t ok;
+  char key[kMaxPackedKey];
+};
+
+struct AddressFrame {
+  uint32_t bytes;
+  char address[kMaxWorkerAddress];
+};
+
+// Transports that move CUDA memory directly (no staging through host memory).
+bool moves_cuda(const std::string& transport) {
+  static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5", "rc_x", "dc_x",
+                                       "ud_x", "gga_mlx5", "cuda_ipc"};
+  for (const char* name : kNames)
+    if (transport == name) return true;
+  return false;
+}
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {
+    ucp_config_t* config = nullptr;
+    FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+    const ucs_status_t init = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
+
+    ucp_worker_params_t worker_params{};
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the proxy's lock serializes callers
+    FERRY_UCS_CHECK(ucp_worker_create(context_, &worker_params, &worker_));
+
+    ucp_address_t* address = nullptr;
+    size_t address_bytes = 0;
+    FERRY_UCS_CHECK(ucp_worker_get_address(worker_, &address, &address_bytes));
+    AddressFrame mine{};
+    const bool fits = address_bytes <= kMaxWorkerAddress;
+    if (fits) std::memcpy(mine.address, address, address_bytes);
+    mine.bytes = fits ? static_cast<uint32_t>(address_bytes) : 0;
+    ucp_worker_release_address(worker_, address);
+    std::vector<AddressFrame> all = bootstrap_.all_gather_value(mine);
+    for (int r = 0; r < topology_.size; ++r)
+      FERRY_CHECK(all[r].bytes > 0, Error, "UCX worker address of rank " << r << " is larger than "
+                                                                          << kMaxWorkerAddress << " bytes");
+
+    endpoints_.assign(topology_.size, nullptr);
+    for (int r = 0; r < topology_.size; ++r) {
+      if (topology_.same_node(r)) continue;
+      ucp_ep_params_t ep_params{};
+      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                             UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep_params.address = reinterpret_cast<const ucp_address_t*>(all[r].address);
+      ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
+      ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
+      ep_params.err_handler.arg = this;
+      FERRY_UCS_CHECK(ucp_ep_create(worker_, &ep_params, &endpoints_[r]));
+    }
+    query_transports();
+    // Every endpoint is wired before anyone puts: a put to a peer whose worker
+    // is not yet connected to us would wait for a wire-up that needs progress.
+    bootstrap_.barrier();
+  }
+
+  ~UcxTransport() override {
+    for (auto& keys : regions_) drop_keys(keys);
+    for (size_t r = 0; r < endpoints_.size(); ++r) {
+      if (endpoints_[r] == nullptr) continue;
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
+      ucs_status_ptr_t request = ucp_ep_close_nbx(endpoints_[r], &param);
+      if (UCS_PTR_IS_PTR(request)) {
+        while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+        ucp_request_free(request);
+      }
+    }
+    for (auto& region : regions_)
+      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+  }
+
+  std::string describe() const override { return description_; }
+  bool moves_cuda_memory() const override { return moves_cuda_memory_; }
+
+  int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
+    Region region;
+    KeyFrame mine{};
+    mine.base = reinterpret_cast<uint64_t>(ptr);
+    mine.bytes = bytes;
+    {
+      std::lock_guard<std::mutex> guard(lock);
+      ucp_mem_map_params_t map{};
+      map.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                       UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+      map.address = ptr;
+      map.length = bytes;
+      map.memory_type = cuda_memory ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+      const ucs_status_t mapped = ucp_mem_map(context_, &map, &region.memh);
+      void* packed = nullptr;
+      size_t packed_bytes = 0;
+      if (mapped == UCS_OK && ucp_rkey_pack(context_, region.memh, &packed, &packed_bytes) == UCS_OK) {
+        if (packed_bytes <= kMaxPackedKey) {
+          std::memcpy(mine.key, packed, packed_bytes);
+          mine.key_bytes = static_cast<uint32_t>(packed_bytes);
+          mine.ok = 1;
+        }
+        ucp_rkey_buffer_release(packed);
+      }
+    }
+    // Every rank learns every rank's outcome, so all fail together.
+    std::vector<KeyFrame> all = bootstrap_.all_gather_value(mine);
+    for (int r = 0; r < topology_.size; ++r) {
+      if (all[r].ok) continue;
+      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
+      FERRY_THROW(Error, "registering " << bytes << " bytes of " << (cuda_memory ? "CUDA" : "host")
+                                        << " memory with UCX failed on rank " << r);
+    }
+    region.base.assign(topology_.size, 0);
+    region.bytes.assign(topology_.size, 0);
+    region.keys.assign(topology_.size, nullptr);
+    {
+      std::lock_guard<std::mutex> guard(lock);
+      for (int r = 0; r < topology_.size; ++r) {
+        region.base[r] = all[r].base;
+        region.bytes[r] = all[r].bytes;
+        if (endpoints_[r] == nullptr) continue;
+        FERRY_UCS_CHECK(ucp_ep_rkey_unpack(endpoints_[r], all[r].key, &region.keys[r]));
+      }
+    }
+    regions_.push_back(std::move(region));
+    return static_cast<int>(regions_.size()) - 1;
+  }
+
+  void deregister_region(int id) override {
+    Region& region = regions_.at(static_cast<size_t>(id));
+    drop_keys(region);
+    if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
+    region.memh = nullptr;
+  }
+
+  Request put(int peer, const void* src, size_t bytes, int region, size_t offset) override {
+    const Region& target = checked_target(peer, region, offset, bytes);
+    ucp_request_param_t param{};
+    return keep(ucp_put_nbx(endpoints_[peer], src, bytes, target.base[peer] + offset, target.keys[peer], &param),
+                peer);
+  }
+
+  Request atomic_add(int peer, const uint64_t* operand, int region, size_t offset) override {
+    const Region& target = checked_target(peer, region, offset, sizeof(uint64_t));
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_contig(sizeof(uint64_t));
+    return keep(ucp_atomic_op_nbx(endpoints_[peer], UCP_ATOMIC_OP_ADD, operand, 1, target.base[peer] + offset,
+                                  target.keys[peer], &param),
+                peer);
+  }
+
+  void fence() override { FERRY_UCS_CHECK(ucp_worker_fence(worker_)); }
+
+  Request flush() override {
+    ucp_request_param_t param{};
+    return keep(ucp_worker_flush_nbx(worker_, &param), -1);
+  }
+
+  bool progress() override { return ucp_worker_progress(worker_) != 0; }
+
+  bool test(Request request) override {
+    if (request == nullptr) return true;
+    const ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS) return false;
+    if (status != UCS_OK) record_failure(-1, status, "a request");
+    ucp_request_free(request);
+    return true;
+  }
+
+  void cancel(Request request) override {
+    if (request == nullptr) return;
+    if (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_request_cancel(worker_, request);
+    ucp_request_free(request);
+  }
+
+  bool failed() const override { return failed_; }
+  int failed_peer() const override { return failed_peer_; }
+  std::string failure() const override { return failure_; }
+
+ private:
+  struct Region {
+    ucp_mem_h memh = nullptr;
+    std::vector<uint64_t> base;   // by rank
+    std::vector<uint64_t> bytes;  // by rank
+    std::vector<ucp_rkey_h> keys; // by rank; nullptr for peers in the node
+  };
+
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* self = static_cast<UcxTransport*>(arg);
+    int peer = -1;
+    for (size_t r = 0; r < self->endpoints_.size(); ++r)
+      if (self->endpoints_[r] == ep) peer = static_cast<int>(r);
+    self->record_failure(peer, status, "the endpoint");
+  }
+
+  void record_failure(int peer, ucs_status_t status, const char* what) {
+    if (failed_) return;
+    failed_ = true;
+    failed_peer_ = peer;
+    std::ostringstream os;
+    os << "UCX: " << what;
+    if (peer >= 0) os << " to rank " << peer;
+    os << " failed: " << ucs_status_string(status);
+    failure_ = os.str();
+  }
+
+  const Region& checked_target(int peer, int region, size_t offset, size_t bytes) const {
+    FERRY_CHECK(peer >= 0 && peer < topology_.size && endpoints_[peer] != nullptr, InvalidArgument,
+                "rank " << peer << " is not reached through the network from rank " << topology_.rank);
+    FERRY_CHECK(region >= 0 && static_cast<size_t>(region) < regions_.size(), InvalidArgument,
+                "unknown network region " << region);
+    const Region& target = regions_[region];
+    FERRY_CHECK(offset + bytes <= target.bytes[peer], InvalidArgument,
+                "an access of " << bytes << " bytes at offset " << offset << " is past the " << target.bytes[peer]
+                                << "-byte region " << region << " of rank " << peer);
+    return target;
+  }
+
+  Request keep(ucs_status_ptr_t request, int peer) {
+    if (request == nullptr) return nullptr;
+    if (UCS_PTR_IS_ERR(request)) {
+      record_failure(peer, UCS_PTR_STATUS(request), "an operation");
+      return nullptr;
+    }
+    return request;
+  }
+
+  void drop_keys(Region& region) {
+    for (ucp_rkey_h& key : region.keys) {
+      if (key != nullptr) ucp_rkey_destroy(key);
+      key = nullptr;
+    }
+  }
+
+  // Which transports the endpoints use, and whether they move CUDA memory.
+  void query_transports() {
+    std::ostringstream os;
+    bool any = false, all_cuda = true;
+    for (size_t r = 0; r < endpoints_.size(); ++r) {
+      if (endpoints_[r] == nullptr) continue;
+      std::vector<ucp_transport_entry_t> entries(16);
+      ucp_ep_attr_t attr{};
+      attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
+      attr.transports.entries = entries.data();
+      attr.transports.num_entries = static_cast<unsigned>(entries.size());
+      attr.transports.entry_size = sizeof(ucp_transport_entry_t);
+      if (ucp_ep_query(endpoints_[r], &attr) != UCS_OK) {
+        all_cuda = false;
+        continue;
+      }
+      bool cuda = false;
+      std::ostringstream ep;
+      for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
+        const std::string name = entries[i].transport_name ? entries[i].transport_name : "?";
+        cuda = cuda || moves_cuda(name);
+        ep << (i ? "," : "") << name << "/" << (entries[i].device_name ? entries[i].device_name : "?");
+      }
+      if (!any) os << ep.str();
+      any = true;
+      all_cuda = all_cuda && cuda;
+    }
+    moves_cuda_memory_ = any && all_cuda;
+    description_ = any ? os.str() : "none";
+  }
+
+  Bootstrap& bootstrap_;
+  const Topology& topology_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
+  std::vector<Region> regions_;
+  bool moves_cuda_memory_ = false;
+  std::string description_;
+  bool failed_ = false;
+  int failed_peer_ = -1;
+  std::string failure_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_transport(Bootstrap& bootstrap, const Topology& topology) {
+  return std::make_unique<UcxTransport>(bootstrap, topology);
+}
+
+bool transport_available() { return true; }
+
+}  // namespace ferry::net

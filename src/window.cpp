@@ -1,0 +1,152 @@
+// Window: the host side of the device API. Builds, for every peer, the NVLink
+// channel (CUDA IPC mapping of the peer's window and signals) or the proxy
+// channel (UCX registrations of where the peer's puts and signals land).
+#include "ferry/window.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <vector>
+
+#include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
+#include "ferry/symmetric_heap.hpp"
+#include "net/proxy.hpp"
+
+namespace ferry {
+
+struct Window::State {
+  SymmetricBuffer data;          // the device window, mapped into the node's peers
+  SymmetricBuffer nvl_signals;   // [world][num_signals], mapped into the node's peers
+  char** nvl_peer = nullptr;     // device tables
+  uint64_t** nvl_peer_signals = nullptr;
+  char* landing = nullptr;       // staged: pinned host memory remote puts land in
+  uint64_t* net_signals = nullptr;  // pinned host memory remote signals land in
+  uint32_t window_id = 0;
+  bool registered = false;
+};
+
+namespace {
+template <typename T>
+T* host_mapped(size_t bytes) {
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(p, 0, bytes);
+  return static_cast<T*>(p);
+}
+template <typename T>
+T* device_pointer(T* host) {
+  void* d = nullptr;
+  FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
+  return static_cast<T*>(d);
+}
+}  // namespace
+
+Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(comm), state_(std::make_unique<State>()) {
+  FERRY_ARG_CHECK(bytes > 0, "Window: bytes must be > 0");
+  FERRY_ARG_CHECK(options.num_signals > 0, "Window: num_signals must be > 0, got " << options.num_signals);
+  comm_.check();
+  const int world = comm_.size();
+  const size_t signal_bytes = static_cast<size_t>(world) * options.num_signals * sizeof(uint64_t);
+  State& s = *state_;
+  s.data = comm_.heap().allocate(bytes);
+  s.nvl_signals = comm_.heap().allocate(signal_bytes);
+
+  std::vector<char*> peers(world, nullptr);
+  std::vector<uint64_t*> peer_signals(world, nullptr);
+  for (int r = 0; r < world; ++r) {
+    if (!comm_.topology().same_node(r)) continue;
+    peers[r] = static_cast<char*>(s.data.peer(r));
+    peer_signals[r] = static_cast<uint64_t*>(s.nvl_signals.peer(r));
+  }
+  FERRY_CUDA_CHECK(cudaMalloc(&s.nvl_peer, world * sizeof(char*)));
+  FERRY_CUDA_CHECK(cudaMalloc(&s.nvl_peer_signals, world * sizeof(uint64_t*)));
+  FERRY_CUDA_CHECK(cudaMemcpy(s.nvl_peer, peers.data(), world * sizeof(char*), cudaMemcpyHostToDevice));
+  FERRY_CUDA_CHECK(
+      cudaMemcpy(s.nvl_peer_signals, peer_signals.data(), world * sizeof(uint64_t*), cudaMemcpyHostToDevice));
+
+  DeviceWindow& d = device_;
+  d.local = static_cast<char*>(s.data.local);
+  d.nvl_signals = static_cast<uint64_t*>(s.nvl_signals.local);
+  d.nvl_peer = s.nvl_peer;
+  d.nvl_peer_signals = s.nvl_peer_signals;
+  d.bytes = bytes;
+  d.num_signals = options.num_signals;
+  d.rank = comm_.rank();
+  d.world_size = world;
+  d.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
+
+  if (net::Proxy* proxy = comm_.proxy()) {
+    // NOTE [Window staging]
+    // Peers of other nodes reach this window through UCX. Where UCX moves CUDA
+    // memory (RDMA with GPUDirect, cuda_ipc) the device window itself is
+    // registered and their puts land in it. Elsewhere (tcp, shared memory) UCX
+    // moves CUDA memory slowly and cannot do atomics on it: their puts land in
+    // a pinned host buffer mapped into the GPU (DeviceWindow::net_recv), and the
+    // proxy copies each put's source through a pinned staging ring first.
+    // Network signals always land in pinned host memory (atomics work there on
+    // every transport). Kernels read through recv_ptr() and wait_signal() and
+    // never see which case applies.
+    net::Transport& transport = proxy->transport();
+    gpu_direct_ = transport.moves_cuda_memory();
+    s.net_signals = host_mapped<uint64_t>(signal_bytes);
+    net::ProxyWindow pw;
+    pw.local = d.local;
+    pw.bytes = bytes;
+    pw.local_is_cuda = true;
+    pw.stage = !gpu_direct_;
+    pw.num_signals = static_cast<uint32_t>(options.num_signals);
+    pw.signal_region = transport.register_region(s.net_signals, signal_bytes, false, proxy->lock());
+    if (gpu_direct_) {
+      pw.data_region = transport.register_region(d.local, bytes, true, proxy->lock());
+      d.net_recv = d.local;
+    } else {
+      s.landing = host_mapped<char>(bytes);
+      pw.data_region = transport.register_region(s.landing, bytes, false, proxy->lock());
+      d.net_recv = device_pointer(s.landing);
+    }
+    d.net_signals = device_pointer(s.net_signals);
+    s.window_id = proxy->add_window(pw);
+    s.registered = true;
+    d.window_id = s.window_id;
+    d.fifo = proxy->fifo();
+  }
+  FERRY_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Window::~Window() {
+  State& s = *state_;
+  cudaDeviceSynchronize();  // no kernel still pushes descriptors for this window
+  net::Proxy* proxy = comm_.proxy();
+  if (proxy != nullptr && s.registered) {
+    try {
+      proxy->drain();  // this rank's puts are complete at their targets
+    } catch (const Error&) {
+      // A peer that never completes: the memory below stays with the proxy.
+    }
+    proxy->remove_window(s.window_id);
+    // The transport may still be asked (by a late peer) to write here until it
+    // closes: the proxy frees this memory after the transport.
+    proxy->adopt_host_memory(s.landing);
+    proxy->adopt_host_memory(s.net_signals);
+  }
+  if (s.nvl_peer != nullptr) cudaFree(s.nvl_peer);
+  if (s.nvl_peer_signals != nullptr) cudaFree(s.nvl_peer_signals);
+  // The symmetric buffers are released with the heap (a collective release is
+  // not safe in a destructor).
+}
+
+const void* Window::recv_ptr(int peer) const {
+  FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::recv_ptr: no rank " << peer);
+  if (comm_.topology().same_node(peer)) return device_.local;
+  return state_->landing != nullptr ? state_->landing : device_.local;
+}
+
+const uint64_t* Window::signals_from(int peer) const {
+  FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::signals_from: no rank " << peer);
+  const size_t offset = static_cast<size_t>(peer) * device_.num_signals;
+  if (comm_.topology().same_node(peer)) return device_.nvl_signals + offset;
+  return state_->net_signals + offset;
+}
+
+}  // namespace ferry
