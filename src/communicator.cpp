@@ -179,7 +179,8 @@ void Communicator::abort(const std::string& reason) const {
 void Communicator::check() const {
   if (!aborted_ && proxy_ && proxy_->failed()) {
     std::ostringstream os;
-    os << "inter-node transfer failed on rank " << rank() << ": " << proxy_->failure()
+    os << "inter-node transfer failed on rank " << rank() << " in phase '" << phase_name(kPhaseProxyTransfer)
+       << "': " << proxy_->failure()
        << "; the communicator is aborted";
     abort(os.str());
     FERRY_THROW(TransportError, os.str());

@@ -84,8 +84,8 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
     // moves CUDA memory slowly and cannot do atomics on it: their puts land in
     // a pinned host buffer mapped into the GPU (DeviceWindow::net_recv), and the
     // proxy copies each put's source through a pinned staging ring first.
-    // Network signals always land in pinned host memory (atomics work there on
-    // every transport). Kernels read through recv_ptr() and wait_signal() and
+    // Network signals always land in pinned host memory the GPU polls (8-byte
+    // puts of the word's total, NOTE [Network signals]). Kernels read through recv_ptr() and wait_signal() and
     // never see which case applies.
     net::Transport& transport = proxy->transport();
     gpu_direct_ = transport.moves_cuda_memory();

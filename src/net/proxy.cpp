@@ -107,6 +107,8 @@ uint32_t Proxy::add_window(const ProxyWindow& window) {
 void Proxy::remove_window(uint32_t id) {
   std::lock_guard<std::mutex> guard(lock_);
   if (id < windows_.size()) windows_[id].reset();
+  for (auto it = signal_totals_.begin(); it != signal_totals_.end();)
+    it = (it->first >> 44) == id ? signal_totals_.erase(it) : std::next(it);
 }
 
 void Proxy::adopt_host_memory(void* pinned) {
@@ -123,18 +125,22 @@ std::string Proxy::failure() const {
 }
 
 void Proxy::check() const {
-  if (failed()) FERRY_THROW(TransportError, "inter-node transfer failed on rank " << options_.rank << ": " << failure());
+  if (failed())
+    FERRY_THROW(TransportError, "inter-node transfer failed on rank " << options_.rank << " in phase '"
+                                                                     << phase_name(kPhaseProxyTransfer)
+                                                                     << "': " << failure());
 }
 
 uint64_t Proxy::push(const FifoEntry& entry) {
   FERRY_CHECK(!options_.cuda, InvalidArgument, "Proxy::push is for host FIFOs; this one takes GPU producers");
   const uint64_t ticket = std::atomic_ref<uint64_t>(*head_).fetch_add(1, std::memory_order_relaxed);
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  Backoff backoff;
   while (load_acquire(tail_) + fifo_.capacity <= ticket) {
     FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
                 "proxy FIFO full on rank " << options_.rank << ": ticket " << ticket << " waited "
                                            << options_.timeout.count() / 1000000 << " ms for a free slot");
-    std::this_thread::yield();
+    backoff.pause();
   }
   FifoEntry* slot = entries_ + ticket % fifo_.capacity;
   FifoEntry copy = entry;
@@ -150,12 +156,13 @@ void Proxy::quiet() {
   entry.op = static_cast<uint32_t>(FifoOp::kQuiet);
   const uint64_t ticket = push(entry);
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  Backoff backoff;
   while (load_acquire(flushed_) <= ticket) {
     check();
     FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
                 "proxy quiet on rank " << options_.rank << " did not complete within "
                                        << options_.timeout.count() / 1000000 << " ms");
-    std::this_thread::yield();
+    backoff.pause();
   }
 }
 
@@ -171,11 +178,12 @@ void Proxy::drain() {
     std::lock_guard<std::mutex> guard(lock_);
     return next_ticket_ >= pushed && in_flight_.empty();
   };
+  Backoff backoff;
   while (!failed() && !settled()) {
     FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
                 "proxy on rank " << options_.rank << " did not drain its FIFO within "
                                  << options_.timeout.count() / 1000000 << " ms");
-    std::this_thread::yield();
+    backoff.pause();
   }
 }
 
@@ -190,7 +198,13 @@ void Proxy::run() {
         FifoEntry* slot = entries_ + next_ticket_ % fifo_.capacity;
         if (load_acquire(&slot->seq) != next_ticket_ + 1) break;
         const FifoEntry entry = *slot;
-        if (!failed()) handle(entry, next_ticket_);
+        if (!failed()) {
+          try {
+            handle(entry, next_ticket_);
+          } catch (const std::exception& e) {  // a CUDA copy or a refused operation: fail, never terminate
+            note_failure(e.what(), entry.peer);
+          }
+        }
         store_release(&slot->seq, 0);
         ++next_ticket_;
         store_release(tail_, next_ticket_);
@@ -283,11 +297,25 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
     note_failure(os.str(), entry.peer);
     return;
   }
-  transport_->fence();  // the data before the signal (never ahead of it)
+  // NOTE [Network signals]
+  // Signal word (source, index) at a peer is written by one rank only, the
+  // source, and only through its proxy, in FIFO order. So the proxy keeps the
+  // word's running total and a signal is an 8-byte put of the new total: no
+  // remote atomic, which UCX can only emulate over tcp/shared memory, and not
+  // with the peer-failure handling that lets a survivor outlive a dead peer.
+  // The fence orders it after every put before it, and successive totals of
+  // one word after each other, so the word only grows and never runs ahead of
+  // the data it follows.
+  transport_->fence();
+  const uint64_t key = (static_cast<uint64_t>(entry.window) << 44) ^ (static_cast<uint64_t>(entry.peer) << 24) ^
+                       entry.signal_index;
+  uint64_t& total = signal_totals_[key];
+  total += entry.signal_value;
   InFlight f;
-  f.operand = std::make_unique<uint64_t>(entry.signal_value);
+  f.operand = std::make_unique<uint64_t>(total);
   const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + entry.signal_index;
-  f.request = transport_->atomic_add(entry.peer, f.operand.get(), window.signal_region, word * sizeof(uint64_t));
+  f.request = transport_->put(entry.peer, f.operand.get(), sizeof(uint64_t), window.signal_region,
+                              word * sizeof(uint64_t));
   in_flight_.push_back(std::move(f));
 }
 

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -35,6 +36,26 @@ struct ProxyWindow {
   int data_region = -1;        // transport region where puts land at the peer
   int signal_region = -1;      // transport region of the network signal words
   uint32_t num_signals = 0;    // per source rank
+};
+
+// Host-side waiting: spin briefly, then yield, then sleep, so that waiting
+// threads leave the cores to the proxies they wait for (ranks often outnumber
+// cores on test machines).
+class Backoff {
+ public:
+  void pause() {
+    ++spins_;
+    if (spins_ < 64) return;
+    if (spins_ < 256) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(spins_ < 4096 ? 5 : 50));
+  }
+  void reset() { spins_ = 0; }
+
+ private:
+  uint32_t spins_ = 0;
 };
 
 struct ProxyOptions {
@@ -91,7 +112,7 @@ class Proxy {
     Request request = nullptr;
     uint64_t staging_end = 0;        // staging ring position freed when it completes (0: none)
     std::optional<uint64_t> quiet;   // quiet ticket published when it completes
-    std::unique_ptr<uint64_t> operand;  // an atomic's operand, alive until completion
+    std::unique_ptr<uint64_t> operand;  // a signal's value, alive until its put completed
   };
 
   void run();
@@ -117,6 +138,7 @@ class Proxy {
 
   std::vector<std::optional<ProxyWindow>> windows_;
   std::deque<InFlight> in_flight_;
+  std::unordered_map<uint64_t, uint64_t> signal_totals_;  // NOTE [Network signals]
 
   char* staging_ = nullptr;      // pinned host ring (cuda only)
   uint64_t staging_head_ = 0, staging_tail_ = 0;

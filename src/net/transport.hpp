@@ -1,5 +1,5 @@
-// The network transport the proxy drives: one-sided puts and atomic adds into
-// regions every rank registered, with fence and flush. One implementation,
+// The network transport the proxy drives: one-sided puts into regions every
+// rank registered, with fence and flush. One implementation,
 // UCX's UCP API (ucx_transport.cpp); built without UCX, make_transport throws.
 // Only the proxy thread issues operations; registration runs on the caller's
 // thread and takes the proxy's lock around its UCX calls (Proxy::Lock).
@@ -42,8 +42,6 @@ class Transport {
   // Non-blocking operations. `src` stays valid and unchanged until the
   // returned request completes (test()).
   virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset) = 0;
-  // Atomic add of *operand (uint64) to the word at `offset` of peer's region.
-  virtual Request atomic_add(int peer, const uint64_t* operand, int region, size_t offset) = 0;
   // Orders every operation issued before it before every operation after it,
   // per target (never lets a signal overtake the data before it).
   virtual void fence() = 0;

@@ -1,9 +1,9 @@
-// The UCX transport: UCP RMA (ucp_put_nbx), atomics (ucp_atomic_op_nbx), fence
-// and flush, over whatever UCX picks (rc/dc mlx5 with GPUDirect on a cluster,
+// The UCX transport: UCP RMA (ucp_put_nbx), fence and flush, over whatever UCX picks (rc/dc mlx5 with GPUDirect on a cluster,
 // tcp or shared memory here). Worker addresses and remote keys travel through
 // ferry's bootstrap.
 #include <ucp/api/ucp.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -55,7 +55,7 @@ class UcxTransport final : public Transport {
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+    params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
     const ucs_status_t init = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
@@ -88,7 +88,19 @@ class UcxTransport final : public Transport {
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
       ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
       ep_params.err_handler.arg = this;
-      FERRY_UCS_CHECK(ucp_ep_create(worker_, &ep_params, &endpoints_[r]));
+      ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
+      if (created == UCS_ERR_UNREACHABLE) {
+        // Shared-memory transports cannot detect a dead peer, so UCX refuses
+        // peer-failure handling on them: connect without it. A dead peer is
+        // then found by the waits' timeouts alone.
+        ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+        created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
+        peer_failure_detection_ = false;
+      }
+      FERRY_CHECK(created == UCS_OK, Error,
+                  "UCX could not connect rank " << topology_.rank << " to rank " << r << ": "
+                                                << ucs_status_string(created) << " (UCX_TLS=" <<
+                                                (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all") << ")");
     }
     query_transports();
     // Every endpoint is wired before anyone puts: a put to a peer whose worker
@@ -178,16 +190,6 @@ class UcxTransport final : public Transport {
     const Region& target = checked_target(peer, region, offset, bytes);
     ucp_request_param_t param{};
     return keep(ucp_put_nbx(endpoints_[peer], src, bytes, target.base[peer] + offset, target.keys[peer], &param),
-                peer);
-  }
-
-  Request atomic_add(int peer, const uint64_t* operand, int region, size_t offset) override {
-    const Region& target = checked_target(peer, region, offset, sizeof(uint64_t));
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    param.datatype = ucp_dt_make_contig(sizeof(uint64_t));
-    return keep(ucp_atomic_op_nbx(endpoints_[peer], UCP_ATOMIC_OP_ADD, operand, 1, target.base[peer] + offset,
-                                  target.keys[peer], &param),
                 peer);
   }
 
@@ -303,6 +305,7 @@ class UcxTransport final : public Transport {
     }
     moves_cuda_memory_ = any && all_cuda;
     description_ = any ? os.str() : "none";
+    if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
   }
 
   Bootstrap& bootstrap_;
@@ -312,6 +315,7 @@ class UcxTransport final : public Transport {
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   std::vector<Region> regions_;
   bool moves_cuda_memory_ = false;
+  bool peer_failure_detection_ = true;
   std::string description_;
   bool failed_ = false;
   int failed_peer_ = -1;

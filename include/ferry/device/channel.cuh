@@ -10,8 +10,9 @@
 // Every rank's window has num_signals signal words per source rank: word
 // (source, index) is only ever added to by `source`, and only grows, so a wait
 // is `word >= expected`. Words written over NVLink live in device memory
-// (nvl_signals); words written by the network live where the transport can do
-// atomics (net_signals: pinned host memory over tcp/shared memory). wait_signal
+// (nvl_signals: release adds); words written by the network live in pinned
+// host memory mapped into the GPU (net_signals: the source's proxy puts the
+// word's new total, NOTE [Network signals] in src/net/proxy.cpp). wait_signal
 // picks the word from the peer's kind, so kernels never look at it.
 //
 // NOTE [Window data]

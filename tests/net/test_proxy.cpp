@@ -1,0 +1,193 @@
+// The proxy and the UCX transport on CPU (mp tier, under mpirun, every rank its
+// own virtual node): host threads push the descriptors a kernel would, the
+// proxy turns them into UCX puts and atomics. Run with UCX_TLS=tcp and with
+// shared memory (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/expect_error.hpp"
+#include "common/test_util.hpp"
+#include "ferry/bootstrap.hpp"
+#include "net/net_harness.hpp"
+
+namespace {
+
+using ferry::testing::all_ranks;
+using ferry::testing::HostNet;
+using ferry::testing::mix;
+using ferry::testing::mpi_rank;
+using ferry::testing::mpi_size;
+using ferry::testing::pattern;
+
+constexpr auto kTimeout = std::chrono::milliseconds(60000);
+
+// The puts from one sender to one receiver: sizes in [1, max_bytes], packed one
+// after another (so no put overwrites another and each can be checked).
+struct Plan {
+  std::vector<uint64_t> offset, size;
+  uint64_t total = 0;
+};
+
+Plan make_plan(int sender, int receiver, int count, uint64_t max_bytes, uint64_t seed) {
+  Plan plan;
+  uint64_t state = seed ^ (static_cast<uint64_t>(sender) * 1000003u + static_cast<uint64_t>(receiver));
+  for (int i = 0; i < count; ++i) {
+    // Mostly small, some up to max_bytes: sizes of every magnitude.
+    const uint64_t r = mix(state);
+    const uint64_t cap = (r & 3) == 0 ? max_bytes : std::max<uint64_t>(1, max_bytes / 64);
+    const uint64_t n = 1 + (r >> 8) % cap;
+    plan.offset.push_back(plan.total);
+    plan.size.push_back(n);
+    plan.total += (n + 7) / 8 * 8;  // 8-byte aligned starts, odd sizes
+  }
+  return plan;
+}
+
+struct Case {
+  int count;           // puts from every rank to every other rank
+  uint64_t max_bytes;  // largest put
+  size_t fifo;         // FIFO capacity (small: producers wait on a full FIFO)
+};
+
+class ProxyOrdering : public ::testing::TestWithParam<Case> {};
+
+// Every rank puts `count` buffers of random sizes into every other rank's
+// window, each followed by a signal (put_with_signal, or a put then a separate
+// signal). A checker thread on the receiver reads the signal (acquire) and
+// verifies every put it covers: a signal that overtook its data fails here.
+TEST_P(ProxyOrdering, SignalNeverOvertakesData) {
+  const Case c = GetParam();
+  const int world = mpi_size(), me = mpi_rank();
+  const uint64_t seed = ferry::testing::broadcast_test_seed("ProxyOrdering");
+  std::vector<Plan> outgoing(world), incoming(world);
+  uint64_t slot = 0;
+  for (int s = 0; s < world; ++s)
+    for (int r = 0; r < world; ++r)
+      if (s != r) slot = std::max(slot, make_plan(s, r, c.count, c.max_bytes, seed).total);
+  for (int p = 0; p < world; ++p) {
+    if (p == me) continue;
+    outgoing[p] = make_plan(me, p, c.count, c.max_bytes, seed);
+    incoming[p] = make_plan(p, me, c.count, c.max_bytes, seed);
+  }
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  // [send area: world slots][receive area: world slots]
+  HostNet net(*bootstrap, 2 * world * slot, 2, c.fifo, kTimeout);
+  const size_t recv_base = world * slot;
+  for (int p = 0; p < world; ++p)
+    for (int i = 0; p != me && i < c.count; ++i)
+      for (uint64_t b = 0; b < outgoing[p].size[i]; ++b)
+        net.window[p * slot + outgoing[p].offset[i] + b] = static_cast<char>(pattern(me, p, i, b));
+  bootstrap->barrier();
+
+  std::atomic<bool> stop{false};
+  std::string failure;
+  std::atomic<uint64_t> observations{0};
+  std::thread checker([&] {
+    std::vector<int> verified(world, 0);
+    const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    int remaining = (world - 1) * c.count;
+    while (remaining > 0 && failure.empty() && !stop.load()) {
+      for (int p = 0; p < world && failure.empty(); ++p) {
+        if (p == me) continue;
+        const uint64_t seen = net.signal_from(p, 0);  // acquire
+        observations.fetch_add(1, std::memory_order_relaxed);
+        for (; verified[p] < static_cast<int>(seen) && failure.empty(); ++verified[p], --remaining) {
+          const int i = verified[p];
+          const char* got = net.window + recv_base + p * slot + incoming[p].offset[i];
+          for (uint64_t b = 0; b < incoming[p].size[i]; ++b) {
+            if (static_cast<uint8_t>(got[b]) != pattern(p, me, i, b)) {
+              std::ostringstream os;
+              os << "rank " << me << ": signal from rank " << p << " reads " << seen << " but put " << i << " ("
+                 << incoming[p].size[i] << " bytes) differs at byte " << b;
+              failure = os.str();
+              break;
+            }
+          }
+        }
+      }
+      if (std::chrono::steady_clock::now() > deadline) failure = "checker timed out";
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+
+  for (int i = 0; i < c.count; ++i) {
+    for (int k = 1; k < world; ++k) {
+      const int p = (me + k) % world;
+      const size_t dst = recv_base + me * slot + outgoing[p].offset[i];
+      const size_t src = p * slot + outgoing[p].offset[i];
+      if (i % 3 == 0) {
+        net.put(p, dst, src, outgoing[p].size[i]);
+        net.signal(p, 0, 1);
+      } else {
+        net.put_with_signal(p, dst, src, outgoing[p].size[i], 0, 1);
+      }
+    }
+  }
+  net.proxy->quiet();
+  for (int p = 0; p < world; ++p)
+    if (p != me) net.wait_signal(p, 0, c.count, kTimeout);
+  checker.join();
+  EXPECT_TRUE(failure.empty()) << failure;
+  EXPECT_NO_THROW(net.proxy->check());
+  EXPECT_GE(net.proxy->retired(), static_cast<uint64_t>(c.count) * (world - 1));
+  bootstrap->barrier();  // nobody closes while a peer still reads its window
+  EXPECT_TRUE(all_ranks(failure.empty()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ProxyOrdering,
+                         ::testing::Values(Case{2000, 4096, 64},       // thousands of small puts
+                                           Case{3000, 64, 8},          // tiny FIFO: producers wait, nothing lost
+                                           Case{200, 256 << 10, 1024}  // up to 256 KiB
+                                           ),
+                         [](const auto& info) {
+                           return "n" + std::to_string(info.param.count) + "_max" +
+                                  std::to_string(info.param.max_bytes) + "_fifo" + std::to_string(info.param.fifo);
+                         });
+
+// quiet() returns only once every earlier put is in place at its target: after
+// it and a barrier, every receiver finds all the data without any signal.
+TEST(Proxy, QuietMeansDelivered) {
+  const int world = mpi_size(), me = mpi_rank();
+  constexpr size_t kSlot = 1 << 20;
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 2 * world * kSlot, 1, 256, kTimeout);
+  for (int p = 0; p < world; ++p)
+    for (size_t b = 0; b < kSlot; ++b) net.window[p * kSlot + b] = static_cast<char>(pattern(me, p, 7, b));
+  bootstrap->barrier();
+  for (int k = 1; k < world; ++k) {
+    const int p = (me + k) % world;
+    for (size_t chunk = 0; chunk < kSlot; chunk += 64 << 10)
+      net.put(p, world * kSlot + me * kSlot + chunk, p * kSlot + chunk, 64 << 10);
+  }
+  net.proxy->quiet();
+  bootstrap->barrier();
+  bool ok = true;
+  for (int p = 0; p < world && ok; ++p)
+    for (size_t b = 0; p != me && b < kSlot && ok; ++b)
+      ok = static_cast<uint8_t>(net.window[world * kSlot + p * kSlot + b]) == pattern(p, me, 7, b);
+  EXPECT_TRUE(ok) << "rank " << me << ": data missing after the peers' quiet";
+  bootstrap->barrier();
+}
+
+// A descriptor past the window fails the proxy with a message naming it; the
+// process does not crash and the communicator-level check throws.
+TEST(Proxy, OutOfRangeDescriptorFailsCleanly) {
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+  const int peer = (mpi_rank() + 1) % mpi_size();
+  net.put(peer, 0, 4000, 1000);  // src past the end
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!net.proxy->failed() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const auto msg = ferry::testing::caught<ferry::TransportError>([&] { net.proxy->check(); });
+  ASSERT_TRUE(msg.has_value());
+  EXPECT_NE(msg->find("past the 4096-byte window"), std::string::npos) << *msg;
+  bootstrap->barrier();
+}
+
+}  // namespace

@@ -1,0 +1,114 @@
+// A peer killed (SIGKILL) in the middle of transfers: every survivor fails
+// within the timeout with an error naming the dead rank and the phase, then
+// destroys its proxy (the thread stops) and exits 0. The ranks are processes
+// this test forks (mpirun would end the whole job when one rank dies), joined
+// by the TCP bootstrap; no GPU.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/bootstrap.hpp"
+#include "ferry/error.hpp"
+#include "net/net_harness.hpp"
+
+namespace {
+
+using ferry::testing::HostNet;
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+constexpr auto kTimeout = std::chrono::milliseconds(4000);
+
+// Exit codes of a survivor.
+enum : int { kOk = 0, kNoError = 10, kWrongError = 11, kTooLate = 12, kSetupFailed = 13 };
+
+int run_rank(const std::string& id, int rank, int world, int victim, bool kill_mid_put) {
+  try {
+    ferry::TcpBootstrap bootstrap(ferry::TcpBootstrap::id_from_string(id), rank, world);
+    HostNet net(bootstrap, 8 << 20, 1, 64, kTimeout);
+    if (rank == victim) {
+      // Start a stream of large puts to everyone, then die without warning.
+      for (int i = 0; i < 64; ++i)
+        for (int p = 0; p < world; ++p)
+          if (p != rank) net.put(p, 0, 0, kill_mid_put ? (4 << 20) : 64);
+      raise(SIGKILL);
+    }
+    // Survivors: keep sending to the victim and wait for its signal, which never comes.
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 16; ++i) net.put_with_signal(victim, 0, 0, 1 << 20, 0, 1);
+      net.wait_signal(victim, 0, 1, kTimeout);
+      return kNoError;
+    } catch (const ferry::Error& e) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string what = e.what();
+      std::fprintf(stderr, "[rank %d] after %.2f s: %s\n", rank, seconds, what.c_str());
+      if (what.find("rank " + std::to_string(victim)) == std::string::npos) return kWrongError;
+      if (what.find("phase 'wait_signal'") == std::string::npos &&
+          what.find("phase 'proxy transfer'") == std::string::npos)
+        return kWrongError;
+      if (seconds > 3 * kTimeout.count() / 1000.0) return kTooLate;
+    }
+    // Clean teardown: the proxy thread stops, UCX closes (HostNet's destructor).
+    return kOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] setup failed: %s\n", rank, e.what());
+    return kSetupFailed;
+  }
+}
+
+void kill_one_rank(int world, bool kill_mid_put) {
+  const int victim = world - 1;
+  const std::string id = ferry::TcpBootstrap::id_to_string(
+      ferry::TcpBootstrap::create_unique_id("127.0.0.1", free_port()));
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) _exit(run_rank(id, r, world, victim, kill_mid_put));
+    pids.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < world; ++r) {
+    int status = 0;
+    pid_t done = 0;
+    while ((done = waitpid(pids[r], &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (done == 0) {  // a hang: the one outcome this test exists to catch
+      for (pid_t p : pids) kill(p, SIGKILL);
+      FAIL() << "rank " << r << " did not exit within 60 s";
+    }
+    if (r == victim) {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the victim should die by SIGKILL";
+    } else {
+      ASSERT_TRUE(WIFEXITED(status)) << "survivor rank " << r << " crashed (signal " << WTERMSIG(status) << ")";
+      EXPECT_EQ(WEXITSTATUS(status), kOk) << "survivor rank " << r << " (10: no error, 11: error does not name "
+                                          << "the dead rank and phase, 12: too late, 13: setup failed)";
+    }
+  }
+}
+
+TEST(ProxyFaults, PeerKilledMidTransferTwoRanks) { kill_one_rank(2, true); }
+TEST(ProxyFaults, PeerKilledMidTransferFourRanks) { kill_one_rank(4, true); }
+TEST(ProxyFaults, PeerKilledAfterSmallPuts) { kill_one_rank(3, false); }
+
+}  // namespace
