@@ -8,8 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
+#ifdef __CUDACC__
+// Device code only: host translation units include this header (through
+// src/memory/peer_ptrs.hpp) for the table types, and sync.cuh is not host-safe.
+#include "ferry/device/sync.cuh"
+#endif
 
 #ifdef __CUDACC__
 #define FERRY_HD __host__ __device__ __forceinline__
