@@ -3,7 +3,9 @@
 #include "ferry/allreduce.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <string>
 
 #include "allreduce/layout.hpp"
 #include "common/env.hpp"
@@ -11,40 +13,62 @@
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
+#include "memory/peer_ptrs.hpp"
 
 namespace ferry {
 
+namespace allreduce {
 namespace {
 
-// Kernels, each with its own scratch and flag region: one-shot, two-shot, ring,
-// recursive doubling (indexed like AllReduceAlgorithm - 1), then one-shot LL.
-constexpr int kNumKernels = 5;
-constexpr int kOneShotLlKernel = 4;
-int kernel_index(AllReduceAlgorithm a) { return static_cast<int>(a) - 1; }
+// Every kernel with its own scratch and flag region. The order is the layout:
+// region i of the scratch and of the flags belongs to entry i (NOTE [AllReduce
+// regions]); public entries in enum order, then the internal ones.
+constexpr size_t kNumAlgorithms = 5;
+const std::array<const AlgorithmEntry*, kNumAlgorithms>& algorithms() {
+  static constexpr std::array<const AlgorithmEntry*, kNumAlgorithms> kAll = {
+      &kOneShotEntry, &kTwoShotEntry, &kRingEntry, &kRecursiveDoublingEntry, &kOneShotLlEntry};
+  return kAll;
+}
+
+// The entry users name `algorithm` by; nullptr for kAuto and unknown values.
+const AlgorithmEntry* public_entry(AllReduceAlgorithm algorithm) {
+  for (const AlgorithmEntry* entry : algorithms())
+    if (!entry->internal && entry->algorithm == algorithm) return entry;
+  return nullptr;
+}
+
+// Position of `entry` in algorithms(): the index of its regions.
+size_t region_index(const AlgorithmEntry& entry) {
+  const auto& all = algorithms();
+  return static_cast<size_t>(std::find(all.begin(), all.end(), &entry) - all.begin());
+}
+
+}  // namespace
+}  // namespace allreduce
+
+namespace {
+
 bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 }  // namespace
 
 const char* algorithm_name(AllReduceAlgorithm algorithm) {
-  switch (algorithm) {
-    case AllReduceAlgorithm::kAuto: return "auto";
-    case AllReduceAlgorithm::kOneShot: return "one_shot";
-    case AllReduceAlgorithm::kTwoShot: return "two_shot";
-    case AllReduceAlgorithm::kRing: return "ring";
-    case AllReduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
-  }
-  return "unknown";
+  if (algorithm == AllReduceAlgorithm::kAuto) return "auto";
+  const allreduce::AlgorithmEntry* entry = allreduce::public_entry(algorithm);
+  return entry != nullptr ? entry->name : "unknown";
 }
 
 AllReduceAlgorithm algorithm_from_string(const std::string& name) {
-  for (auto a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
-                 AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling})
-    if (name == algorithm_name(a)) return a;
-  if (name == "oneshot" || name == "one-shot") return AllReduceAlgorithm::kOneShot;
-  if (name == "twoshot" || name == "two-shot") return AllReduceAlgorithm::kTwoShot;
-  if (name == "rd" || name == "recursive-doubling") return AllReduceAlgorithm::kRecursiveDoubling;
-  FERRY_THROW(InvalidArgument, "unknown allreduce algorithm '"
-                                   << name << "' (expected auto, one_shot, two_shot, ring, recursive_doubling)");
+  if (name == algorithm_name(AllReduceAlgorithm::kAuto)) return AllReduceAlgorithm::kAuto;
+  std::string expected = algorithm_name(AllReduceAlgorithm::kAuto);
+  for (const allreduce::AlgorithmEntry* entry : allreduce::algorithms()) {
+    if (entry->internal) continue;
+    if (name == entry->name) return entry->algorithm;
+    for (const char* alias : entry->aliases)
+      if (alias != nullptr && name == alias) return entry->algorithm;
+    expected += std::string(", ") + entry->name;
+  }
+  FERRY_THROW(InvalidArgument, "unknown allreduce algorithm '" << name << "' (expected " << expected << ")");
 }
 
 namespace allreduce {
@@ -52,15 +76,10 @@ namespace allreduce {
 size_t tuning_knob(const char* name) { return env_size(name, 0); }
 
 bool algorithm_supported(AllReduceAlgorithm algorithm, const CommShape& comm) {
-  if (!comm.single_node || comm.world_size > kMaxRanks) return false;
-  switch (algorithm) {
-    case AllReduceAlgorithm::kAuto:
-    case AllReduceAlgorithm::kOneShot:
-    case AllReduceAlgorithm::kTwoShot:
-    case AllReduceAlgorithm::kRing: return true;
-    case AllReduceAlgorithm::kRecursiveDoubling: return (comm.world_size & (comm.world_size - 1)) == 0;
-  }
-  return false;
+  if (!comm.single_node || comm.world_size > kMaxNodeRanks) return false;
+  if (algorithm == AllReduceAlgorithm::kAuto) return true;  // picks one-shot or two-shot: any size
+  const AlgorithmEntry* entry = public_entry(algorithm);
+  return entry != nullptr && entry->supported(comm.world_size);
 }
 
 size_t validate_call(const CallShape& call, const CommShape& comm) {
@@ -82,8 +101,8 @@ size_t validate_call(const CallShape& call, const CommShape& comm) {
   FERRY_CHECK(comm.single_node, NotSupported,
               "AllReduce across nodes is not implemented yet (world size " << comm.world_size
                                                                            << " spans several nodes)");
-  FERRY_CHECK(comm.world_size <= kMaxRanks, NotSupported,
-              "AllReduce supports at most " << kMaxRanks << " ranks in a node, got " << comm.world_size);
+  FERRY_CHECK(comm.world_size <= kMaxNodeRanks, NotSupported,
+              "AllReduce supports at most " << kMaxNodeRanks << " ranks in a node, got " << comm.world_size);
   FERRY_CHECK(algorithm_supported(call.algorithm, comm), NotSupported,
               "AllReduce algorithm " << algorithm_name(call.algorithm) << " needs a power-of-two world size, got "
                                      << comm.world_size);
@@ -95,8 +114,9 @@ size_t validate_call(const CallShape& call, const CommShape& comm) {
 struct AllReduce::State {
   SymmetricBuffer scratch;  // one region per algorithm, see NOTE [AllReduce regions]
   SymmetricBuffer flags;    // kFlagRegionWords per algorithm
-  size_t region_offset[kNumKernels] = {};
-  size_t capacity[kNumKernels] = {};
+  // By region index (allreduce::algorithms()).
+  size_t region_offset[allreduce::kNumAlgorithms] = {};
+  size_t capacity[allreduce::kNumAlgorithms] = {};
   allreduce::EpochState* epoch = nullptr;
   size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
   size_t ll_max_bytes = 0;        // one-shot: largest call using the LL protocol
@@ -108,27 +128,23 @@ struct AllReduce::State {
 // previous call's region when a fast rank starts the next call; each algorithm's
 // own reuse argument (see its NOTE) covers calls two apart, because every
 // algorithm's completion on one rank implies every rank started that call.
+// Regions follow allreduce::algorithms(), in that order, in both buffers.
 AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options)
     : comm_(comm), max_bytes_(max_bytes), options_(options), state_(std::make_unique<State>()) {
   FERRY_ARG_CHECK(max_bytes > 0, "AllReduce: max_bytes must be > 0");
   comm_.check();
   const int world = comm_.size();
   using namespace allreduce;
-  const size_t caps[kNumKernels] = {one_shot_capacity(max_bytes), two_shot_capacity(max_bytes),
-                                    ring_capacity(max_bytes), recursive_doubling_capacity(max_bytes),
-                                    one_shot_ll_capacity(max_bytes)};
-  const size_t sizes[kNumKernels] = {
-      one_shot_scratch_bytes(caps[0], world), two_shot_scratch_bytes(caps[1], world),
-      ring_scratch_bytes(caps[2], world), recursive_doubling_scratch_bytes(caps[3], world),
-      one_shot_ll_scratch_bytes(caps[4], world)};
+  // Every algorithm gets its regions, supported on this world size or not.
   size_t total = 0;
-  for (int a = 0; a < kNumKernels; ++a) {
-    state_->capacity[a] = caps[a];
+  for (size_t a = 0; a < kNumAlgorithms; ++a) {
+    const AlgorithmEntry& entry = *algorithms()[a];
+    state_->capacity[a] = entry.capacity(max_bytes);
     state_->region_offset[a] = total;
-    total += round_up(sizes[a], 4096);
+    total += round_up(entry.scratch_bytes(state_->capacity[a], world), 4096);
   }
   state_->scratch = comm_.heap().allocate(total);
-  state_->flags = comm_.heap().allocate(kNumKernels * kFlagRegionWords * sizeof(uint64_t));
+  state_->flags = comm_.heap().allocate(kNumAlgorithms * kFlagRegionWords * sizeof(uint64_t));
   FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
@@ -145,7 +161,8 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // bf16, LL vs fenced one-shot: 4 KB 5.2 vs 5.7 us, 8 KB 5.8 vs 6.1, 16 KB 6.1
   // vs 6.2, 32 KB 6.9 vs 6.3, 64 KB 8.3 vs 6.6.
   state_->ll_max_bytes =
-      std::min(env_size("FERRY_ALLREDUCE_LL_MAX_BYTES", size_t{16} << 10), state_->capacity[kOneShotLlKernel]);
+      std::min(env_size("FERRY_ALLREDUCE_LL_MAX_BYTES", size_t{16} << 10),
+               state_->capacity[region_index(kOneShotLlEntry)]);
 }
 
 AllReduce::~AllReduce() {
@@ -176,16 +193,20 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
     return;
   }
 
-  const int a = algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes
-                    ? kOneShotLlKernel
-                    : kernel_index(algorithm);
+  // One-shot calls up to ll_max_bytes run its LL protocol, in its own regions.
+  const allreduce::AlgorithmEntry& entry = algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes
+                                               ? allreduce::kOneShotLlEntry
+                                               : *allreduce::public_entry(algorithm);
+  const size_t a = allreduce::region_index(entry);
+  // The group is the node (validate_call: single node), so the peer tables are
+  // indexed by local rank, which is the rank here.
+  const Topology& topology = comm_.topology();
   allreduce::Params p{};
-  p.world_size = comm_.size();
-  p.rank = comm_.rank();
-  for (int r = 0; r < comm_.size(); ++r) {
-    p.scratch[r] = static_cast<char*>(state_->scratch.peer(r)) + state_->region_offset[a];
-    p.flags[r] = static_cast<uint64_t*>(state_->flags.peer(r)) + a * allreduce::kFlagRegionWords;
-  }
+  p.scratch = peer_ptrs<char>(state_->scratch, topology.ranks_in_node, state_->region_offset[a]);
+  p.flags.region =
+      peer_ptrs<uint64_t>(state_->flags, topology.ranks_in_node, a * allreduce::kFlagRegionWords * sizeof(uint64_t));
+  p.flags.rank = topology.local_rank;
+  p.flags.world_size = static_cast<int32_t>(topology.ranks_in_node.size());
   p.capacity_bytes = state_->capacity[a];
   p.epoch = state_->epoch;
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
@@ -199,20 +220,7 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
     p.in = static_cast<const char*>(in) + done * elem;
     p.out = static_cast<char*>(out) + done * elem;
     p.aligned = device_aligned(p.in) && device_aligned(p.out);
-    switch (algorithm) {
-      case AllReduceAlgorithm::kOneShot:
-        if (a == kOneShotLlKernel)
-          allreduce::launch_one_shot_ll(p, type, op, num_sms, stream);
-        else
-          allreduce::launch_one_shot(p, type, op, num_sms, stream);
-        break;
-      case AllReduceAlgorithm::kTwoShot: allreduce::launch_two_shot(p, type, op, num_sms, stream); break;
-      case AllReduceAlgorithm::kRing: allreduce::launch_ring(p, type, op, num_sms, stream); break;
-      case AllReduceAlgorithm::kRecursiveDoubling:
-        allreduce::launch_recursive_doubling(p, type, op, num_sms, stream);
-        break;
-      case AllReduceAlgorithm::kAuto: break;  // resolved above
-    }
+    entry.launch(p, type, op, num_sms, stream);
   }
 }
 

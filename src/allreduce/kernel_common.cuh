@@ -1,5 +1,6 @@
 // Shared device code of the AllReduce algorithms: kernel parameters, element
-// packs, reduction operators, the epoch counter and block-level flag exchange.
+// packs, reduction operators and the epoch counter. Flag exchange between ranks
+// is the NVLink channel's (Params::flags, ferry/device/nvlink.cuh).
 // The dtype/op switch lives here, in dispatch_type_op(), and nowhere else.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "allreduce/layout.hpp"
+#include "ferry/device/nvlink.cuh"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"
@@ -95,10 +97,10 @@ __device__ __forceinline__ void accumulate(AccPack<T>& acc, const AccPack<T>& x)
 // Reduces raw[0..world) in rank order (the order every rank uses, so every rank
 // gets identical bits) and applies the op's final step (avg: divide by world).
 template <typename T, ReduceOp Op>
-__device__ __forceinline__ uint4 reduce_in_rank_order(const uint4 (&raw)[kMaxRanks], int world) {
+__device__ __forceinline__ uint4 reduce_in_rank_order(const uint4 (&raw)[kMaxNodeRanks], int world) {
   AccPack<T> acc = unpack<T>(raw[0]);
 #pragma unroll
-  for (int r = 1; r < kMaxRanks; ++r)
+  for (int r = 1; r < kMaxNodeRanks; ++r)
     if (r < world) accumulate<T, Op>(acc, unpack<T>(raw[r]));
   return pack_final<T, Op>(acc, world);
 }
@@ -171,40 +173,6 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
       __threadfence();
     }
   }
-}
-
-// ---------------------------------------------------------------- block flags
-
-// Threads [0, world) release-store `value` into slot `my_slot` of the flag row
-// `row` of every peer (not self). Callers __syncthreads() before, so the block's
-// data stores are ordered before the flags.
-__device__ __forceinline__ void signal_peers(const Params& p, size_t row_offset, int my_slot, uint64_t value) {
-  const int peer = threadIdx.x;
-  if (peer < p.world_size && peer != p.rank)
-    device::st_release_sys(p.flags[peer] + row_offset + my_slot, value);
-}
-
-// Threads [0, world) wait for slot `peer` of this rank's row to reach `value`.
-// Returns false (for the whole block) once any wait failed, then and afterwards.
-__device__ __forceinline__ bool wait_peers(const Params& p, size_t row_offset, uint64_t value, int phase,
-                                           int* failed_shared) {
-  const int peer = threadIdx.x;
-  if (peer < p.world_size && peer != p.rank) {
-    if (!device::wait_flag_geq(p.flags[p.rank] + row_offset + peer, value, p.wait, peer, phase))
-      *failed_shared = 1;
-  }
-  __syncthreads();
-  return *static_cast<volatile int*>(failed_shared) == 0;
-}
-
-// Same with a single peer, waited on by thread 0.
-__device__ __forceinline__ bool wait_peer(const Params& p, size_t slot_offset, int peer, uint64_t value,
-                                          int phase, int* failed_shared) {
-  if (threadIdx.x == 0) {
-    if (!device::wait_flag_geq(p.flags[p.rank] + slot_offset, value, p.wait, peer, phase)) *failed_shared = 1;
-  }
-  __syncthreads();
-  return *static_cast<volatile int*>(failed_shared) == 0;
 }
 
 // ---------------------------------------------------------------- dispatch

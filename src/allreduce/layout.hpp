@@ -1,13 +1,16 @@
 // Host/device shared definitions of the AllReduce algorithms: the one Params
-// struct every kernel takes, the epoch record, flag-row layout and the launch
-// entry points (one file per algorithm implements them).
+// struct every kernel takes, the epoch record, flag-row layout and the registry
+// entry of each algorithm (one file per algorithm defines its entry).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
+#include "ferry/allreduce.hpp"
+#include "ferry/device/nvlink.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/types.hpp"
 
@@ -19,9 +22,10 @@
 
 namespace ferry::allreduce {
 
-constexpr int kMaxRanks = 8;    // ranks of one node an AllReduce supports (an 8-GPU NVLink node)
+// Ranks of one node an AllReduce supports: the NVLink channel's peer table size.
+using device::kMaxNodeRanks;
 constexpr int kMaxBlocks = 256; // largest grid of any algorithm (one flag row per block)
-constexpr int kFlagRow = 2 * kMaxRanks;  // uint64 flags per block row: two phases x peers
+constexpr int kFlagRow = 2 * kMaxNodeRanks;  // uint64 flags per block: two phases x peers
 constexpr size_t kFlagRegionWords = size_t{kMaxBlocks} * kFlagRow;
 constexpr size_t kPackBytes = 16;
 
@@ -35,16 +39,19 @@ struct Params {
   const void* in;
   void* out;
   size_t count;           // elements in this launch
-  int world_size;
-  int rank;
   bool aligned;           // in and out are 16-byte aligned
-  char* scratch[kMaxRanks];    // this algorithm's scratch region of every rank (as mapped here)
-  uint64_t* flags[kMaxRanks];  // this algorithm's flag region of every rank
+  device::PeerPtrs<char> scratch;  // this algorithm's scratch region of every rank (as mapped here)
+  device::PeerFlags flags;         // this algorithm's flag region of every rank, this rank, world size
   size_t capacity_bytes;       // user bytes one launch may carry (the region was sized for it)
   EpochState* epoch;           // this rank's, local
   WaitContext wait;
   size_t chunk_packs;          // packs one block moves per step (two-shot)
   int variant;                 // algorithm-specific (two-shot: 0 pull, 1 push)
+
+  // The group is the node (single-node AllReduce): rank and size as the peer
+  // tables index them, kept once, in flags.
+  FERRY_HOST_DEVICE int rank() const { return flags.rank; }
+  FERRY_HOST_DEVICE int world_size() const { return flags.world_size; }
 };
 
 FERRY_HOST_DEVICE inline size_t packs_of(size_t count, size_t elem_size) {
@@ -56,26 +63,33 @@ FERRY_HOST_DEVICE inline size_t round_up(size_t v, size_t a) { return (v + a - 1
 // Tuning knob from the environment (0 or unset: the built-in choice). Read once.
 size_t tuning_knob(const char* name);
 
-// Each algorithm: the user bytes one launch may carry for a given AllReduce
-// capacity, the scratch bytes that needs, and its launcher.
-size_t one_shot_capacity(size_t max_bytes);
-size_t one_shot_scratch_bytes(size_t capacity, int world_size);
-void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
+// One AllReduce algorithm (or protocol) as the host drives it: its region
+// sizes, where it can run and its launcher. Each algorithm's .cu file defines
+// its entry next to the kernel; allreduce.cpp lists them (the list's order is the
+// order of the regions in scratch and flags, NOTE [AllReduce regions]). Entries
+// are constant-initialized (function addresses and literals only), so their use
+// from other translation units does not depend on static initialization order.
+struct AlgorithmEntry {
+  const char* name;                 // algorithm_name() of `algorithm` (internal entries: a label only)
+  AllReduceAlgorithm algorithm;     // the public algorithm it runs
+  bool internal;                    // a protocol run() picks for `algorithm` by size (one-shot LL),
+                                    // never named by users
+  std::array<const char*, 2> aliases;  // other names algorithm_from_string accepts (or nullptr)
+  // The user bytes one launch may carry for an AllReduce of max_bytes.
+  size_t (*capacity)(size_t max_bytes);
+  // The scratch bytes (per rank) a capacity of `capacity` needs.
+  size_t (*scratch_bytes)(size_t capacity, int world_size);
+  // Whether it runs on `world_size` ranks of one node (at most kMaxNodeRanks).
+  bool (*supported)(int world_size);
+  void (*launch)(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
+};
 
-size_t one_shot_ll_capacity(size_t max_bytes);
-size_t one_shot_ll_scratch_bytes(size_t capacity, int world_size);
-void launch_one_shot_ll(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
+inline bool any_world_size(int /*world_size*/) { return true; }
 
-size_t two_shot_capacity(size_t max_bytes);
-size_t two_shot_scratch_bytes(size_t capacity, int world_size);
-void launch_two_shot(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
-
-size_t ring_capacity(size_t max_bytes);
-size_t ring_scratch_bytes(size_t capacity, int world_size);
-void launch_ring(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
-
-size_t recursive_doubling_capacity(size_t max_bytes);
-size_t recursive_doubling_scratch_bytes(size_t capacity, int world_size);
-void launch_recursive_doubling(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
+extern const AlgorithmEntry kOneShotEntry;
+extern const AlgorithmEntry kOneShotLlEntry;
+extern const AlgorithmEntry kTwoShotEntry;
+extern const AlgorithmEntry kRingEntry;
+extern const AlgorithmEntry kRecursiveDoublingEntry;
 
 }  // namespace ferry::allreduce

@@ -26,38 +26,38 @@ __global__ void __launch_bounds__(kThreads) one_shot_kernel(Params p) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   const uint64_t epoch = read_epoch(p.epoch);
+  const int world = p.world_size(), me = p.rank();
   const size_t slot_bytes = round_up(p.capacity_bytes, kSlotAlign);
-  const size_t parity_offset = (epoch & 1) * p.world_size * slot_bytes;
+  const size_t parity_offset = (epoch & 1) * world * slot_bytes;
   const size_t num_packs = packs_of(p.count, sizeof(T));
   size_t begin, end;
   split_range(num_packs, gridDim.x, blockIdx.x, &begin, &end);
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
-  const int world = p.world_size;
 
   // 1. Push this rank's packs into its slot of every peer.
-  const size_t my_slot = parity_offset + p.rank * slot_bytes;
+  const size_t my_slot = parity_offset + me * slot_bytes;
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const uint4 v = load_user_pack(in, i, p.count, p.aligned);
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q)
-      if (q < world && q != p.rank) device::store16(p.scratch[q] + my_slot + i * kPackBytes, v);
+    for (int q = 0; q < kMaxNodeRanks; ++q)
+      if (q < world && q != me) device::store16(p.scratch[q] + my_slot + i * kPackBytes, v);
   }
   __syncthreads();
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
-  signal_peers(p, row, p.rank, epoch);
-  const bool ok = wait_peers(p, row, epoch, kPhaseOneShotExchange, &failed);
+  p.flags.block_signal_row(row, epoch, /*include_self=*/false);
+  const bool ok = p.flags.block_wait_row(row, epoch, p.wait, kPhaseOneShotExchange, /*include_self=*/false, &failed);
 
   // 2. Reduce every slot in rank order (same order on every rank: identical bits).
   if (ok) {
-    const char* local = p.scratch[p.rank] + parity_offset;
+    const char* local = p.scratch[me] + parity_offset;
     for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      uint4 raw[kMaxRanks];
+      uint4 raw[kMaxNodeRanks];
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
+      for (int r = 0; r < kMaxNodeRanks; ++r) {
         if (r < world) {
-          raw[r] = (r == p.rank) ? load_user_pack(in, i, p.count, p.aligned)
-                                 : device::load16(local + r * slot_bytes + i * kPackBytes);
+          raw[r] = (r == me) ? load_user_pack(in, i, p.count, p.aligned)
+                             : device::load16(local + r * slot_bytes + i * kPackBytes);
         }
       }
       store_user_pack(out, i, p.count, p.aligned, reduce_in_rank_order<T, Op>(raw, world));
@@ -65,8 +65,6 @@ __global__ void __launch_bounds__(kThreads) one_shot_kernel(Params p) {
   }
   finish_epoch(p.epoch);
 }
-
-}  // namespace
 
 size_t one_shot_capacity(size_t max_bytes) { return round_up(std::min(max_bytes, kMaxLaunchBytes), kPackBytes); }
 
@@ -91,5 +89,11 @@ void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, c
     FERRY_CUDA_CHECK_LAUNCH();
   });
 }
+
+}  // namespace
+
+const AlgorithmEntry kOneShotEntry{
+    "one_shot", AllReduceAlgorithm::kOneShot, /*internal=*/false, {"oneshot", "one-shot"},
+    &one_shot_capacity, &one_shot_scratch_bytes, &any_world_size, &launch_one_shot};
 
 }  // namespace ferry::allreduce

@@ -32,7 +32,7 @@ template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
   const uint64_t epoch = read_epoch(p.epoch);
   const uint32_t tag = static_cast<uint32_t>(epoch);
-  const int world = p.world_size, me = p.rank;
+  const int world = p.world_size(), me = p.rank();
   const size_t slot_bytes = round_up(p.capacity_bytes / kPackBytes * kLinesPerPack * kLineBytes, kSlotAlign);
   const size_t parity_offset = (epoch & 1) * world * slot_bytes;
   const size_t num_packs = packs_of(p.count, sizeof(T));
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
     const uint4 v = load_user_pack(in, i, p.count, p.aligned);
     const uint4 line0 = make_line(v.x, v.y, tag), line1 = make_line(v.z, v.w, tag);
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q) {
+    for (int q = 0; q < kMaxNodeRanks; ++q) {
       if (q < world && q != me) {
         char* dst = p.scratch[q] + my_slot + i * kLinesPerPack * kLineBytes;
         device::store16_volatile(dst, line0);
@@ -60,9 +60,9 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
   const char* local = p.scratch[me] + parity_offset;
   bool ok = true;
   for (size_t i = first; i < num_packs && ok; i += stride) {
-    uint4 raw[kMaxRanks];
+    uint4 raw[kMaxNodeRanks];
 #pragma unroll
-    for (int r = 0; r < kMaxRanks; ++r) {
+    for (int r = 0; r < kMaxNodeRanks; ++r) {
       if (r >= world || !ok) continue;
       if (r == me) {
         raw[r] = load_user_pack(in, i, p.count, p.aligned);
@@ -86,8 +86,6 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
   finish_epoch(p.epoch);
 }
 
-}  // namespace
-
 size_t one_shot_ll_capacity(size_t max_bytes) { return round_up(std::min(max_bytes, kMaxLaunchBytes), kPackBytes); }
 
 size_t one_shot_ll_scratch_bytes(size_t capacity, int world_size) {
@@ -105,5 +103,13 @@ void launch_one_shot_ll(const Params& p, DataType type, ReduceOp op, int num_sms
     FERRY_CUDA_CHECK_LAUNCH();
   });
 }
+
+}  // namespace
+
+// Internal: never named by users; AllReduce::run picks it for one-shot calls up
+// to FERRY_ALLREDUCE_LL_MAX_BYTES.
+const AlgorithmEntry kOneShotLlEntry{
+    "one_shot_ll", AllReduceAlgorithm::kOneShot, /*internal=*/true, {nullptr, nullptr},
+    &one_shot_ll_capacity, &one_shot_ll_scratch_bytes, &any_world_size, &launch_one_shot_ll};
 
 }  // namespace ferry::allreduce

@@ -14,7 +14,7 @@ constexpr int kThreads = 512;
 constexpr size_t kMaxLaunchBytes = size_t{4} << 20;
 constexpr size_t kSlotAlign = 256;
 constexpr size_t kAccPackBytes = 32;
-constexpr int kMaxSteps = 3;  // log2(kMaxRanks)
+constexpr int kMaxSteps = 3;  // log2(kMaxNodeRanks)
 
 struct DoublingLayout {
   size_t slot_bytes;    // one step's partial
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kThreads) recursive_doubling_kernel(Params p) 
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   const uint64_t epoch = read_epoch(p.epoch);
-  const int world = p.world_size, me = p.rank;
+  const int world = p.world_size(), me = p.rank();
   const size_t num_packs = packs_of(p.count, sizeof(T));
   const DoublingLayout layout = doubling_layout(p.capacity_bytes);
   size_t begin, end;
@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(kThreads) recursive_doubling_kernel(Params p) 
       store_acc<T>(p.scratch[partner] + slot + j * kAccPackBytes, mine);
     }
     __syncthreads();
-    if (threadIdx.x == 0) device::st_release_sys(p.flags[partner] + row + i, epoch);
-    ok = wait_peer(p, row + i, partner, epoch, kPhaseRecursiveDoubling, &failed);
+    if (threadIdx.x == 0) p.flags.signal(partner, row + i, epoch);
+    ok = p.flags.block_wait_one(row + i, epoch, p.wait, partner, kPhaseRecursiveDoubling, &failed);
     if (!ok) break;
     for (size_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
       const AccPack<T> mine = i == 0 ? unpack<T>(load_user_pack(in, j, p.count, p.aligned))
@@ -81,8 +81,6 @@ __global__ void __launch_bounds__(kThreads) recursive_doubling_kernel(Params p) 
   }
   finish_epoch(p.epoch);
 }
-
-}  // namespace
 
 size_t recursive_doubling_capacity(size_t max_bytes) {
   return round_up(std::min(max_bytes, kMaxLaunchBytes), kPackBytes);
@@ -103,5 +101,14 @@ void launch_recursive_doubling(const Params& p, DataType type, ReduceOp op, int 
     FERRY_CUDA_CHECK_LAUNCH();
   });
 }
+
+// Partners are rank ^ 2^i: the group must be a power of two.
+bool power_of_two(int world_size) { return (world_size & (world_size - 1)) == 0; }
+
+}  // namespace
+
+const AlgorithmEntry kRecursiveDoublingEntry{
+    "recursive_doubling", AllReduceAlgorithm::kRecursiveDoubling, /*internal=*/false, {"rd", "recursive-doubling"},
+    &recursive_doubling_capacity, &recursive_doubling_scratch_bytes, &power_of_two, &launch_recursive_doubling};
 
 }  // namespace ferry::allreduce

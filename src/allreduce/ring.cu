@@ -39,14 +39,14 @@ __host__ __device__ inline RingLayout ring_layout(size_t count_packs, size_t cap
 // after reading all its reduce-scatter slots, and the reduce-scatter of e+1
 // reaching p's final shard means every rank has started e+1, hence finished
 // reading its all-gather slots of e. Flag slot s (reduce-scatter) and
-// kMaxRanks + t (all-gather) of the receiver's row carry the epoch.
+// kMaxNodeRanks + t (all-gather) of the receiver's row carry the epoch.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   const uint64_t epoch = read_epoch(p.epoch);
-  const int world = p.world_size, me = p.rank;
+  const int world = p.world_size(), me = p.rank();
   const int succ = (me + 1) % world, pred = (me + world - 1) % world;
   const size_t num_packs = packs_of(p.count, sizeof(T));
   const RingLayout layout = ring_layout(num_packs, p.capacity_bytes, world);
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
 
   auto signal_successor = [&](int slot) {
     __syncthreads();
-    if (threadIdx.x == 0) device::st_release_sys(p.flags[succ] + row + slot, epoch);
+    if (threadIdx.x == 0) p.flags.signal(succ, row + slot, epoch);
   };
   bool ok = true;
 
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
   // predecessor's partial of shard `me` is complete but for this rank's part.
   for (int s = 0; s < world && ok; ++s) {
     const int shard = ((me - 1 - s) % world + world) % world;
-    if (s > 0) ok = wait_peer(p, row + (s - 1), pred, epoch, kPhaseRingReduceScatter, &failed);
+    if (s > 0) ok = p.flags.block_wait_one(row + (s - 1), epoch, p.wait, pred, kPhaseRingReduceScatter, &failed);
     if (!ok) break;
     const char* received = local + (s - 1) * layout.rs_slot_bytes;
     const size_t len = shard_len(shard);
@@ -88,12 +88,12 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
         device::store16(p.scratch[succ] + layout.ag_offset + j * kPackBytes, result);
       }
     }
-    signal_successor(s < world - 1 ? s : kMaxRanks);
+    signal_successor(s < world - 1 ? s : kMaxNodeRanks);
   }
 
   // All-gather: slot t holds shard (me-1-t); write it out and forward it.
   for (int t = 0; t < world - 1 && ok; ++t) {
-    ok = wait_peer(p, row + kMaxRanks + t, pred, epoch, kPhaseRingAllGather, &failed);
+    ok = p.flags.block_wait_one(row + kMaxNodeRanks + t, epoch, p.wait, pred, kPhaseRingAllGather, &failed);
     if (!ok) break;
     const int shard = ((me - 1 - t) % world + world) % world;
     const char* received = local + layout.ag_offset + t * layout.ag_slot_bytes;
@@ -104,12 +104,10 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
       if (t + 1 < world - 1)
         device::store16(p.scratch[succ] + layout.ag_offset + (t + 1) * layout.ag_slot_bytes + j * kPackBytes, v);
     }
-    if (t + 1 < world - 1) signal_successor(kMaxRanks + t + 1);
+    if (t + 1 < world - 1) signal_successor(kMaxNodeRanks + t + 1);
   }
   finish_epoch(p.epoch);
 }
-
-}  // namespace
 
 size_t ring_capacity(size_t max_bytes) { return round_up(std::min(max_bytes, kMaxLaunchBytes), kPackBytes); }
 
@@ -121,12 +119,17 @@ size_t ring_scratch_bytes(size_t capacity, int world_size) {
 void launch_ring(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
-    const size_t shard = (packs_of(p.count, sizeof(T)) + p.world_size - 1) / p.world_size;
+    const size_t shard = (packs_of(p.count, sizeof(T)) + p.world_size() - 1) / p.world_size();
     const size_t want = (shard + kThreads - 1) / kThreads;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
     ring_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();
   });
 }
+
+}  // namespace
+
+const AlgorithmEntry kRingEntry{"ring", AllReduceAlgorithm::kRing, /*internal=*/false, {nullptr, nullptr},
+                                &ring_capacity, &ring_scratch_bytes, &any_world_size, &launch_ring};
 
 }  // namespace ferry::allreduce

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   const uint64_t epoch = read_epoch(p.epoch);
-  const int world = p.world_size, me = p.rank;
+  const int world = p.world_size(), me = p.rank();
   const size_t num_packs = packs_of(p.count, sizeof(T));
   const ShardLayout layout = shard_layout(num_packs, p.capacity_bytes, world);
   const size_t chunk = p.chunk_packs;
@@ -72,12 +72,12 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
 
   // Pack j of every peer's shard that has one: all loads in flight, then the stores.
   auto move_peer_packs = [&](size_t j, auto load, auto store) {
-    uint4 v[kMaxRanks];
+    uint4 v[kMaxNodeRanks];
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q)
+    for (int q = 0; q < kMaxNodeRanks; ++q)
       if (q < world && q != me && j < shard_len(q)) v[q] = load(q);
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q)
+    for (int q = 0; q < kMaxNodeRanks; ++q)
       if (q < world && q != me && j < shard_len(q)) store(q, v[q]);
   };
 
@@ -90,27 +90,29 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
           j, [&](int q) { return load_user_pack(in, q * layout.shard_packs + j, p.count, p.aligned); },
           [&](int q, const uint4& v) { device::store16(p.scratch[q] + me * layout.slot_bytes + j * kPackBytes, v); });
     __syncthreads();
-    signal_peers(p, row, me, flag_of(step));
+    p.flags.block_signal_row(row, flag_of(step), /*include_self=*/false);
   };
 
   // 2. Reduce this rank's shard slice in rank order; push it to the peers (or
   // keep it for them to pull).
   auto reduce = [&](size_t step) -> bool {
-    if (!wait_peers(p, row, flag_of(step), kPhaseTwoShotReduceScatter, &failed)) return false;
+    if (!p.flags.block_wait_row(row, flag_of(step), p.wait, kPhaseTwoShotReduceScatter, /*include_self=*/false,
+                                &failed))
+      return false;
     size_t chunk_begin, chunk_end;
     chunk_range(step, &chunk_begin, &chunk_end);
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end && j < my_len; j += blockDim.x) {
       const size_t pack = me * layout.shard_packs + j;
-      uint4 raw[kMaxRanks];
+      uint4 raw[kMaxNodeRanks];
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r)
+      for (int r = 0; r < kMaxNodeRanks; ++r)
         if (r < world)
           raw[r] = (r == me) ? load_user_pack(in, pack, p.count, p.aligned)
                              : device::load16(local + r * layout.slot_bytes + j * kPackBytes);
       const uint4 result = reduce_in_rank_order<T, Op>(raw, world);
       if (push_gather) {
 #pragma unroll
-        for (int q = 0; q < kMaxRanks; ++q)
+        for (int q = 0; q < kMaxNodeRanks; ++q)
           if (q < world && q != me)
             device::store16(p.scratch[q] + layout.gather_offset + me * layout.slot_bytes + j * kPackBytes, result);
       } else {
@@ -119,14 +121,16 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
       store_user_pack(out, pack, p.count, p.aligned, result);
     }
     __syncthreads();
-    signal_peers(p, row + kMaxRanks, me, flag_of(step));
+    p.flags.block_signal_row(row + kMaxNodeRanks, flag_of(step), /*include_self=*/false);
     return true;
   };
 
   // 3. All-gather: copy the slices the peers pushed here (or pull them) into
   // the output.
   auto gather = [&](size_t step) -> bool {
-    if (!wait_peers(p, row + kMaxRanks, flag_of(step), kPhaseTwoShotAllGather, &failed)) return false;
+    if (!p.flags.block_wait_row(row + kMaxNodeRanks, flag_of(step), p.wait, kPhaseTwoShotAllGather,
+                                /*include_self=*/false, &failed))
+      return false;
     size_t chunk_begin, chunk_end;
     chunk_range(step, &chunk_begin, &chunk_end);
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x)
@@ -147,8 +151,6 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
   finish_epoch(p.epoch);
 }
 
-}  // namespace
-
 size_t two_shot_capacity(size_t max_bytes) { return round_up(max_bytes, kPackBytes); }
 
 size_t two_shot_scratch_bytes(size_t capacity, int world_size) {
@@ -161,7 +163,7 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     using T = decltype(type_tag);
     Params p = params;
     const size_t packs = packs_of(p.count, sizeof(T));
-    const size_t shard = (packs + p.world_size - 1) / p.world_size;
+    const size_t shard = (packs + p.world_size() - 1) / p.world_size();
     static const size_t knob_blocks = tuning_knob("FERRY_TWO_SHOT_BLOCKS");
     static const size_t knob_chunk = tuning_knob("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
     const int max_blocks = std::min(knob_blocks ? static_cast<int>(knob_blocks) : num_sms, kMaxBlocks);
@@ -185,5 +187,11 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     FERRY_CUDA_CHECK_LAUNCH();
   });
 }
+
+}  // namespace
+
+const AlgorithmEntry kTwoShotEntry{
+    "two_shot", AllReduceAlgorithm::kTwoShot, /*internal=*/false, {"twoshot", "two-shot"},
+    &two_shot_capacity, &two_shot_scratch_bytes, &any_world_size, &launch_two_shot};
 
 }  // namespace ferry::allreduce
