@@ -12,6 +12,7 @@
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "ferry/symmetric_heap.hpp"
+#include "memory/peer_ptrs.hpp"
 
 namespace ferry {
 
@@ -162,17 +163,17 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const size_t stage_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   const size_t flags_at = sym.take(sizeof(uint64_t) * ep::kNumFlagSlots);
   state_->symmetric = comm_.heap().allocate(sym.total);
-  for (int r = 0; r < W; ++r) {
-    auto* b = static_cast<uint8_t*>(state_->symmetric.peer(r));
-    p.peer_out_tokens[r] = b + out_tokens_at;
-    p.peer_out_scales[r] = fp8 ? reinterpret_cast<float*>(b + out_scales_at) : nullptr;
-    p.stage_meta[r] = b + meta_at;
-    p.counts[r] = reinterpret_cast<int32_t*>(b + counts_at);
-    p.combine_stage[r] = b + combine_at;
-    p.combine_ready[r] = reinterpret_cast<uint64_t*>(b + combine_ready_at);
-    p.stage_ready[r] = reinterpret_cast<uint64_t*>(b + stage_ready_at);
-    p.flags[r] = reinterpret_cast<uint64_t*>(b + flags_at);
-  }
+  // Peer tables by rank in the node: one node (checked above), so entry r is global rank r.
+  const std::vector<int>& ranks = comm_.topology().ranks_in_node;
+  const SymmetricBuffer& b = state_->symmetric;
+  p.peer_out_tokens = peer_ptrs<uint8_t>(b, ranks, out_tokens_at);
+  p.peer_out_scales = fp8 ? peer_ptrs<float>(b, ranks, out_scales_at) : device::PeerPtrs<float>{};
+  p.stage_meta = peer_ptrs<uint8_t>(b, ranks, meta_at);
+  p.counts = peer_ptrs<int32_t>(b, ranks, counts_at);
+  p.combine_stage = peer_ptrs<uint8_t>(b, ranks, combine_at);
+  p.combine_ready = peer_ptrs<uint64_t>(b, ranks, combine_ready_at);
+  p.stage_ready = peer_ptrs<uint64_t>(b, ranks, stage_ready_at);
+  p.flags = device::PeerFlags{peer_ptrs<uint64_t>(b, ranks, flags_at), p.rank, W};
 
   // Local: layout, receive side, outputs, epochs.
   Carve loc;

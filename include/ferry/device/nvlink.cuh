@@ -8,8 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
+#ifdef __CUDACC__
+// Device only: sync.cuh's helpers call wait_flag_geq, which timeout.cuh declares
+// only for nvcc; host code (peer_ptrs.hpp) needs just the tables.
+#include "ferry/device/sync.cuh"
+#endif
 
 #ifdef __CUDACC__
 #define FERRY_HD __host__ __device__ __forceinline__
