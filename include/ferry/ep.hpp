@@ -114,6 +114,12 @@ struct DispatchOptions {
   const EpHandle* reuse = nullptr;
 };
 
+// Throws InvalidArgument (NotSupported for a valid but unsupported
+// combination) when `config` is not usable on a communicator of `world_size`
+// ranks: the same check EpBuffer's constructor makes first, with no device work
+// (for bindings and callers that check a config before building a buffer).
+void validate_ep_config(const EpConfig& config, int world_size);
+
 class EpBuffer {
  public:
   // Collective over the communicator (symmetric allocations). Throws

@@ -12,7 +12,6 @@
 #include <optional>
 
 #include "bindings.hpp"
-#include "ep/validate.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/ep.hpp"
@@ -80,7 +79,7 @@ void bind_ep(nb::module_& m) {
 
   // The checks EpBuffer's constructor makes, without a communicator (the Python
   // layer runs them before anything collective).
-  m.def("validate_ep_config", &ep::validate_config, nb::arg("config"), nb::arg("world_size"));
+  m.def("validate_ep_config", &validate_ep_config, nb::arg("config"), nb::arg("world_size"));
 
   nb::class_<EpHandle>(m, "EpHandle")
       .def_ro("generation", &EpHandle::generation)

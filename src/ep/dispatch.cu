@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
     }
     __syncthreads();
-    if (threadIdx.x < W) device::st_release_sys(p.flags[threadIdx.x] + kCountsReady + p.rank, epoch);
+    p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];

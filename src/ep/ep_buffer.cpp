@@ -1,10 +1,17 @@
-// EpBuffer: memory, argument checks and launches of the EP kernels.
+// EpBuffer: construction (config, tuning knobs, memory), the kernels' error
+// report, and the four halves (argument checks, then the launches). The memory
+// layout is in ep_memory_plan, the call-order checks in ep_call_state, the
+// overlapped dispatch()/combine() in ep_overlap.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "common/env.hpp"
+#include "ep/ep_buffer_state.hpp"
+#include "ep/ep_memory_plan.hpp"
 #include "ep/ep_params.hpp"
 #include "ep/validate.hpp"
 #include "ferry/communicator.hpp"
@@ -21,17 +28,10 @@ namespace {
 
 // A tuning knob (non-negative integer) from the environment.
 int env_int(const char* name, int fallback) { return static_cast<int>(env_size(name, size_t(fallback))); }
-size_t round4k(size_t v) { return (v + 4095) / 4096 * 4096; }
 
-// Bump allocator over one allocation: regions are 4 KB aligned.
-struct Carve {
-  size_t total = 0;
-  size_t take(size_t bytes) {
-    const size_t at = total;
-    total += round4k(std::max<size_t>(bytes, 1));
-    return at;
-  }
-};
+}  // namespace
+
+namespace ep {
 
 void check_on_device(const char* where, const char* name, const TensorView& t, int device) {
   if (t.empty() || t.numel() == 0) return;
@@ -49,51 +49,7 @@ void check_on_device(const char* where, const char* name, const TensorView& t, i
                             << ")");
 }
 
-}  // namespace
-
-// NOTE [EpBuffer call order]
-// One layout lives in the buffer: the latest dispatch's. The host tracks where
-// the call sequence stands so a misuse is an error here, not a device hang:
-// dispatch_send -> dispatch_recv -> (combine_send -> combine_recv)* and again.
-// A new dispatch may follow a dispatch directly (the epochs make staging reuse
-// safe, NOTE [EP epochs]). Every rank must make the same calls in the same order.
-enum class Stage { kIdle, kDispatchSent, kDispatched, kCombineSent };
-
-struct EpBuffer::State {
-  Params base{};                 // fields that do not change between calls
-  SymmetricBuffer symmetric;
-  void* local = nullptr;         // cudaMalloc: layout, receive side, outputs, epochs
-  ep::EpStatus* status = nullptr;  // host-mapped
-  ep::EpStatus* status_device = nullptr;
-  int64_t* host_offsets = nullptr;  // pinned: expert_offsets copied back (high-throughput sync)
-  int32_t* host_counts = nullptr;
-  uint64_t generation = 0;       // of the current layout
-  int num_tokens = 0;            // of the current layout
-  bool with_weights = false;
-  Stage stage = Stage::kIdle;
-  int64_t synced_rows = -1;      // rows of the current dispatch output, when known on the host
-  bool overlap = true;           // dispatch()/combine(): both halves at once
-  bool fuse_layout = true;       // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
-  int dispatch_recv_blocks = 1;  // of num_sms, when overlapping
-  int combine_recv_blocks = 1;
-  cudaStream_t side = nullptr;   // the receive half's stream when overlapping
-  cudaEvent_t fork = nullptr, join = nullptr;
-  // Set by dispatch()/combine() around their halves: grids of the concurrent
-  // halves, and the count synchronization deferred past the join.
-  int send_blocks = 0, recv_blocks = 0;
-  bool defer_sync = false;
-
-  // Scoped: the overlapped halves' settings, reset however the calls end.
-  struct Overlap {
-    State& st;
-    Overlap(State& s, int num_sms, int recv) : st(s) {
-      st.recv_blocks = recv;
-      st.send_blocks = num_sms - recv;
-      st.defer_sync = true;
-    }
-    ~Overlap() { st.send_blocks = st.recv_blocks = 0, st.defer_sync = false; }
-  };
-};
+}  // namespace ep
 
 EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     : comm_(comm), config_(config), state_(std::make_unique<State>()) {
@@ -150,71 +106,16 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
-  // Symmetric: the dispatch output (senders write rows there), routing records,
-  // counts, combine staging, ready words, flags.
-  Carve sym;
-  const size_t out_tokens_at = sym.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
-  const size_t out_scales_at = sym.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / ep::kScaleBlock) : 0);
-  const size_t meta_at = sym.take(size_t(W) * T * p.meta_bytes);
-  const size_t counts_at = sym.take(sizeof(int32_t) * 2 * W * (E + W));
-  const size_t combine_at = sym.take(size_t(W) * T * H * 2);
-  const size_t combine_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
-  const size_t stage_ready_at = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
-  const size_t flags_at = sym.take(sizeof(uint64_t) * ep::kNumFlagSlots);
-  state_->symmetric = comm_.heap().allocate(sym.total);
-  for (int r = 0; r < W; ++r) {
-    auto* b = static_cast<uint8_t*>(state_->symmetric.peer(r));
-    p.peer_out_tokens[r] = b + out_tokens_at;
-    p.peer_out_scales[r] = fp8 ? reinterpret_cast<float*>(b + out_scales_at) : nullptr;
-    p.stage_meta[r] = b + meta_at;
-    p.counts[r] = reinterpret_cast<int32_t*>(b + counts_at);
-    p.combine_stage[r] = b + combine_at;
-    p.combine_ready[r] = reinterpret_cast<uint64_t*>(b + combine_ready_at);
-    p.stage_ready[r] = reinterpret_cast<uint64_t*>(b + stage_ready_at);
-    p.flags[r] = reinterpret_cast<uint64_t*>(b + flags_at);
-  }
-
-  // Local: layout, receive side, outputs, epochs.
-  Carve loc;
-  const size_t token_slot_at = loc.take(sizeof(int32_t) * size_t(T) * W);
-  const size_t pos_at = loc.take(sizeof(int32_t) * size_t(T) * K);
-  const size_t token_expert_at = loc.take(sizeof(int32_t) * size_t(T) * K);
-  const size_t send_expert_at = loc.take(sizeof(int32_t) * E);
-  const size_t send_token_at = loc.take(sizeof(int32_t) * W);
-  const size_t layout_error_at = loc.take(sizeof(int32_t));
-  const size_t layout_totals_at =
-      loc.take(sizeof(int32_t) * size_t((T + ep::kLayoutThreads - 1) / ep::kLayoutThreads) * (E + W + 1));
-  const size_t layout_barrier_at = loc.take(2 * sizeof(unsigned));
-  const size_t slot_rows_at = loc.take(sizeof(int32_t) * size_t(W) * T * K);
-  const size_t slot_src_at = loc.take(sizeof(int32_t) * size_t(W) * T);
-  const size_t recv_token_at = loc.take(sizeof(int32_t) * W);
-  const size_t out_weights_at = loc.take(config_.with_weights ? sizeof(float) * size_t(p.capacity_rows) : 0);
-  const size_t expert_counts_at = loc.take(sizeof(int32_t) * Le);
-  const size_t expert_offsets_at = loc.take(sizeof(int64_t) * (Le + 1));
-  const size_t epochs_at = loc.take(sizeof(ep::Epochs));
-  FERRY_CUDA_CHECK(cudaMalloc(&state_->local, loc.total));
+  // Symmetric (one allocation, the same order and sizes on every rank), then
+  // local memory (ep_memory_plan.hpp).
+  const ep::MemoryPlan plan = ep::plan_memory(p, config_.with_weights);
+  state_->symmetric = comm_.heap().allocate(plan.symmetric.total);
+  // Peer tables by rank in the node: one node (checked above), so entry r is global rank r.
+  ep::bind_symmetric(p, plan.symmetric, state_->symmetric, comm_.topology().ranks_in_node);
+  FERRY_CUDA_CHECK(cudaMalloc(&state_->local, plan.local.total));
   auto* l = static_cast<uint8_t*>(state_->local);
-  p.token_slot = reinterpret_cast<int32_t*>(l + token_slot_at);
-  p.pos_in_expert = reinterpret_cast<int32_t*>(l + pos_at);
-  p.token_expert = reinterpret_cast<int32_t*>(l + token_expert_at);
-  p.send_expert_count = reinterpret_cast<int32_t*>(l + send_expert_at);
-  p.send_token_count = reinterpret_cast<int32_t*>(l + send_token_at);
-  p.layout_error = reinterpret_cast<int32_t*>(l + layout_error_at);
-  p.layout_block_totals = reinterpret_cast<int32_t*>(l + layout_totals_at);
-  p.layout_barrier = reinterpret_cast<unsigned*>(l + layout_barrier_at);
-  p.slot_rows = reinterpret_cast<int32_t*>(l + slot_rows_at);
-  p.slot_src_token = reinterpret_cast<int32_t*>(l + slot_src_at);
-  p.recv_token_count = reinterpret_cast<int32_t*>(l + recv_token_at);
-  p.out_tokens = p.peer_out_tokens[p.rank];
-  p.out_scales = p.peer_out_scales[p.rank];
-  p.out_weights = config_.with_weights ? reinterpret_cast<float*>(l + out_weights_at) : nullptr;
-  p.expert_counts = reinterpret_cast<int32_t*>(l + expert_counts_at);
-  p.expert_offsets = reinterpret_cast<int64_t*>(l + expert_offsets_at);
-  p.epochs = reinterpret_cast<ep::Epochs*>(l + epochs_at);
-  // Everything but the weights starts zeroed (epochs, counts); weights are
-  // written before they are read.
-  FERRY_CUDA_CHECK(cudaMemset(l, 0, out_weights_at));
-  FERRY_CUDA_CHECK(cudaMemset(l + expert_counts_at, 0, loc.total - expert_counts_at));
+  ep::bind_local(p, plan.local, l, config_.with_weights);
+  ep::zero_local(plan.local, l);
 
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&state_->status), sizeof(ep::EpStatus),
                                  cudaHostAllocMapped));
@@ -223,9 +124,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.status = state_->status_device;
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_offsets), sizeof(int64_t) * (Le + 1)));
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_counts), sizeof(int32_t) * Le));
-  FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->side, cudaStreamNonBlocking));
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->fork, cudaEventDisableTiming));
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->join, cudaEventDisableTiming));
+  state_->streams.create();
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
@@ -238,9 +137,7 @@ EpBuffer::~EpBuffer() {
   if (state_->status) cudaFreeHost(state_->status);
   if (state_->host_offsets) cudaFreeHost(state_->host_offsets);
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
-  if (state_->side) cudaStreamDestroy(state_->side);
-  if (state_->fork) cudaEventDestroy(state_->fork);
-  if (state_->join) cudaEventDestroy(state_->join);
+  state_->streams.destroy();
 }
 
 int EpBuffer::local_experts() const { return config_.num_experts / comm_.size(); }
@@ -278,24 +175,15 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   check_errors();
   State& st = *state_;
   const char* where = "EpBuffer::dispatch";
-  FERRY_ARG_CHECK(st.stage != Stage::kDispatchSent && st.stage != Stage::kCombineSent,
-                  where << ": called while a " << (st.stage == Stage::kDispatchSent ? "dispatch" : "combine")
-                        << " is half done (call its receive half first)");
+  st.calls.check_dispatch_send(where, options.reuse);
   const bool reusing = options.reuse != nullptr;
-  if (reusing) {
-    FERRY_ARG_CHECK(options.reuse->generation != 0 && options.reuse->generation == st.generation,
-                    where << ": the reused handle is not this buffer's latest layout");
-  }
   const ep::DispatchCall call = ep::validate_dispatch(config_, tokens, topk_idx, topk_weights, scales, reusing);
-  if (reusing)
-    FERRY_ARG_CHECK(call.num_tokens == options.reuse->num_tokens,
-                    where << ": the reused handle routes " << options.reuse->num_tokens << " tokens, got "
-                          << call.num_tokens);
+  if (reusing) ep::CallState::check_reused_tokens(where, *options.reuse, call.num_tokens);
   const int device = comm_.device();
-  check_on_device(where, "tokens", tokens, device);
-  check_on_device(where, "scales", scales, device);
-  if (!reusing) check_on_device(where, "topk_idx", topk_idx, device);
-  check_on_device(where, "topk_weights", topk_weights, device);
+  ep::check_on_device(where, "tokens", tokens, device);
+  ep::check_on_device(where, "scales", scales, device);
+  if (!reusing) ep::check_on_device(where, "topk_idx", topk_idx, device);
+  ep::check_on_device(where, "topk_weights", topk_weights, device);
 
   Params p = st.base;
   p.num_tokens = call.num_tokens;
@@ -306,45 +194,37 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.scales_in = static_cast<const float*>(scales.data);
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
-  if (st.send_blocks > 0) p.num_blocks = st.send_blocks;
+  if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
   ep::launch_dispatch_send(p, stream);
-  if (!reusing) {
-    ++st.generation;
-    st.num_tokens = call.num_tokens;
-  }
-  st.with_weights = call.has_weights;
-  st.stage = Stage::kDispatchSent;
-  st.synced_rows = -1;
-  return EpHandle{st.generation, st.num_tokens, st.with_weights};
+  return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
 
 DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stream, const DispatchOptions& options) {
   State& st = *state_;
   const char* where = "EpBuffer::dispatch_recv";
-  FERRY_ARG_CHECK(st.stage == Stage::kDispatchSent, where << ": no dispatch_send to receive");
-  FERRY_ARG_CHECK(handle.generation == st.generation, where << ": the handle is not the latest dispatch's");
+  st.calls.check_dispatch_recv(where, handle);
   Params p = st.base;
-  p.num_tokens = st.num_tokens;
-  p.with_weights = st.with_weights;
-  if (st.recv_blocks > 0) p.num_blocks = st.recv_blocks;
+  p.num_tokens = st.calls.num_tokens();
+  p.with_weights = st.calls.with_weights();
+  if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   ep::launch_dispatch_recv(p, stream);
-  st.stage = Stage::kDispatched;
+  st.calls.dispatch_recv_done();
 
   const int Le = p.local_experts;
   DispatchResult r;
   r.tokens = p.out_tokens;
   r.scales = p.out_scales;
-  r.weights = st.with_weights ? p.out_weights : nullptr;
+  r.weights = st.calls.with_weights() ? p.out_weights : nullptr;
   r.expert_counts = p.expert_counts;
   r.expert_offsets = p.expert_offsets;
   r.local_experts = Le;
   r.capacity_per_expert = p.capacity_per_expert;
   r.capacity_rows = p.capacity_rows;
   r.handle = handle;
-  if (config_.mode == EpMode::kHighThroughput && options.sync_counts && !st.defer_sync) sync_counts(r, stream);
+  if (config_.mode == EpMode::kHighThroughput && options.sync_counts && !st.grids.defer_sync) sync_counts(r, stream);
   return r;
 }
 
@@ -360,92 +240,43 @@ void EpBuffer::sync_counts(DispatchResult& r, cudaStream_t stream) {
   check_errors();  // a bad expert id or too many rows, found by the kernels
   r.num_rows = st.host_offsets[Le];
   r.host_expert_counts.assign(st.host_counts, st.host_counts + Le);
-  st.synced_rows = r.num_rows;
-}
-
-DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& topk_idx,
-                                  const TensorView& topk_weights, const TensorView& scales, cudaStream_t stream,
-                                  const DispatchOptions& options) {
-  State& st = *state_;
-  if (!st.overlap) {
-    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
-    return dispatch_recv(handle, stream, options);
-  }
-  DispatchResult r;
-  {
-    State::Overlap overlap(st, config_.num_sms, st.dispatch_recv_blocks);
-    FERRY_CUDA_CHECK(cudaEventRecord(st.fork, stream));
-    FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.side, st.fork, 0));
-    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
-    r = dispatch_recv(handle, st.side, options);
-    FERRY_CUDA_CHECK(cudaEventRecord(st.join, st.side));
-    FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.join, 0));
-  }
-  if (config_.mode == EpMode::kHighThroughput && options.sync_counts) sync_counts(r, stream);
-  return r;
+  st.calls.set_synced_rows(r.num_rows);
 }
 
 void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream) {
   check_errors();
   State& st = *state_;
   const char* where = "EpBuffer::combine";
-  FERRY_ARG_CHECK(handle.generation != 0 && handle.generation == st.generation,
-                  where << ": the handle is not this buffer's latest dispatch (an EpBuffer keeps one layout)");
-  FERRY_ARG_CHECK(st.stage == Stage::kDispatched,
-                  where << ": " << (st.stage == Stage::kCombineSent ? "combine_send called twice"
-                                                                   : "no completed dispatch to combine"));
+  st.calls.check_combine_send(where, handle);
   FERRY_ARG_CHECK(expert_outputs.given(), where << ": expert_outputs is null");
-  ep::validate_combine(config_, comm_.size(), expert_outputs, std::max<int64_t>(st.synced_rows, 0), TensorView{},
-                       st.num_tokens);
-  check_on_device(where, "expert_outputs", expert_outputs, comm_.device());
+  ep::validate_combine(config_, comm_.size(), expert_outputs, std::max<int64_t>(st.calls.synced_rows(), 0),
+                       TensorView{}, st.calls.num_tokens());
+  ep::check_on_device(where, "expert_outputs", expert_outputs, comm_.device());
   Params p = st.base;
-  p.num_tokens = st.num_tokens;
-  p.with_weights = st.with_weights;
+  p.num_tokens = st.calls.num_tokens();
+  p.with_weights = st.calls.with_weights();
   p.expert_outputs = expert_outputs.data;
-  if (st.send_blocks > 0) p.num_blocks = st.send_blocks;
+  if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   ep::launch_combine_send(p, stream);
-  st.stage = Stage::kCombineSent;
+  st.calls.combine_send_done();
 }
 
 void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaStream_t stream) {
   State& st = *state_;
   const char* where = "EpBuffer::combine_recv";
-  FERRY_ARG_CHECK(st.stage == Stage::kCombineSent, where << ": no combine_send to receive");
-  FERRY_ARG_CHECK(handle.generation == st.generation, where << ": the handle is not the latest dispatch's");
-  FERRY_ARG_CHECK(!out.empty() || st.num_tokens == 0, where << ": out is null (" << st.num_tokens << " tokens)");
+  st.calls.check_combine_recv(where, handle);
+  const int num_tokens = st.calls.num_tokens();
+  FERRY_ARG_CHECK(!out.empty() || num_tokens == 0, where << ": out is null (" << num_tokens << " tokens)");
   if (out.given()) {
-    ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, st.num_tokens);
-    check_on_device(where, "out", out, comm_.device());
+    ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, num_tokens);
+    ep::check_on_device(where, "out", out, comm_.device());
   }
   Params p = st.base;
-  p.num_tokens = st.num_tokens;
+  p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
-  if (st.recv_blocks > 0) p.num_blocks = st.recv_blocks;
+  if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   ep::launch_combine_recv(p, stream);
-  st.stage = Stage::kDispatched;
-}
-
-void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
-                       cudaStream_t stream) {
-  // Checked before the send half so a bad `out` fails before any communication.
-  FERRY_ARG_CHECK(handle.generation != 0 && handle.generation == state_->generation,
-                  "EpBuffer::combine: the handle is not this buffer's latest dispatch (an EpBuffer keeps one layout)");
-  if (out.given())
-    ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, handle.num_tokens);
-  check_on_device("EpBuffer::combine", "out", out, comm_.device());
-  State& st = *state_;
-  if (!st.overlap) {
-    combine_send(expert_outputs, handle, stream);
-    combine_recv(handle, out, stream);
-    return;
-  }
-  State::Overlap overlap(st, config_.num_sms, st.combine_recv_blocks);
-  FERRY_CUDA_CHECK(cudaEventRecord(st.fork, stream));
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.side, st.fork, 0));
-  combine_send(expert_outputs, handle, stream);
-  combine_recv(handle, out, st.side);
-  FERRY_CUDA_CHECK(cudaEventRecord(st.join, st.side));
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.join, 0));
+  st.calls.combine_recv_done();
 }
 
 }  // namespace ferry

@@ -7,11 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ferry/device/nvlink.cuh"
 #include "ferry/device/timeout.cuh"
 
 namespace ferry::ep {
 
-constexpr int kMaxRanks = 8;   // ranks of one NVLink node
+// Ranks of one NVLink node: the NVLink channel's peer-table size, defined once
+// there (EP runs on single-node groups only).
+constexpr int kMaxRanks = device::kMaxNodeRanks;
 constexpr int kMaxTopk = 16;
 constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
 constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
@@ -24,6 +27,8 @@ constexpr int kMaxLayoutBlocks = 256;
 constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
+// Each slot is a row of the NVLink channel (NOTE [Flag rows] in
+// ferry/device/nvlink.cuh): word row + r is written only by rank r.
 enum FlagSlot : int {
   kCountsReady = 0,                // + source rank: its counts are written (it entered the dispatch)
   kCombineConsumed = kMaxRanks,    // + home rank: home done reading the partials
@@ -104,15 +109,16 @@ struct Params {
   int32_t* expert_counts;       // [Le]
   int64_t* expert_offsets;      // [Le + 1]
 
-  // ---- symmetric regions of every rank, as mapped here
-  uint8_t* peer_out_tokens[kMaxRanks];  // dispatch output of every rank: senders write rows there
-  float* peer_out_scales[kMaxRanks];
-  uint8_t* stage_meta[kMaxRanks];   // [W source][T][meta_bytes]
-  uint64_t* stage_ready[kMaxRanks]; // [W source][T][num_chunks]: epoch of the chunk's last write
-  int32_t* counts[kMaxRanks];       // [2 parity][W source][E + W]: rows per expert, then tokens per rank
-  uint8_t* combine_stage[kMaxRanks];// [W expert rank][T][H] bf16
-  uint64_t* combine_ready[kMaxRanks];// [W expert rank][T][num_chunks]: epoch of the chunk's last write
-  uint64_t* flags[kMaxRanks];       // kNumFlagSlots words
+  // ---- symmetric regions of every rank, as mapped here (peer tables of the
+  // NVLink channel, indexed by rank in the node: EP groups are one node)
+  device::PeerPtrs<uint8_t> peer_out_tokens;  // dispatch output of every rank: senders write rows there
+  device::PeerPtrs<float> peer_out_scales;    // fp8 only (else all nullptr)
+  device::PeerPtrs<uint8_t> stage_meta;       // [W source][T][meta_bytes]
+  device::PeerPtrs<uint64_t> stage_ready;     // [W source][T][num_chunks]: epoch of the chunk's last write
+  device::PeerPtrs<int32_t> counts;           // [2 parity][W source][E + W]: rows per expert, then tokens per rank
+  device::PeerPtrs<uint8_t> combine_stage;    // [W expert rank][T][H] bf16
+  device::PeerPtrs<uint64_t> combine_ready;   // [W expert rank][T][num_chunks]: epoch of the chunk's last write
+  device::PeerFlags flags;                    // kNumFlagSlots words per rank (FlagSlot rows); rank, world_size
 
   Epochs* epochs;
   EpStatus* status;             // host-mapped

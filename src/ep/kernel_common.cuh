@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ep/ep_params.hpp"
+#include "ferry/device/nvlink.cuh"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"
@@ -48,8 +49,8 @@ __device__ __forceinline__ void finish_launch(const Params& p, EpochKind kind, u
   }
   __syncthreads();
   if (!last) return;
-  if (consumed_slot >= 0 && threadIdx.x < p.world_size)
-    device::st_release_sys(p.flags[threadIdx.x] + consumed_slot + p.rank, epoch);
+  // Thread t < world stores epoch into word consumed_slot + rank of rank t (itself included).
+  if (consumed_slot >= 0) p.flags.block_signal_row(size_t(consumed_slot), epoch, /*include_self=*/true);
   if (threadIdx.x == 0) {
     p.epochs->blocks_done[kind] = 0;
     (&p.epochs->dispatch_sent)[kind] = epoch;
@@ -57,15 +58,19 @@ __device__ __forceinline__ void finish_launch(const Params& p, EpochKind kind, u
   }
 }
 
-// Threads [0, world) wait until flag slot + peer of this rank reaches `target`.
-// Returns false for the whole block when any wait failed (timeout or abort).
+// Threads [0, world) wait until flag slot + peer of this rank reaches `target`
+// (the word from this rank itself included). Returns false for the whole block
+// when any wait failed (timeout or abort). target 0 (the first combine) loads
+// no flag. PeerFlags::block_wait_row has no such guard, and taking it with the
+// guard around it cost combine_send_kernel 4 more bytes of spills (ptxas -v), so
+// the row is walked here with PeerFlags::wait.
 __device__ __forceinline__ bool wait_all_peers(const Params& p, int slot, uint64_t target, int32_t phase) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   const int peer = threadIdx.x;
   if (peer < p.world_size && target > 0) {
-    if (!device::wait_flag_geq(p.flags[p.rank] + slot + peer, target, p.wait, peer, phase)) failed = 1;
+    if (!p.flags.wait(size_t(slot) + peer, target, p.wait, peer, phase)) failed = 1;
   }
   __syncthreads();
   return failed == 0;

@@ -167,4 +167,7 @@ void validate_combine(const EpConfig& c, int world_size, const TensorView& exper
 }
 
 }  // namespace ep
+
+void validate_ep_config(const EpConfig& config, int world_size) { ep::validate_config(config, world_size); }
+
 }  // namespace ferry

@@ -1,0 +1,40 @@
+// EpBuffer's private state, shared by the files that implement EpBuffer
+// (ep_buffer.cpp: construction and the four halves; ep_overlap.cpp: dispatch()
+// and combine(), the halves run at once).
+#pragma once
+
+#include <cstdint>
+
+#include "ep/ep_call_state.hpp"
+#include "ep/ep_overlap.hpp"
+#include "ep/ep_params.hpp"
+#include "ferry/ep.hpp"
+#include "ferry/symmetric_heap.hpp"
+
+namespace ferry {
+
+struct EpBuffer::State {
+  ep::Params base{};                 // fields that do not change between calls
+  SymmetricBuffer symmetric;
+  void* local = nullptr;             // cudaMalloc: layout, receive side, outputs, epochs
+  ep::EpStatus* status = nullptr;    // host-mapped
+  ep::EpStatus* status_device = nullptr;
+  int64_t* host_offsets = nullptr;   // pinned: expert_offsets copied back (high-throughput sync)
+  int32_t* host_counts = nullptr;
+  ep::CallState calls;               // NOTE [EpBuffer call order]
+  bool overlap = true;               // dispatch()/combine(): both halves at once
+  bool fuse_layout = true;           // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
+  int dispatch_recv_blocks = 1;      // of num_sms, when overlapping
+  int combine_recv_blocks = 1;
+  ep::SideStream streams;
+  ep::HalfGrids grids;
+};
+
+namespace ep {
+
+// Throws InvalidArgument unless `t` (when it has elements) is memory of CUDA
+// device `device`.
+void check_on_device(const char* where, const char* name, const TensorView& t, int device);
+
+}  // namespace ep
+}  // namespace ferry

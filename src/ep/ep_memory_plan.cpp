@@ -1,0 +1,107 @@
+// EpBuffer's memory plan (ep_memory_plan.hpp). The order and sizes of the
+// symmetric regions must not change without every rank changing with them.
+#include "ep/ep_memory_plan.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "ferry/cuda_check.hpp"
+#include "memory/peer_ptrs.hpp"
+
+namespace ferry::ep {
+namespace {
+
+size_t round4k(size_t v) { return (v + 4095) / 4096 * 4096; }
+
+// Bump allocator over one allocation: regions are 4 KB aligned.
+struct Carve {
+  size_t total = 0;
+  size_t take(size_t bytes) {
+    const size_t at = total;
+    total += round4k(std::max<size_t>(bytes, 1));
+    return at;
+  }
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const Params& p, bool with_weights) {
+  const int W = p.world_size, T = p.max_tokens, H = p.hidden, K = p.topk, E = p.num_experts;
+  const int Le = p.local_experts;
+  const bool fp8 = p.fp8_out;
+  MemoryPlan plan{};
+
+  SymmetricPlan& s = plan.symmetric;
+  Carve sym;
+  s.out_tokens = sym.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
+  s.out_scales = sym.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / kScaleBlock) : 0);
+  s.meta = sym.take(size_t(W) * T * p.meta_bytes);
+  s.counts = sym.take(sizeof(int32_t) * 2 * W * (E + W));
+  s.combine = sym.take(size_t(W) * T * H * 2);
+  s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
+  s.stage_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
+  s.flags = sym.take(sizeof(uint64_t) * kNumFlagSlots);
+  s.total = sym.total;
+
+  LocalPlan& l = plan.local;
+  Carve loc;
+  l.token_slot = loc.take(sizeof(int32_t) * size_t(T) * W);
+  l.pos_in_expert = loc.take(sizeof(int32_t) * size_t(T) * K);
+  l.token_expert = loc.take(sizeof(int32_t) * size_t(T) * K);
+  l.send_expert_count = loc.take(sizeof(int32_t) * E);
+  l.send_token_count = loc.take(sizeof(int32_t) * W);
+  l.layout_error = loc.take(sizeof(int32_t));
+  l.layout_block_totals =
+      loc.take(sizeof(int32_t) * size_t((T + kLayoutThreads - 1) / kLayoutThreads) * (E + W + 1));
+  l.layout_barrier = loc.take(2 * sizeof(unsigned));
+  l.slot_rows = loc.take(sizeof(int32_t) * size_t(W) * T * K);
+  l.slot_src_token = loc.take(sizeof(int32_t) * size_t(W) * T);
+  l.recv_token_count = loc.take(sizeof(int32_t) * W);
+  l.out_weights = loc.take(with_weights ? sizeof(float) * size_t(p.capacity_rows) : 0);
+  l.expert_counts = loc.take(sizeof(int32_t) * Le);
+  l.expert_offsets = loc.take(sizeof(int64_t) * (Le + 1));
+  l.epochs = loc.take(sizeof(Epochs));
+  l.total = loc.total;
+  return plan;
+}
+
+void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer& buffer,
+                    const std::vector<int>& ranks) {
+  p.peer_out_tokens = peer_ptrs<uint8_t>(buffer, ranks, plan.out_tokens);
+  p.peer_out_scales = p.fp8_out ? peer_ptrs<float>(buffer, ranks, plan.out_scales) : device::PeerPtrs<float>{};
+  p.stage_meta = peer_ptrs<uint8_t>(buffer, ranks, plan.meta);
+  p.counts = peer_ptrs<int32_t>(buffer, ranks, plan.counts);
+  p.combine_stage = peer_ptrs<uint8_t>(buffer, ranks, plan.combine);
+  p.combine_ready = peer_ptrs<uint64_t>(buffer, ranks, plan.combine_ready);
+  p.stage_ready = peer_ptrs<uint64_t>(buffer, ranks, plan.stage_ready);
+  p.flags = device::PeerFlags{peer_ptrs<uint64_t>(buffer, ranks, plan.flags), p.rank, p.world_size};
+  p.out_tokens = p.peer_out_tokens[p.rank];
+  p.out_scales = p.peer_out_scales[p.rank];
+}
+
+void bind_local(Params& p, const LocalPlan& plan, uint8_t* l, bool with_weights) {
+  p.token_slot = reinterpret_cast<int32_t*>(l + plan.token_slot);
+  p.pos_in_expert = reinterpret_cast<int32_t*>(l + plan.pos_in_expert);
+  p.token_expert = reinterpret_cast<int32_t*>(l + plan.token_expert);
+  p.send_expert_count = reinterpret_cast<int32_t*>(l + plan.send_expert_count);
+  p.send_token_count = reinterpret_cast<int32_t*>(l + plan.send_token_count);
+  p.layout_error = reinterpret_cast<int32_t*>(l + plan.layout_error);
+  p.layout_block_totals = reinterpret_cast<int32_t*>(l + plan.layout_block_totals);
+  p.layout_barrier = reinterpret_cast<unsigned*>(l + plan.layout_barrier);
+  p.slot_rows = reinterpret_cast<int32_t*>(l + plan.slot_rows);
+  p.slot_src_token = reinterpret_cast<int32_t*>(l + plan.slot_src_token);
+  p.recv_token_count = reinterpret_cast<int32_t*>(l + plan.recv_token_count);
+  p.out_weights = with_weights ? reinterpret_cast<float*>(l + plan.out_weights) : nullptr;
+  p.expert_counts = reinterpret_cast<int32_t*>(l + plan.expert_counts);
+  p.expert_offsets = reinterpret_cast<int64_t*>(l + plan.expert_offsets);
+  p.epochs = reinterpret_cast<Epochs*>(l + plan.epochs);
+}
+
+void zero_local(const LocalPlan& plan, uint8_t* l) {
+  // The weights are the only region between the two ranges.
+  FERRY_CUDA_CHECK(cudaMemset(l, 0, plan.out_weights));
+  FERRY_CUDA_CHECK(cudaMemset(l + plan.expert_counts, 0, plan.total - plan.expert_counts));
+}
+
+}  // namespace ferry::ep

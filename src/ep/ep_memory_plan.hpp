@@ -1,0 +1,53 @@
+// Where every buffer of an EpBuffer lives: byte offsets in its one symmetric
+// allocation and in its one local cudaMalloc, computed from the config's shape
+// (kept apart from EpBuffer so the layout of the symmetric heap is in one place:
+// every rank carves the same allocation in the same order, since peers
+// rendezvous on it and address each other's regions by these offsets).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ep/ep_params.hpp"
+#include "ferry/symmetric_heap.hpp"
+
+namespace ferry::ep {
+
+// Symmetric regions, in allocation order: the dispatch output (senders write
+// rows there), routing records, counts, combine staging, ready words, flags.
+struct SymmetricPlan {
+  size_t out_tokens, out_scales, meta, counts, combine, combine_ready, stage_ready, flags;
+  size_t total;  // bytes of the allocation
+};
+
+// Local regions, in allocation order: layout, receive side, outputs, epochs.
+struct LocalPlan {
+  size_t token_slot, pos_in_expert, token_expert, send_expert_count, send_token_count, layout_error,
+      layout_block_totals, layout_barrier, slot_rows, slot_src_token, recv_token_count, out_weights,
+      expert_counts, expert_offsets, epochs;
+  size_t total;
+};
+
+struct MemoryPlan {
+  SymmetricPlan symmetric;
+  LocalPlan local;
+};
+
+// The plan for the shape in `p` (world_size, max_tokens, hidden, topk,
+// num_experts, local_experts, fp8_out, capacity_rows, meta_bytes, num_chunks
+// set); out_weights is empty without weights.
+MemoryPlan plan_memory(const Params& p, bool with_weights);
+
+// Points p's peer tables (and out_tokens, out_scales: this rank's part) into
+// `buffer`, entry i at global rank ranks[i] (the node's ranks).
+void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer& buffer, const std::vector<int>& ranks);
+
+// Points p's local fields into `local` (the plan's total bytes of device memory).
+void bind_local(Params& p, const LocalPlan& plan, uint8_t* local, bool with_weights);
+
+// Zeroes everything in `local` but the dispatch weights (epochs, counts,
+// barrier and error words start at 0; weights are written before they are read).
+void zero_local(const LocalPlan& plan, uint8_t* local);
+
+}  // namespace ferry::ep
