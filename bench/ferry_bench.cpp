@@ -31,6 +31,8 @@ constexpr Subcommand kSubcommands[] = {
      ferry::bench::print_ep_usage, ferry::bench::run_ep_bench},
     {"nvlink", "NVLink all-to-all GB/s by copy method and SM count (design probe)",
      ferry::bench::print_nvlink_usage, ferry::bench::run_nvlink_probe},
+    {"net", "proxy put GB/s and message rate across (virtual) nodes vs ucx_perftest",
+     ferry::bench::print_net_usage, ferry::bench::run_net_bench},
 };
 
 void print_usage(std::FILE* out) {

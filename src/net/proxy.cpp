@@ -15,7 +15,7 @@ namespace {
 constexpr int kBatch = 64;              // entries handled per lock hold
 constexpr size_t kMaxInFlight = 4096;   // requests before the proxy waits for the oldest
 constexpr uint32_t kSpinsBeforeYield = 256;
-constexpr uint32_t kSpinsBeforeSleep = 1u << 16;
+constexpr uint32_t kSpinsBeforeSleep = 1u << 20;  // ~ a fraction of a second idle: then 20 us naps
 
 uint64_t load_acquire(const uint64_t* p) { return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_acquire); }
 void store_release(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release); }

@@ -106,13 +106,17 @@ __device__ __forceinline__ bool signal(const DeviceWindow& w, int peer, uint32_t
 // with the same arguments): copies bytes from this rank's window at src_offset
 // to `peer`'s window at dst_offset; with with_signal, then adds signal_value to
 // signal word signal_index of this rank at the peer, never before the data.
-// NVLink: the group's stores, a group barrier (the caller's: `sync`), one
-// release add. Proxy: one descriptor from the group's first thread.
+// Starts with a group barrier (`sync`), so the group's stores to the source
+// before the call are included. NVLink: the group's stores, a barrier, one
+// release add. Proxy: one descriptor from the group's first thread. A put
+// without signal followed by a separate signal() needs the group barrier in
+// between (the signal orders only the calling thread's stores).
 template <typename Sync>
 __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_t dst_offset, size_t src_offset,
                                           size_t bytes, bool with_signal, uint32_t signal_index,
                                           uint64_t signal_value, unsigned rank, unsigned count, Sync&& sync) {
   bool ok = true;
+  sync();  // the group's earlier stores to the source range are visible to every copier (and the proxy)
   if (is_nvlink_peer(w, peer)) {
     group_copy(w.nvl_peer[peer] + dst_offset, w.local + src_offset, bytes, rank, count);
     if (with_signal) {
@@ -122,7 +126,6 @@ __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_
     }
     return true;
   }
-  sync();  // the group's earlier stores to the source range before the descriptor
   if (rank == 0) {
     __threadfence_system();
     FifoEntry e{};

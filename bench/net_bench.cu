@@ -1,0 +1,274 @@
+// ferry-bench net: put throughput and message rate through the proxy, with
+// ucx_perftest on the same transport in the same run as the baseline.
+//
+//   mpirun -np 2 ferry-bench net [--memory host|cuda|both] [--sizes 4K,64K,1M]
+//
+// Every rank is its own node (FERRY_RANKS_PER_NODE=1 unless set), so rank 0's
+// puts to rank 1 take the proxy. host: host threads push the descriptors (no
+// GPU needed: what the proxy and UCX cost). cuda: one GPU thread pushes them
+// into the FIFO from a kernel, sources in a device window (staged through
+// pinned host memory, or registered directly where UCX moves CUDA memory).
+// The baseline is ucx_perftest's ucp_put_bw between the same two hosts, with
+// host memory (what goes on the wire in both modes) and, for cuda, with CUDA
+// memory as well.
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/cuda_check.hpp"
+#include "ferry/device/channel.cuh"
+#include "ferry/window.hpp"
+#include "net/host_net.hpp"
+#include "net/proxy.hpp"
+
+namespace ferry::bench {
+
+namespace {
+
+struct NetOptions {
+  bool host = true, cuda = false;
+  std::vector<size_t> sizes{4 << 10, 64 << 10, 1 << 20};
+  size_t window_bytes = size_t{64} << 20;
+  size_t bytes_per_case = size_t{256} << 20;  // each size moves about this much (at least 64 puts)
+  bool perftest = true;
+  std::string csv;
+};
+
+struct Measured {
+  double gbps = 0, mrate = 0;
+};
+
+int puts_for(const NetOptions& o, size_t size) {
+  return static_cast<int>(std::max<size_t>(64, std::min<size_t>(100000, o.bytes_per_case / size)));
+}
+
+// ------------------------------------------------------------ ucx_perftest
+
+std::string perftest_path() {
+  if (const char* env = std::getenv("FERRY_UCX_PERFTEST")) return env;
+#ifdef FERRY_UCX_PERFTEST
+  return FERRY_UCX_PERFTEST;
+#else
+  return "";
+#endif
+}
+
+std::string hostname_of(Bootstrap& bootstrap, int rank) {
+  std::array<char, 256> mine{};
+  gethostname(mine.data(), mine.size() - 1);
+  std::vector<char> all(256 * bootstrap.size());
+  bootstrap.all_gather(mine.data(), all.data(), 256);
+  return std::string(all.data() + 256 * rank);
+}
+
+// Rank 1 serves, rank 0 measures; the result (MB/s, msg/s, from the "Final:"
+// line) reaches every rank. Zeros when ucx_perftest is missing or failed.
+Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* memory, int port) {
+  const std::string exe = perftest_path();
+  const std::string server_host = hostname_of(bootstrap, 1);
+  std::string lib;
+#ifdef FERRY_UCX_LIBRARY_DIR
+  lib = FERRY_UCX_LIBRARY_DIR;
+#endif
+  const std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
+  std::array<double, 2> result{0, 0};
+  int ok = exe.empty() || access(exe.c_str(), X_OK) != 0 ? 0 : 1;
+  bootstrap.all_gather_value(0);  // align before the server starts
+  if (!ok) return Measured{};
+  FILE* server = nullptr;
+  if (bootstrap.rank() == 1) {
+    const std::string cmd = env + exe + " -p " + std::to_string(port) + " -m " + memory + " 2>&1";
+    server = popen(cmd.c_str(), "r");
+  }
+  bootstrap.barrier();
+  if (bootstrap.rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server listens
+    std::ostringstream cmd;
+    cmd << env << exe << " " << server_host << " -p " << port << " -t ucp_put_bw -s " << size << " -n " << iters
+        << " -w " << std::max(8, iters / 10) << " -m " << memory << " 2>&1";
+    FILE* client = popen(cmd.str().c_str(), "r");
+    char line[1024];
+    while (client != nullptr && std::fgets(line, sizeof(line), client) != nullptr) {
+      if (std::strncmp(line, "Final:", 6) != 0) continue;
+      double iters_done, p50, avg, overall, bw_avg, bw_overall, rate_avg, rate_overall;
+      if (std::sscanf(line + 6, "%lf %lf %lf %lf %lf %lf %lf %lf", &iters_done, &p50, &avg, &overall, &bw_avg,
+                      &bw_overall, &rate_avg, &rate_overall) == 8) {
+        result = {bw_overall * 1e6 / 1e9 * (1 << 20) / 1e6, rate_overall};  // MB/s is MiB/s in ucx_perftest
+      }
+    }
+    if (client != nullptr) pclose(client);
+  }
+  bootstrap.barrier();
+  if (server != nullptr) pclose(server);
+  std::vector<std::array<double, 2>> all = bootstrap.all_gather_value(result);
+  return Measured{all[0][0], all[0][1]};
+}
+
+// ------------------------------------------------------------ host producers
+
+Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
+  net::HostNet net(bootstrap, o.window_bytes, 1, 1024, std::chrono::milliseconds(60000));
+  const int iters = puts_for(o, size);
+  const size_t slots = std::max<size_t>(1, o.window_bytes / size);
+  double seconds = 0;
+  bootstrap.barrier();
+  if (bootstrap.rank() == 0) {
+    for (int i = 0; i < std::max(8, iters / 10); ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
+    net.proxy->quiet();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
+    net.proxy->quiet();
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  bootstrap.barrier();
+  const std::vector<double> all = bootstrap.all_gather_value(seconds);
+  return Measured{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0]};
+}
+
+// ------------------------------------------------------------ GPU producers
+
+__global__ void push_puts(DeviceWindow w, int peer, int iters, size_t size, size_t slots) {
+  for (int i = 0; i < iters; ++i) {
+    const size_t offset = (i % slots) * size;
+    ferry::device::put_group(w, peer, offset, offset, size, false, 0, 0, 0, 1, [] {});
+  }
+  ferry::device::quiet(w);
+}
+
+Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::string* landing) {
+  Window window(comm, o.window_bytes);
+  *landing = window.network_writes_device_memory() ? "device" : "staged";
+  const int iters = puts_for(o, size);
+  const size_t slots = std::max<size_t>(1, o.window_bytes / size);
+  CudaStream stream;
+  cudaEvent_t start, stop;
+  FERRY_CUDA_CHECK(cudaEventCreate(&start));
+  FERRY_CUDA_CHECK(cudaEventCreate(&stop));
+  float ms = 0;
+  comm.bootstrap().barrier();
+  if (comm.rank() == 0) {
+    push_puts<<<1, 1, 0, stream.get()>>>(window.device(), 1, std::max(8, iters / 10), size, slots);
+    FERRY_CUDA_CHECK(cudaEventRecord(start, stream.get()));
+    push_puts<<<1, 1, 0, stream.get()>>>(window.device(), 1, iters, size, slots);
+    FERRY_CUDA_CHECK(cudaEventRecord(stop, stream.get()));
+    comm.synchronize(stream.get());
+    FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  }
+  comm.bootstrap().barrier();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  const std::vector<float> all = comm.bootstrap().all_gather_value(ms);
+  const double seconds = all[0] / 1e3;
+  return Measured{iters * static_cast<double>(size) / seconds / 1e9, iters / seconds};
+}
+
+NetOptions parse(std::vector<std::string> args) {
+  ArgParser parser(std::move(args));
+  NetOptions o;
+  if (auto m = parser.take_value("--memory")) {
+    if (*m == "host") o = NetOptions{true, false};
+    else if (*m == "cuda") o = NetOptions{false, true};
+    else if (*m == "both") o = NetOptions{true, true};
+    else FERRY_THROW(UsageError, "--memory must be host, cuda or both, got '" << *m << "'");
+  }
+  if (auto s = parser.take_value("--sizes")) {
+    o.sizes.clear();
+    for (const std::string& item : split_list(*s)) o.sizes.push_back(parse_byte_size(item));
+  }
+  if (auto b = parser.take_value("--bytes")) o.bytes_per_case = parse_byte_size(*b);
+  if (parser.take_flag("--no-perftest")) o.perftest = false;
+  if (auto c = parser.take_value("--csv")) o.csv = *c;
+  parser.finish();
+  for (size_t s : o.sizes)
+    if (s == 0 || s > o.window_bytes) FERRY_THROW(UsageError, "sizes must be in (0, 64M], got " << s);
+  return o;
+}
+
+}  // namespace
+
+void print_net_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: mpirun -np 2 ferry-bench net [options]\n"
+               "  Proxy put throughput (GB/s) and message rate, rank 0 -> rank 1, each rank its own node,\n"
+               "  against ucx_perftest ucp_put_bw on the same transport (UCX_TLS picks it: tcp, sm, ...).\n"
+               "  --memory host|cuda|both  host producers and host windows (no GPU), GPU producers and\n"
+               "                           device windows, or both (default host)\n"
+               "  --sizes LIST             put sizes (default 4K,64K,1M)\n"
+               "  --bytes N                bytes moved per size (default 256M; at least 64 puts)\n"
+               "  --no-perftest            skip the ucx_perftest baseline\n"
+               "  --csv PATH               also write the rows as CSV\n");
+}
+
+int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
+  const NetOptions o = parse(std::move(args));
+  FERRY_CHECK(bootstrap->size() == 2, UsageError, "ferry-bench net runs on 2 ranks, got " << bootstrap->size());
+  if (std::getenv("FERRY_RANKS_PER_NODE") == nullptr) setenv("FERRY_RANKS_PER_NODE", "1", 1);
+  const bool print = bootstrap->rank() == 0;
+  const char* tls = std::getenv("UCX_TLS");
+  std::unique_ptr<Communicator> comm;
+  if (o.cuda) {
+    require_cuda_device("ferry-bench net --memory cuda");
+    comm = std::make_unique<Communicator>(bootstrap);
+  }
+  TablePrinter table({{"", "memory", 7, true},
+                      {"", "size", 6},
+                      {"", "puts", 7},
+                      {"ferry proxy", "GB/s", 8},
+                      {"ferry proxy", "Mmsg/s", 8},
+                      {"ucx_perftest host", "GB/s", 8},
+                      {"ucx_perftest host", "Mmsg/s", 8},
+                      {"", "ratio", 6},
+                      {"ucx_perftest cuda", "GB/s", 8},
+                      {"", "landing", 8, true}});
+  std::unique_ptr<CsvWriter> csv;
+  if (print && !o.csv.empty())
+    csv = std::make_unique<CsvWriter>(o.csv, std::vector<std::string>{"memory", "bytes", "puts", "ferry_gbps",
+                                                                      "ferry_msg_per_s", "perftest_gbps",
+                                                                      "perftest_msg_per_s", "perftest_cuda_gbps",
+                                                                      "landing", "ucx_tls"});
+  if (print) {
+    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s\n", tls ? tls : "(UCX's choice)");
+    table.print_header();
+  }
+  int port = bootstrap->all_gather_value(14000 + static_cast<int>(getpid() % 1000))[0];
+  for (const bool cuda : {false, true}) {
+    if ((cuda && !o.cuda) || (!cuda && !o.host)) continue;
+    for (size_t size : o.sizes) {
+      std::string landing = "host";
+      const Measured ours = cuda ? run_cuda(*comm, o, size, &landing) : run_host(*bootstrap, o, size);
+      const int iters = puts_for(o, size);
+      const Measured base = o.perftest ? run_perftest(*bootstrap, size, iters, "host", port++) : Measured{};
+      const Measured base_cuda =
+          o.perftest && cuda ? run_perftest(*bootstrap, size, iters, "cuda", port++) : Measured{};
+      if (!print) continue;
+      const std::string ratio = base.gbps > 0 ? format_fixed(ours.gbps / base.gbps, 2) : "-";
+      table.print_row({cuda ? "cuda" : "host", format_byte_size(size), std::to_string(iters),
+                       format_fixed(ours.gbps, 2), format_fixed(ours.mrate / 1e6, 3),
+                       base.gbps > 0 ? format_fixed(base.gbps, 2) : "-",
+                       base.gbps > 0 ? format_fixed(base.mrate / 1e6, 3) : "-", ratio,
+                       base_cuda.gbps > 0 ? format_fixed(base_cuda.gbps, 2) : "-", landing});
+      if (csv)
+        csv->write_row({cuda ? "cuda" : "host", std::to_string(size), std::to_string(iters),
+                        format_fixed(ours.gbps, 3), format_fixed(ours.mrate, 0), format_fixed(base.gbps, 3),
+                        format_fixed(base.mrate, 0), format_fixed(base_cuda.gbps, 3), landing, tls ? tls : ""});
+    }
+  }
+  if (print && comm && comm->proxy())
+    std::printf("proxy transport: %s; staged through pinned host memory: %zu bytes\n",
+                comm->proxy()->transport().describe().c_str(), static_cast<size_t>(comm->proxy()->staged_bytes()));
+  return 0;
+}
+
+}  // namespace ferry::bench
