@@ -11,15 +11,21 @@
 #   configure  cmake into build-device (Release, ninja, NCCL found for the bench)
 #   build      all targets, all cores
 #   gpus       nvidia-smi -L and the topology matrix
-#   ctest      the CPU tests: ctest -R 'unit|mp'
+#   ctest      the CPU tests: ctest -R 'unit|mp|net' (net: the proxy over UCX tcp and shm, killed peers)
 #   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
+#   win_*      the device API (ferry_gpu_window_tests) across virtual nodes: win_n2 (one node),
+#              win_2x1_tcp, win_2x1_sm, win_2x1, win_4x1, win_2x2, win_2x2_tcp (NxK: N nodes of K
+#              ranks through FERRY_RANKS_PER_NODE; _tcp/_sm: UCX_TLS, else UCX's choice)
 #   memcheck   compute-sanitizer memcheck on FERRY_SANITIZE_NP ranks (2)  (only with FERRY_SANITIZE=1)
 #   racecheck  compute-sanitizer racecheck on FERRY_SANITIZE_NP ranks (2) (only with FERRY_SANITIZE=1)
 #   example    the allreduce example on the largest N
 #   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
+#   example_put the gpu_put example on 2 ranks: one node, then 2 virtual nodes (through UCX)
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
+#   bench_net  ferry-bench net --memory both on 2 ranks (2 virtual nodes) for UCX_TLS in
+#              FERRY_NET_TLS (default "tcp,self sm,self all"), CSVs in $OUT/net_<tls>.csv
 #   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
 #              (only when FERRY_BENCHES names "tune"; table in $OUT/tune.txt)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
@@ -38,7 +44,7 @@
 #                          benches stay one rank per GPU)
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
 #   FERRY_SKIP_BENCH=1     skip both benches
-#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink torch"; torch: bench_py;
+#   FERRY_BENCHES          which benches run (default "allreduce ep nvlink net torch"; torch: bench_py;
 #                          "tune" adds bench_tune)
 #   FERRY_TUNE_ARGS        more arguments for ferry-bench ep in bench_tune (sweeps: FERRY_TUNE_SWEEPS)
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
@@ -52,6 +58,9 @@
 #   FERRY_SKIP_PIP=1       skip the pip stage
 #   FERRY_SKIP_PYTHON=1    skip the Python stages
 #   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
+#   FERRY_MPS=1            start the CUDA MPS daemon (pipe and log folders under the build tree) for the
+#                          whole run, so virtual ranks' kernels run concurrently; stopped at exit
+#   FERRY_WINDOW_CONFIGS   which win_* stages run (default: all of them)
 #   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
 #   BUILD_DIR              build directory (default build-device)
 set -uo pipefail
@@ -175,6 +184,25 @@ NBENCH="$NMAX"  # benches and Python: one rank per GPU
 MPIRUN=(mpirun --allow-run-as-root --bind-to none)
 [ -n "${FERRY_TEST_SHARE_GPUS:-}" ] && MPIRUN+=(-x FERRY_TEST_SHARE_GPUS)
 B="$BUILD_DIR"
+export EX="$B/examples/ferry-example-gpu-put" BENCH="$B/bench/ferry-bench" CSV_DIR="$OUT"
+case "$B" in /*) B_ABS="$B" ;; *) B_ABS="$ROOT/$B" ;; esac
+
+# FERRY_MPS=1: one MPS daemon for the run (virtual ranks' kernels then run at the
+# same time instead of time-sliced), its pipe and log folders under the build tree.
+MPS_STARTED=0
+if [ "${FERRY_MPS:-0}" = 1 ] && [ "$GPUS" -ge 1 ]; then
+  if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    export CUDA_MPS_PIPE_DIRECTORY="$B_ABS/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$B_ABS/mps/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+      MPS_STARTED=1
+      trap 'echo quit | nvidia-cuda-mps-control' EXIT
+      MPIRUN+=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
+      echo "device_run: MPS daemon started (virtual ranks run concurrently)"
+    fi
+  fi
+  [ "$MPS_STARTED" = 1 ] || echo "device_run: no MPS daemon: virtual ranks are time-sliced"
+fi
 
 # ---------------------------------------------------------------- tests
 if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
@@ -182,7 +210,7 @@ if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
 elif [ "$BUILT" -ne 1 ]; then
   skip ctest "build failed"
 else
-  run_stage ctest "${TO[@]}" ctest --test-dir "$B" -R 'unit|mp' --no-tests=error --output-on-failure
+  run_stage ctest "${TO[@]}" ctest --test-dir "$B" -R 'unit|mp|net' --no-tests=error --output-on-failure
 fi
 if [ "${#NPS[@]}" -eq 0 ]; then
   skip gpu_tests "no rank count in '${FERRY_NPS:-2 4 8}' fits $GPUS GPUs"
@@ -191,6 +219,19 @@ for n in "${NPS[@]}"; do
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "gpu_np$n" "FERRY_SKIP_TESTS=1"; continue; fi
   if [ "$BUILT" -ne 1 ]; then skip "gpu_np$n" "build failed"; continue; fi
   run_stage "gpu_np$n" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "$B/tests/ferry_gpu_tests"
+done
+
+# The device API across virtual nodes (ranks share the GPU): NAME:RANKS:RANKS_PER_NODE:UCX_TLS
+# (RANKS_PER_NODE 0: one node; UCX_TLS all: UCX's choice).
+WINDOW_CONFIGS="${FERRY_WINDOW_CONFIGS:-win_n2:2:0:all win_2x1_tcp:2:1:tcp,self win_2x1_sm:2:1:sm,self win_2x1:2:1:all win_4x1:4:1:all win_2x2:4:2:all win_2x2_tcp:4:2:tcp,self}"
+for cfg in $WINDOW_CONFIGS; do
+  IFS=: read -r stage n per_node tls <<<"$cfg"
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
+  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+  env_args=(-x FERRY_TEST_SHARE_GPUS=1)
+  [ "$per_node" != 0 ] && env_args+=(-x FERRY_RANKS_PER_NODE="$per_node")
+  [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
+  run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_window_tests"
 done
 
 # The small tests: heap, the bf16 column of the AllReduce matrix, graph replay,
@@ -223,14 +264,22 @@ for ex in example:allreduce example_ep:ep; do
   fi
 done
 
+if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then
+  skip example_put "build failed or no GPU"
+else
+  run_stage example_put "${TO[@]}" bash -c '"$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 "$EX" &&
+      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 "$EX"' example_put "${MPIRUN[@]}"
+fi
+
 # bench_stage STAGE SUBCOMMAND ARGS...: ferry-bench SUBCOMMAND --csv $OUT/SUBCOMMAND.csv ARGS
+BENCHES="${FERRY_BENCHES:-allreduce ep nvlink net torch}"
 bench_stage() {
   local stage="$1" sub="$2"
   shift 2
   rm -f "$OUT/$stage.log" "$OUT/$sub.csv"  # a skipped bench shows no stale table at the end
   if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
     skip "$stage" "FERRY_SKIP_BENCH=1"
-  elif [[ " ${FERRY_BENCHES:-allreduce ep nvlink torch} " != *" $sub "* ]]; then
+  elif [[ " $BENCHES " != *" $sub "* ]]; then
     skip "$stage" "not in FERRY_BENCHES"
   elif [ "$BUILT" -ne 1 ]; then
     skip "$stage" "build failed"
@@ -246,6 +295,19 @@ bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
 bench_stage bench_nvlink nvlink
+# ferry-bench net: 2 ranks as 2 virtual nodes (sharing GPU 0 when there is one GPU).
+rm -f "$OUT/bench_net.log" "$OUT"/net_*.csv
+if [ "${FERRY_SKIP_BENCH:-0}" = 1 ] || [[ " $BENCHES " != *" net "* ]]; then
+  skip bench_net "FERRY_SKIP_BENCH=1 or not in FERRY_BENCHES"
+elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then
+  skip bench_net "build failed or no GPU"
+else
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  run_stage bench_net "${TO[@]}" bash -c 'rc=0; for tls in ${FERRY_NET_TLS:-tcp,self sm,self all}; do
+      name="${tls%%,*}"; extra=(); [ "$tls" != all ] && extra=(-x UCX_TLS="$tls")
+      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 "${extra[@]}" "$BENCH" net --memory both         --csv "$CSV_DIR/net_$name.csv" || rc=1
+    done; exit $rc' bench_net "${MPIRUN[@]}"
+fi
 if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
   skip bench_tune "FERRY_SKIP_BENCH=1"
 elif [[ " ${FERRY_BENCHES:-} " != *" tune "* ]]; then
@@ -261,7 +323,7 @@ fi
 PY_STAGES_OK=1
 if [ "$BUILT" -ne 1 ] || [ ! -d "$B/python/ferry" ] || [ "${FERRY_SKIP_PYTHON:-0}" = 1 ]; then PY_STAGES_OK=0; fi
 TORCHRUN=(python3 -m torch.distributed.run --standalone)
-export PYTHONPATH="$ROOT/$B/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONPATH="$B_ABS/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ "$PY_STAGES_OK" -ne 1 ]; then
   skip python_cpu "no Python module in $B"
 elif [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
@@ -287,7 +349,7 @@ else
 fi
 read -r -a py_bench_args <<<"${FERRY_PY_BENCH_ARGS:-}"
 if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ] ||
-   [[ " ${FERRY_BENCHES:-allreduce ep nvlink torch} " != *" torch "* ]]; then skip bench_py "skipped"
+   [[ " $BENCHES " != *" torch "* ]]; then skip bench_py "skipped"
 else run_stage bench_py "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$NBENCH" bench/python/ferry_torch_bench.py --out "$OUT" "${py_bench_args[@]}"; fi
 if [ -n "$PIP_PID" ]; then
   wait "$PIP_PID"
@@ -302,7 +364,7 @@ echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
 # Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
-for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_tune:tune bench_py:torch_bench; do
+for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_net:net bench_tune:tune bench_py:torch_bench; do
   log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
   [ -s "$log" ] || continue
   echo "---------------- ferry-bench ${pair#*:} (end of $log)"

@@ -173,6 +173,8 @@ if [ -z "$UCX_ROOT" ] && [ "${FERRY_UCX:-1}" != 0 ]; then
       for f in "$wheel_dir"/lib/lib*.so.0; do cp -L "$f" "$deps_ucx.tmp/lib/"; done
       for f in "$wheel_dir"/lib/ucx/lib*.so.0; do cp -L "$f" "$deps_ucx.tmp/lib/ucx/"; done
       for b in ucx_info ucx_perftest; do cp "$wheel_dir/bin/$b" "$deps_ucx.tmp/bin/"; done
+      # ucx_perftest's own dependencies (libgomp, libcudart), vendored beside the wheel
+      for f in "$wheel_dir"/../libucx_cu13.libs/*; do [ -f "$f" ] && cp -L "$f" "$deps_ucx.tmp/lib/"; done
       if command -v strip >/dev/null 2>&1; then
         strip --strip-unneeded "$deps_ucx.tmp"/lib/*.so.0 "$deps_ucx.tmp"/lib/ucx/*.so.0 "$deps_ucx.tmp"/bin/* 2>/dev/null || true
       fi
