@@ -79,7 +79,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
   if (net::Proxy* proxy = comm_.proxy()) {
     // NOTE [Window staging]
     // Peers of other nodes reach this window through UCX. Where UCX moves CUDA
-    // memory (RDMA with GPUDirect, cuda_ipc) the device window itself is
+    // memory (RDMA with GPUDirect) the device window itself is
     // registered and their puts land in it. Elsewhere (tcp, shared memory) UCX
     // moves CUDA memory slowly and cannot do atomics on it: their puts land in
     // a pinned host buffer mapped into the GPU (DeviceWindow::net_recv), and the

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/env.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 
@@ -15,7 +16,12 @@ namespace {
 constexpr int kBatch = 64;              // entries handled per lock hold
 constexpr size_t kMaxInFlight = 4096;   // requests before the proxy waits for the oldest
 constexpr uint32_t kSpinsBeforeYield = 256;
-constexpr uint32_t kSpinsBeforeSleep = 1u << 20;  // ~ a fraction of a second idle: then 20 us naps
+// Idle loops before the proxy naps (20 us at a time): about a fraction of a
+// second without FIFO or network activity. FERRY_PROXY_IDLE_SPINS=0: never nap.
+uint64_t spins_before_nap() {
+  static const uint64_t spins = env_size("FERRY_PROXY_IDLE_SPINS", size_t{1} << 20);
+  return spins == 0 ? ~0ull : spins;
+}
 
 uint64_t load_acquire(const uint64_t* p) { return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_acquire); }
 void store_release(uint64_t* p, uint64_t v) { std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release); }
@@ -65,6 +71,11 @@ Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
     FERRY_CUDA_CHECK(cudaMemset(head_, 0, sizeof(uint64_t)));
     FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     staging_ = host_alloc<char>(options_.staging_bytes, true);
+    // One staged copy now: the first copy of a context may wait for the
+    // device to go idle (lazy initialization); later it must not, since the
+    // kernels that pushed the descriptors keep running until their data moved.
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(staging_, head_, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     head_ = host_alloc<uint64_t>(1, false);
@@ -189,7 +200,8 @@ void Proxy::drain() {
 
 void Proxy::run() {
   if (options_.cuda) cudaSetDevice(options_.device);
-  uint32_t idle = 0;
+  uint64_t idle = 0;
+  const uint64_t nap_after = spins_before_nap();
   while (!stop_.load(std::memory_order_acquire)) {
     bool busy = false;
     {
@@ -217,7 +229,7 @@ void Proxy::run() {
     }
     if (busy) {
       idle = 0;
-    } else if (++idle > kSpinsBeforeSleep) {
+    } else if (++idle > nap_after) {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     } else if (idle > kSpinsBeforeYield) {
       std::this_thread::yield();
@@ -267,7 +279,8 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
   const char* src = window.local + entry.src_offset;
   if (!window.stage) {
     InFlight f;
-    f.request = transport_->put(entry.peer, src, entry.bytes, window.data_region, entry.dst_offset);
+    f.request =
+        transport_->put(entry.peer, src, entry.bytes, window.data_region, entry.dst_offset, window.local_is_cuda);
     in_flight_.push_back(std::move(f));
     return;
   }
@@ -282,7 +295,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     FERRY_CUDA_CHECK(cudaMemcpyAsync(stage, src + done, n, cudaMemcpyDeviceToHost, stream_));
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     InFlight f;
-    f.request = transport_->put(entry.peer, stage, n, window.data_region, entry.dst_offset + done);
+    f.request = transport_->put(entry.peer, stage, n, window.data_region, entry.dst_offset + done, false);
     f.staging_end = staging_head_;
     in_flight_.push_back(std::move(f));
     staged_bytes_.fetch_add(n, std::memory_order_relaxed);
@@ -315,7 +328,7 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   f.operand = std::make_unique<uint64_t>(total);
   const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + entry.signal_index;
   f.request = transport_->put(entry.peer, f.operand.get(), sizeof(uint64_t), window.signal_region,
-                              word * sizeof(uint64_t));
+                              word * sizeof(uint64_t), false);
   in_flight_.push_back(std::move(f));
 }
 

@@ -27,7 +27,7 @@ class Transport {
   // Names the transports UCX chose for remote peers, e.g. "tcp/lo" (for logs).
   virtual std::string describe() const = 0;
   // True when UCX moves CUDA memory on the chosen transports (RDMA with
-  // GPUDirect, cuda_ipc): windows are then registered in GPU memory, else
+  // GPUDirect): windows are then registered in GPU memory, else
   // staged through pinned host memory. Read from UCX, not configured.
   virtual bool moves_cuda_memory() const = 0;
 
@@ -41,7 +41,7 @@ class Transport {
 
   // Non-blocking operations. `src` stays valid and unchanged until the
   // returned request completes (test()).
-  virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset) = 0;
+  virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) = 0;
   // Orders every operation issued before it before every operation after it,
   // per target (never lets a signal overtake the data before it).
   virtual void fence() = 0;

@@ -39,10 +39,14 @@ struct AddressFrame {
   char address[kMaxWorkerAddress];
 };
 
-// Transports that move CUDA memory directly (no staging through host memory).
+// RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
+// (GPUDirect), so windows are registered in GPU memory. cuda_ipc is left out on
+// purpose: it only reaches processes of the same host, and on an endpoint that
+// also has tcp or shared-memory lanes UCX may carry a put (its wire-up replay,
+// say) over those, reading the CUDA source as host memory (seen: a segfault).
 bool moves_cuda(const std::string& transport) {
-  static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5", "rc_x", "dc_x",
-                                       "ud_x", "gga_mlx5", "cuda_ipc"};
+  static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5",
+                                       "rc_x",     "dc_x",    "ud_x",    "gga_mlx5"};
   for (const char* name : kNames)
     if (transport == name) return true;
   return false;
@@ -186,9 +190,11 @@ class UcxTransport final : public Transport {
     region.memh = nullptr;
   }
 
-  Request put(int peer, const void* src, size_t bytes, int region, size_t offset) override {
+  Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) override {
     const Region& target = checked_target(peer, region, offset, bytes);
     ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no guessing from the address
+    param.memory_type = cuda_source ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
     return keep(ucp_put_nbx(endpoints_[peer], src, bytes, target.base[peer] + offset, target.keys[peer], &param),
                 peer);
   }

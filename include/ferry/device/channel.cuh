@@ -20,7 +20,7 @@
 // at dst_offset. The receiver reads what a peer put through recv_ptr(peer):
 // its device window for a peer in the node, and for a peer in another node the
 // memory the network wrote: the device window when UCX moves CUDA memory (RDMA
-// with GPUDirect, cuda_ipc), else a pinned host landing buffer mapped into the
+// with GPUDirect), else a pinned host landing buffer mapped into the
 // GPU. So the same kernel is right on both (NOTE [Window staging], window.cpp).
 #pragma once
 
