@@ -190,7 +190,9 @@ void Communicator::check() const {
     os << "device wait timed out on rank " << device_error_->rank << " waiting for peer rank "
        << device_error_->peer << " in phase '" << phase_name(device_error_->phase) << "' (expected flag >= "
        << device_error_->expected << ", saw " << device_error_->observed << ", timeout "
-       << timeout_ns_ / 1000000 << " ms); the communicator is aborted";
+       << timeout_ns_ / 1000000 << " ms)";
+    if (proxy_) os << "; " << proxy_->state();
+    os << "; the communicator is aborted";
     abort(os.str());
     FERRY_THROW(TimeoutError, os.str());
   }

@@ -67,8 +67,8 @@ Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
   tail_ = host_alloc<uint64_t>(1, cuda);
   flushed_ = host_alloc<uint64_t>(1, cuda);
   if (cuda) {
-    FERRY_CUDA_CHECK(cudaMalloc(&head_, sizeof(uint64_t)));
-    FERRY_CUDA_CHECK(cudaMemset(head_, 0, sizeof(uint64_t)));
+    FERRY_CUDA_CHECK(cudaMalloc(&head_, 2 * sizeof(uint64_t)));  // head, then the producers' tail cache
+    FERRY_CUDA_CHECK(cudaMemset(head_, 0, 2 * sizeof(uint64_t)));
     FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     staging_ = host_alloc<char>(options_.staging_bytes, true);
     // One staged copy now: the first copy of a context may wait for the
@@ -82,6 +82,7 @@ Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
   }
   fifo_.entries = device_view(entries_, cuda);
   fifo_.head = head_;
+  fifo_.tail_cache = cuda ? head_ + 1 : nullptr;
   fifo_.tail = device_view(tail_, cuda);
   fifo_.flushed = device_view(flushed_, cuda);
   fifo_.capacity = options_.fifo_capacity;
@@ -219,9 +220,17 @@ void Proxy::run() {
         }
         store_release(&slot->seq, 0);
         ++next_ticket_;
-        store_release(tail_, next_ticket_);
         busy = true;
       }
+      if (busy) {
+        try {
+          issue_staged();
+        } catch (const std::exception& e) {
+          note_failure(e.what(), -1);
+        }
+        store_release(tail_, next_ticket_);  // once per batch: producers poll this line
+      }
+      activity_.store(kIdle, std::memory_order_relaxed);
       busy = transport_->progress() || busy;
       retire();
       if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
@@ -240,6 +249,7 @@ void Proxy::run() {
 void Proxy::handle(const FifoEntry& entry, uint64_t ticket) {
   const auto op = static_cast<FifoOp>(entry.op);
   if (op == FifoOp::kQuiet) {
+    issue_staged();
     InFlight f;
     f.request = transport_->flush();
     f.quiet = ticket;
@@ -278,6 +288,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
   }
   const char* src = window.local + entry.src_offset;
   if (!window.stage) {
+    issue_staged();  // keep FIFO order
     InFlight f;
     f.request =
         transport_->put(entry.peer, src, entry.bytes, window.data_region, entry.dst_offset, window.local_is_cuda);
@@ -286,21 +297,36 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
   }
   // NOTE [Window staging]: the transport moves host memory fast and CUDA memory
   // slowly (tcp, shared memory): copy the source into the pinned staging ring,
-  // put from there; the ring space is reused once that put completed.
-  const size_t chunk_max = options_.staging_bytes / 2;
+  // put from there; the ring space is reused once that put completed. The
+  // copies of consecutive puts are queued together and waited for once
+  // (issue_staged), before the next operation of another kind, so the FIFO
+  // order of operations holds.
+  const size_t chunk_max = options_.staging_bytes / 4;
   for (size_t done = 0; done < entry.bytes;) {
     const size_t n = std::min(chunk_max, static_cast<size_t>(entry.bytes) - done);
     char* stage = reserve_staging(n);
     if (stage == nullptr) return;  // failed while waiting
+    activity_.store(kStagingCopy, std::memory_order_relaxed);
     FERRY_CUDA_CHECK(cudaMemcpyAsync(stage, src + done, n, cudaMemcpyDeviceToHost, stream_));
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    InFlight f;
-    f.request = transport_->put(entry.peer, stage, n, window.data_region, entry.dst_offset + done, false);
-    f.staging_end = staging_head_;
-    in_flight_.push_back(std::move(f));
+    staged_.push_back(StagedPut{entry.peer, stage, n, window.data_region, entry.dst_offset + done, staging_head_});
     staged_bytes_.fetch_add(n, std::memory_order_relaxed);
     done += n;
   }
+}
+
+// Waits for the queued staging copies, then issues their puts in order.
+void Proxy::issue_staged() {
+  if (staged_.empty()) return;
+  activity_.store(kStagingCopy, std::memory_order_relaxed);
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  activity_.store(kIssuing, std::memory_order_relaxed);
+  for (const StagedPut& put : staged_) {
+    InFlight f;
+    f.request = transport_->put(put.peer, put.stage, put.bytes, put.region, put.dst_offset, false);
+    f.staging_end = put.staging_end;
+    in_flight_.push_back(std::move(f));
+  }
+  staged_.clear();
 }
 
 void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
@@ -319,6 +345,7 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   // The fence orders it after every put before it, and successive totals of
   // one word after each other, so the word only grows and never runs ahead of
   // the data it follows.
+  issue_staged();
   transport_->fence();
   const uint64_t key = (static_cast<uint64_t>(entry.window) << 44) ^ (static_cast<uint64_t>(entry.peer) << 24) ^
                        entry.signal_index;
@@ -339,6 +366,10 @@ char* Proxy::reserve_staging(size_t bytes) {
   uint64_t start = staging_head_;
   if (start % size + bytes > size) start = (start / size + 1) * size;  // wrap: never split a chunk
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  if (start + bytes - staging_tail_ > size || in_flight_.size() >= kMaxInFlight) {
+    issue_staged();  // the space may be held by copies queued in this batch
+    activity_.store(kWaitingForSpace, std::memory_order_relaxed);
+  }
   while (start + bytes - staging_tail_ > size || in_flight_.size() >= kMaxInFlight) {
     transport_->progress();
     retire();
@@ -354,6 +385,16 @@ char* Proxy::reserve_staging(size_t bytes) {
   }
   staging_head_ = start + bytes;
   return staging_ + start % size;
+}
+
+std::string Proxy::state() const {
+  static const char* const kNames[] = {"idle", "waiting for a staging copy", "issuing puts",
+                                       "waiting for staging space (its target makes no progress?)"};
+  std::ostringstream os;
+  os << "proxy on rank " << options_.rank << ": " << load_acquire(tail_) << " descriptors retired, "
+     << staged_bytes_.load(std::memory_order_relaxed) << " bytes staged, now "
+     << kNames[activity_.load(std::memory_order_relaxed)];
+  return os.str();
 }
 
 void Proxy::retire() {

@@ -103,6 +103,9 @@ class Proxy {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string failure() const;
 
+  // What the proxy is doing, for error messages ("proxy on rank 3: 12 descriptors
+  // retired, ... now waiting for a staging copy").
+  std::string state() const;
   // Counters, for tests and the bench.
   uint64_t retired() const;
   uint64_t staged_bytes() const { return staged_bytes_.load(std::memory_order_relaxed); }
@@ -115,7 +118,18 @@ class Proxy {
     std::unique_ptr<uint64_t> operand;  // a signal's value, alive until its put completed
   };
 
+  struct StagedPut {
+    int peer;
+    char* stage;
+    size_t bytes;
+    int region;
+    size_t dst_offset;
+    uint64_t staging_end;
+  };
+  enum Activity : int { kIdle = 0, kStagingCopy = 1, kIssuing = 2, kWaitingForSpace = 3 };
+
   void run();
+  void issue_staged();
   void handle(const FifoEntry& entry, uint64_t ticket);
   void put(const ProxyWindow& window, const FifoEntry& entry);
   void signal(const ProxyWindow& window, const FifoEntry& entry);
@@ -138,6 +152,8 @@ class Proxy {
 
   std::vector<std::optional<ProxyWindow>> windows_;
   std::deque<InFlight> in_flight_;
+  std::vector<StagedPut> staged_;  // copies queued on stream_, puts not issued yet
+  std::atomic<int> activity_{kIdle};
   std::unordered_map<uint64_t, uint64_t> signal_totals_;  // NOTE [Network signals]
 
   char* staging_ = nullptr;      // pinned host ring (cuda only)

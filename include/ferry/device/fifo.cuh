@@ -56,6 +56,7 @@ struct FifoHandle {
   uint64_t* head;            // ticket counter (device memory, or host memory for a host FIFO)
   const uint64_t* tail;      // host-mapped: tickets retired by the proxy
   const uint64_t* flushed;   // host-mapped: quiet tickets completed (t + 1)
+  uint64_t* tail_cache;      // device memory: the last tail a GPU producer read (nullptr: host FIFO)
   uint64_t capacity;         // entries in the ring
 };
 
@@ -71,7 +72,9 @@ __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* ptr) {
 // stores). Returns the ticket, or ~0 when the wait for a free slot failed.
 __device__ __forceinline__ uint64_t fifo_push(const FifoHandle& fifo, FifoEntry entry, const WaitContext& ctx) {
   const uint64_t ticket = atomicAdd(reinterpret_cast<unsigned long long*>(fifo.head), 1ull);
-  if (ticket >= fifo.capacity) {
+  // Reading the host's tail crosses PCIe: first ask the device-side copy the
+  // producers keep (it only lags, so it never admits a ticket too early).
+  if (ticket >= fifo.capacity && ld_volatile_u64(fifo.tail_cache) + fifo.capacity <= ticket) {
     const bool ok = spin_wait(
         [&](uint64_t& seen) {
           seen = ld_volatile_u64(fifo.tail);
@@ -79,6 +82,7 @@ __device__ __forceinline__ uint64_t fifo_push(const FifoHandle& fifo, FifoEntry 
         },
         ctx, entry.peer, kPhaseProxyFifoFull, ticket - fifo.capacity + 1);
     if (!ok) return ~0ull;
+    atomicMax(reinterpret_cast<unsigned long long*>(fifo.tail_cache), static_cast<unsigned long long>(ld_volatile_u64(fifo.tail)));
   }
   FifoEntry* slot = fifo.entries + ticket % fifo.capacity;
   uint64_t* words = reinterpret_cast<uint64_t*>(slot);
