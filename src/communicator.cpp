@@ -152,6 +152,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
       proxy_options.error = device_error_;
       proxy_options.device_abort = device_abort_;
       proxy_ = std::make_unique<net::Proxy>(net::make_transport(*bootstrap_, topology_), proxy_options);
+      proxy_->warm_up(*bootstrap_);  // NOTE [Proxy warm-up]
     } catch (...) {
       heap_.reset();
       free_device_state(device_error_, device_abort_);

@@ -49,6 +49,7 @@ struct HostNet {
     options.fifo_capacity = fifo_capacity;
     options.timeout = timeout;
     proxy = std::make_unique<Proxy>(make_transport(bootstrap, topology), options);
+    proxy->warm_up(bootstrap);
     window = static_cast<char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
     const size_t signal_bytes = sizeof(uint64_t) * topology.size * num_signals;
     signals = static_cast<uint64_t*>(std::aligned_alloc(64, (signal_bytes + 63) / 64 * 64));

@@ -199,6 +199,41 @@ void Proxy::drain() {
   }
 }
 
+void Proxy::warm_up(Bootstrap& bootstrap) {
+  const int world = bootstrap.size();
+  std::vector<uint64_t> words(world, 0);
+  const int region = transport_->register_region(words.data(), words.size() * sizeof(uint64_t), false, lock_);
+  const uint64_t value = 1;
+  std::vector<Request> requests;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer == options_.rank || !transport_->reaches(peer)) continue;
+      requests.push_back(transport_->put(peer, &value, sizeof(value), region, options_.rank * sizeof(uint64_t), false));
+    }
+    requests.push_back(transport_->flush());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  Backoff backoff;
+  for (Request& request : requests) {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> guard(lock_);
+        transport_->progress();
+        if (transport_->test(request)) break;
+      }
+      FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
+                  "rank " << options_.rank << ": the first puts to the other nodes' ranks did not complete within "
+                          << options_.timeout.count() / 1000000 << " ms");
+      backoff.pause();
+    }
+  }
+  check();
+  bootstrap.barrier();  // every rank's puts landed: the region can go
+  std::lock_guard<std::mutex> guard(lock_);
+  transport_->deregister_region(region);
+}
+
 void Proxy::run() {
   if (options_.cuda) cudaSetDevice(options_.device);
   uint64_t idle = 0;
@@ -211,6 +246,7 @@ void Proxy::run() {
         FifoEntry* slot = entries_ + next_ticket_ % fifo_.capacity;
         if (load_acquire(&slot->seq) != next_ticket_ + 1) break;
         const FifoEntry entry = *slot;
+        if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
         if (!failed()) {
           try {
             handle(entry, next_ticket_);

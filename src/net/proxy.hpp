@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include "ferry/bootstrap.hpp"
 #include "ferry/device/fifo.cuh"
 #include "ferry/device/timeout.cuh"
 #include "net/transport.hpp"
@@ -97,6 +98,15 @@ class Proxy {
   // Waits until every entry pushed so far is retired and complete at its target
   // (before a window goes away). Ends early, without error, once the transport failed.
   void drain();
+
+  // Collective, right after creation and before any kernel that pushes
+  // descriptors: one small put to every peer of another node, completed.
+  // NOTE [Proxy warm-up]: the first put of a process makes UCX initialize its
+  // CUDA support; under CUDA's lazy module loading that waits until the
+  // device is idle, i.e. forever when the kernel that pushed the put spins
+  // waiting for a peer (seen on the H200 box: every first exchange timed out,
+  // and passed with CUDA_MODULE_LOADING=EAGER). Done here, nothing is running.
+  void warm_up(Bootstrap& bootstrap);
 
   // Throws ferry::Error when the transport failed (a peer died).
   void check() const;

@@ -39,6 +39,9 @@ class Transport {
   // Local: drops the region (its remote keys and registration).
   virtual void deregister_region(int region) = 0;
 
+  // True when `peer` is reached through this transport (a rank of another node).
+  virtual bool reaches(int peer) const = 0;
+
   // Non-blocking operations. `src` stays valid and unchanged until the
   // returned request completes (test()).
   virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) = 0;

@@ -132,6 +132,9 @@ class UcxTransport final : public Transport {
   }
 
   std::string describe() const override { return description_; }
+  bool reaches(int peer) const override {
+    return peer >= 0 && peer < static_cast<int>(endpoints_.size()) && endpoints_[peer] != nullptr;
+  }
   bool moves_cuda_memory() const override { return moves_cuda_memory_; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
@@ -190,7 +193,12 @@ class UcxTransport final : public Transport {
     region.memh = nullptr;
   }
 
+  // NOTE [After a failure]: once an endpoint failed, nothing more is issued on
+  // the worker (the communicator is aborted anyway): UCX aborts the process on
+  // some operations that meet a failed endpoint (seen: a fence after a peer's
+  // death, "Fatal: unexpected error: Endpoint timeout").
   Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) override {
+    if (failed_) return nullptr;
     const Region& target = checked_target(peer, region, offset, bytes);
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no guessing from the address
@@ -199,9 +207,12 @@ class UcxTransport final : public Transport {
                 peer);
   }
 
-  void fence() override { FERRY_UCS_CHECK(ucp_worker_fence(worker_)); }
+  void fence() override {
+    if (!failed_) FERRY_UCS_CHECK(ucp_worker_fence(worker_));
+  }
 
   Request flush() override {
+    if (failed_) return nullptr;
     ucp_request_param_t param{};
     return keep(ucp_worker_flush_nbx(worker_, &param), -1);
   }

@@ -45,17 +45,22 @@ int run_rank(const std::string& id, int rank, int world, int victim, bool kill_m
   try {
     ferry::TcpBootstrap bootstrap(ferry::TcpBootstrap::id_from_string(id), rank, world);
     HostNet net(bootstrap, 8 << 20, 1, 64, kTimeout);
+    // NOTE [Killed peer test]: the survivors stream puts into the victim, which
+    // dies once their data is arriving. The victim itself puts nothing: over
+    // tcp UCX 1.22 aborts a process that still handles a put from a peer that
+    // died (its software-RMA acknowledgment, "ucp_put_handler: Fatal:
+    // unexpected error: Endpoint timeout", 5 runs in 12 here); RDMA transports
+    // have no such acknowledgment. docs/internode.md records it.
+    const size_t bytes = kill_mid_put ? (4 << 20) : 64;
     if (rank == victim) {
-      // Start a stream of large puts to everyone, then die without warning.
-      for (int i = 0; i < 64; ++i)
-        for (int p = 0; p < world; ++p)
-          if (p != rank) net.put(p, 0, 0, kill_mid_put ? (4 << 20) : 64);
+      for (int p = 0; p < world; ++p)
+        if (p != rank) net.wait_signal(p, 0, 1, std::chrono::milliseconds(20000));
       raise(SIGKILL);
     }
     // Survivors: keep sending to the victim and wait for its signal, which never comes.
     const auto start = std::chrono::steady_clock::now();
     try {
-      for (int i = 0; i < 16; ++i) net.put_with_signal(victim, 0, 0, 1 << 20, 0, 1);
+      for (int i = 0; i < 64; ++i) net.put_with_signal(victim, 0, 0, bytes, 0, 1);
       net.wait_signal(victim, 0, 1, kTimeout);
       return kNoError;
     } catch (const ferry::Error& e) {
