@@ -201,6 +201,7 @@ void Proxy::drain() {
 
 void Proxy::warm_up(Bootstrap& bootstrap) {
   const int world = bootstrap.size();
+  bootstrap_size_hint_ = world;
   std::vector<uint64_t> words(world, 0);
   const int region = transport_->register_region(words.data(), words.size() * sizeof(uint64_t), false, lock_);
   const uint64_t value = 1;
@@ -234,6 +235,43 @@ void Proxy::warm_up(Bootstrap& bootstrap) {
   transport_->deregister_region(region);
 }
 
+void Proxy::warm_up_window(uint32_t id, Bootstrap& bootstrap) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    tasks_.push_back([this, id, done] {
+      try {
+        for (int peer = 0; peer < bootstrap_size_hint_; ++peer) {
+          if (peer == options_.rank || !transport_->reaches(peer)) continue;
+          FifoEntry e{};
+          e.op = static_cast<uint32_t>(FifoOp::kPutWithSignal);
+          e.window = id;
+          e.peer = peer;
+          e.bytes = 1;  // window byte 0 (zero) onto the peer's byte 0 (zero); signal total += 0
+          handle(e, 0);
+        }
+        issue_staged();
+        Request flush = transport_->flush();
+        const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+        while (!transport_->test(flush)) {
+          transport_->progress();
+          retire();
+          FERRY_CHECK(std::chrono::steady_clock::now() < deadline, TimeoutError,
+                      "rank " << options_.rank << ": the first puts into a new window did not complete within "
+                              << options_.timeout.count() / 1000000 << " ms");
+        }
+        done->set_value();
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    });
+  }
+  finished.get();  // rethrows the task's error
+  check();
+  bootstrap.barrier();  // every peer's warm-up landed before anyone's kernel runs
+}
+
 void Proxy::run() {
   if (options_.cuda) cudaSetDevice(options_.device);
   uint64_t idle = 0;
@@ -242,6 +280,8 @@ void Proxy::run() {
     bool busy = false;
     {
       std::lock_guard<std::mutex> guard(lock_);
+      for (auto& task : tasks_) task();
+      tasks_.clear();
       for (int i = 0; i < kBatch; ++i) {
         FifoEntry* slot = entries_ + next_ticket_ % fifo_.capacity;
         if (load_acquire(&slot->seq) != next_ticket_ + 1) break;

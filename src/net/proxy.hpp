@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,6 +109,12 @@ class Proxy {
   // waiting for a peer (seen on the H200 box: every first exchange timed out,
   // and passed with CUDA_MODULE_LOADING=EAGER). Done here, nothing is running.
   void warm_up(Bootstrap& bootstrap);
+  // Collective, when a window is added: the proxy thread itself puts one byte
+  // of the window (through staging, as a kernel's put would) and a signal of
+  // 0 into every remote peer, and flushes. The same path as the first real
+  // put, taken before any kernel runs (NOTE [Proxy warm-up]: the put-level
+  // warm-up alone did not cover it on the H200 box).
+  void warm_up_window(uint32_t id, Bootstrap& bootstrap);
 
   // Throws ferry::Error when the transport failed (a peer died).
   void check() const;
@@ -159,6 +167,7 @@ class Proxy {
   uint64_t* flushed_ = nullptr;  // host
   FifoHandle fifo_{};
   uint64_t next_ticket_ = 0;     // proxy thread only
+  int bootstrap_size_hint_ = 0;  // world size (set by warm_up)
 
   std::vector<std::optional<ProxyWindow>> windows_;
   std::deque<InFlight> in_flight_;
@@ -177,6 +186,7 @@ class Proxy {
   std::string failure_;
 
   std::vector<void*> adopted_;  // pinned host memory freed after the transport
+  std::vector<std::function<void()>> tasks_;  // run by the proxy thread (under lock_)
 
   std::atomic<bool> stop_{false};
   std::thread thread_;
