@@ -242,14 +242,20 @@ void Proxy::warm_up_window(uint32_t id, Bootstrap& bootstrap) {
     std::lock_guard<std::mutex> guard(lock_);
     tasks_.push_back([this, id, done] {
       try {
+        // Zeros of the new window onto the peer's zeros, in every size class
+        // (UCX picks short, copy, zero-copy and rendezvous paths by size), each
+        // followed by a signal of total 0.
+        const uint64_t window_bytes = windows_[id]->bytes;
         for (int peer = 0; peer < bootstrap_size_hint_; ++peer) {
           if (peer == options_.rank || !transport_->reaches(peer)) continue;
-          FifoEntry e{};
-          e.op = static_cast<uint32_t>(FifoOp::kPutWithSignal);
-          e.window = id;
-          e.peer = peer;
-          e.bytes = 1;  // window byte 0 (zero) onto the peer's byte 0 (zero); signal total += 0
-          handle(e, 0);
+          for (uint64_t bytes : {uint64_t{1}, uint64_t{4} << 10, uint64_t{64} << 10, uint64_t{1} << 20}) {
+            FifoEntry e{};
+            e.op = static_cast<uint32_t>(FifoOp::kPutWithSignal);
+            e.window = id;
+            e.peer = peer;
+            e.bytes = std::min(bytes, window_bytes);
+            handle(e, 0);
+          }
         }
         issue_staged();
         Request flush = transport_->flush();
