@@ -148,6 +148,8 @@ __global__ void push_puts(DeviceWindow w, int peer, int iters, size_t size, size
 }
 
 Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::string* landing) {
+  cudaFuncAttributes attributes;  // loaded up front (docs/internode.md, "Lazy module loading")
+  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, push_puts));
   Window window(comm, o.window_bytes);
   *landing = window.network_writes_device_memory() ? "device" : "staged";
   const int iters = puts_for(o, size);

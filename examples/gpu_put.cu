@@ -63,6 +63,12 @@ __global__ void receiver(ferry::DeviceWindow w, int sender_rank, unsigned long l
 
 int main() {
   try {
+    // Kernels that run while a peer's kernel waits on the proxy are loaded up
+    // front: CUDA's lazy loading could otherwise stall the proxy at their first
+    // launch (docs/internode.md, "Lazy module loading").
+    cudaFuncAttributes attributes;
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sender));
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, receiver));
     auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
     ferry::Communicator comm(bootstrap);
     if (comm.size() < 2) {

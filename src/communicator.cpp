@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -153,6 +154,24 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
       proxy_options.device_abort = device_abort_;
       proxy_ = std::make_unique<net::Proxy>(net::make_transport(*bootstrap_, topology_), proxy_options);
       proxy_->warm_up(*bootstrap_);  // NOTE [Proxy warm-up]
+      // NOTE [Lazy loading and the proxy]
+      // With CUDA's lazy module loading, the first launch of a kernel function
+      // behind a kernel that is still running can hold a driver lock until that
+      // kernel ends; the proxy's CUDA calls (and UCX's, which looks up memory
+      // types) then wait on it, and a running kernel that waits for the proxy
+      // never finishes: a hang until the timeout (seen on the H200 box: the
+      // first exchange of every process). Kernels that run behind a
+      // proxy-waiting kernel must be loaded first (CUDA_MODULE_LOADING=EAGER,
+      // as NVSHMEM asks, or cudaFuncGetAttributes on each); say so once.
+      static bool warned = false;
+      if (!warned && rank() == 0 && driver::lazy_module_loading()) {
+        warned = true;
+        std::fprintf(stderr,
+                     "ferry: warning: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default) and the "
+                     "ranks span nodes: load every kernel before it runs behind a kernel that waits on another "
+                     "node (CUDA_MODULE_LOADING=EAGER, or cudaFuncGetAttributes once per kernel), or the first "
+                     "such launch can hang until the timeout (docs/internode.md)\n");
+      }
     } catch (...) {
       heap_.reset();
       free_device_state(device_error_, device_abort_);

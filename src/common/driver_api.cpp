@@ -41,6 +41,17 @@ CUresult ctx_get_device(CUdevice* device) {
   return fn(device);
 }
 
+bool lazy_module_loading() {
+  using Fn = CUresult (*)(CUmoduleLoadingMode*);
+  try {
+    static Fn fn = resolve<Fn>("cuModuleGetLoadingMode", 11070);
+    CUmoduleLoadingMode mode{};
+    return fn(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 const char* error_name(CUresult result) {
   using Fn = CUresult (*)(CUresult, const char**);
   static Fn fn = nullptr;

@@ -118,6 +118,18 @@ __global__ void exchange_kernel(ExchangeParams p) {
 }
 
 __global__ void advance_round(uint64_t* round) { ++*round; }
+__global__ void wait_forever_kernel(ferry::DeviceWindow w, int peer, int* result);
+
+// NOTE [Lazy loading and the proxy] (src/communicator.cpp): advance_round is
+// launched behind exchange_kernel, which waits on the proxy; loading it lazily
+// at that launch would stall the proxy's CUDA calls until the exchange timed
+// out. Load every kernel first, as a user of the device API must.
+void load_kernels() {
+  cudaFuncAttributes attributes;
+  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, exchange_kernel));
+  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, advance_round));
+  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, wait_forever_kernel));
+}
 
 struct Case {
   int num_puts;
@@ -140,6 +152,7 @@ TEST_P(WindowExchange, SignalsNeverOvertakeData) {
   const Case c = GetParam();
   const int world = mpi_size();
   if (world < 2) GTEST_SKIP() << "needs 2 ranks";
+  load_kernels();
   ferry::CommunicatorOptions options;
   options.proxy_fifo_entries = c.fifo;
   ferry::Communicator comm(std::make_shared<ferry::MpiBootstrap>(), options);
