@@ -95,16 +95,7 @@ struct HostNet {
   uint64_t signal(int peer, uint32_t index, uint64_t value) { return push(FifoOp::kSignal, peer, 0, 0, 0, index, value); }
 
   uint64_t push(FifoOp op, int peer, size_t dst, size_t src, size_t n, uint32_t index, uint64_t value) {
-    FifoEntry e{};
-    e.op = static_cast<uint32_t>(op);
-    e.window = id;
-    e.peer = peer;
-    e.dst_offset = dst;
-    e.src_offset = src;
-    e.bytes = n;
-    e.signal_index = index;
-    e.signal_value = value;
-    return proxy->push(e);
+    return proxy->push(make_fifo_entry(op, id, peer, dst, src, n, index, value));
   }
 };
 

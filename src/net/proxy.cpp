@@ -164,9 +164,7 @@ uint64_t Proxy::push(const FifoEntry& entry) {
 }
 
 void Proxy::quiet() {
-  FifoEntry entry{};
-  entry.op = static_cast<uint32_t>(FifoOp::kQuiet);
-  const uint64_t ticket = push(entry);
+  const uint64_t ticket = push(make_fifo_entry(FifoOp::kQuiet, 0, -1, 0, 0, 0, 0, 0));
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   Backoff backoff;
   while (load_acquire(flushed_) <= ticket) {
@@ -249,12 +247,7 @@ void Proxy::warm_up_window(uint32_t id, Bootstrap& bootstrap) {
         for (int peer = 0; peer < bootstrap_size_hint_; ++peer) {
           if (peer == options_.rank || !transport_->reaches(peer)) continue;
           for (uint64_t bytes : {uint64_t{1}, uint64_t{4} << 10, uint64_t{64} << 10, uint64_t{1} << 20}) {
-            FifoEntry e{};
-            e.op = static_cast<uint32_t>(FifoOp::kPutWithSignal);
-            e.window = id;
-            e.peer = peer;
-            e.bytes = std::min(bytes, window_bytes);
-            handle(e, 0);
+            handle(make_fifo_entry(FifoOp::kPutWithSignal, id, peer, 0, 0, std::min(bytes, window_bytes), 0, 0), 0);
           }
         }
         issue_staged();

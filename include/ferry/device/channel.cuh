@@ -93,13 +93,8 @@ __device__ __forceinline__ bool signal(const DeviceWindow& w, int peer, uint32_t
     return true;
   }
   __threadfence_system();  // the data before the descriptor the proxy reads
-  FifoEntry e{};
-  e.op = static_cast<uint32_t>(FifoOp::kSignal);
-  e.window = w.window_id;
-  e.peer = peer;
-  e.signal_index = index;
-  e.signal_value = value;
-  return fifo_push(w.fifo, e, w.wait) != ~0ull;
+  return fifo_push(w.fifo, make_fifo_entry(FifoOp::kSignal, w.window_id, peer, 0, 0, 0, index, value), w.wait) !=
+         ~0ull;
 }
 
 // Group scope (the threads [rank, rank + count) of a warp or block, all calling
@@ -128,15 +123,8 @@ __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_
   }
   if (rank == 0) {
     __threadfence_system();
-    FifoEntry e{};
-    e.op = static_cast<uint32_t>(with_signal ? FifoOp::kPutWithSignal : FifoOp::kPut);
-    e.window = w.window_id;
-    e.peer = peer;
-    e.dst_offset = dst_offset;
-    e.src_offset = src_offset;
-    e.bytes = bytes;
-    e.signal_index = signal_index;
-    e.signal_value = signal_value;
+    const FifoEntry e = make_fifo_entry(with_signal ? FifoOp::kPutWithSignal : FifoOp::kPut, w.window_id, peer,
+                                        dst_offset, src_offset, bytes, signal_index, signal_value);
     ok = fifo_push(w.fifo, e, w.wait) != ~0ull;
   }
   return ok;

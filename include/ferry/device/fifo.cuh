@@ -50,6 +50,29 @@ struct alignas(64) FifoEntry {
 };
 static_assert(sizeof(FifoEntry) == 64, "a FifoEntry is one cache line");
 
+#ifdef __CUDACC__
+#define FERRY_FIFO_HD __host__ __device__ __forceinline__
+#else
+#define FERRY_FIFO_HD inline
+#endif
+
+// One descriptor, as a kernel or a host producer pushes it (seq is set by the push).
+FERRY_FIFO_HD FifoEntry make_fifo_entry(FifoOp op, uint32_t window, int32_t peer, uint64_t dst_offset,
+                                        uint64_t src_offset, uint64_t bytes, uint32_t signal_index,
+                                        uint64_t signal_value) {
+  FifoEntry e{};
+  e.op = static_cast<uint32_t>(op);
+  e.window = window;
+  e.peer = peer;
+  e.dst_offset = dst_offset;
+  e.src_offset = src_offset;
+  e.bytes = bytes;
+  e.signal_index = signal_index;
+  e.signal_value = signal_value;
+  return e;
+}
+#undef FERRY_FIFO_HD
+
 // What a producer needs; travels by value inside a DeviceWindow.
 struct FifoHandle {
   FifoEntry* entries;        // host-mapped ring (as seen by the producer)
@@ -96,10 +119,7 @@ __device__ __forceinline__ uint64_t fifo_push(const FifoHandle& fifo, FifoEntry 
 // Pushes a kQuiet entry and waits until the proxy has completed every entry
 // before it at its target. One thread.
 __device__ __forceinline__ bool fifo_quiet(const FifoHandle& fifo, int32_t any_peer, const WaitContext& ctx) {
-  FifoEntry entry{};
-  entry.op = static_cast<uint32_t>(FifoOp::kQuiet);
-  entry.peer = any_peer;
-  const uint64_t ticket = fifo_push(fifo, entry, ctx);
+  const uint64_t ticket = fifo_push(fifo, make_fifo_entry(FifoOp::kQuiet, 0, any_peer, 0, 0, 0, 0, 0), ctx);
   if (ticket == ~0ull) return false;
   return spin_wait(
       [&](uint64_t& seen) {
