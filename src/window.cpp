@@ -108,7 +108,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
     d.net_signals = device_pointer(s.net_signals);
     s.window_id = proxy->add_window(pw);
     s.registered = true;
-    proxy->warm_up_window(s.window_id, comm_.bootstrap());  // NOTE [Proxy warm-up]
+    proxy->warm_up_window(s.window_id, comm_.bootstrap());  // NOTE [Proxy warm-up] (src/net/proxy.hpp)
     d.window_id = s.window_id;
     d.fifo = proxy->fifo();
   }

@@ -71,9 +71,8 @@ Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
     FERRY_CUDA_CHECK(cudaMemset(head_, 0, 2 * sizeof(uint64_t)));
     FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     staging_ = host_alloc<char>(options_.staging_bytes, true);
-    // One staged copy now: the first copy of a context may wait for the
-    // device to go idle (lazy initialization); later it must not, since the
-    // kernels that pushed the descriptors keep running until their data moved.
+    // One staged copy now, so the copy path is set up before any kernel runs
+    // (a staged copy later always overlaps the kernel that pushed the put).
     FERRY_CUDA_CHECK(cudaMemcpyAsync(staging_, head_, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());

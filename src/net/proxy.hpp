@@ -101,19 +101,18 @@ class Proxy {
   // (before a window goes away). Ends early, without error, once the transport failed.
   void drain();
 
-  // Collective, right after creation and before any kernel that pushes
-  // descriptors: one small put to every peer of another node, completed.
-  // NOTE [Proxy warm-up]: the first put of a process makes UCX initialize its
-  // CUDA support; under CUDA's lazy module loading that waits until the
-  // device is idle, i.e. forever when the kernel that pushed the put spins
-  // waiting for a peer (seen on the H200 box: every first exchange timed out,
-  // and passed with CUDA_MODULE_LOADING=EAGER). Done here, nothing is running.
+  // NOTE [Proxy warm-up]
+  // Collective, right after creation (warm_up) and when a window is added
+  // (warm_up_window): small puts to every peer of another node, completed,
+  // before any kernel runs. UCX wires endpoints up and picks its protocols on
+  // first use; doing that here makes a peer that cannot be reached fail at
+  // creation, not in the middle of a kernel, and takes the wire-up off the
+  // first real transfer. warm_up_window goes through the window's own path
+  // (staging, each size class, a signal of total 0).
+  // Not the fix for the first-exchange hang on the H200 box: that one is lazy
+  // module loading (NOTE [Lazy loading and the proxy], communicator.cpp); these
+  // warm-ups were tried for it first and did not change it.
   void warm_up(Bootstrap& bootstrap);
-  // Collective, when a window is added: the proxy thread itself puts one byte
-  // of the window (through staging, as a kernel's put would) and a signal of
-  // 0 into every remote peer, and flushes. The same path as the first real
-  // put, taken before any kernel runs (NOTE [Proxy warm-up]: the put-level
-  // warm-up alone did not cover it on the H200 box).
   void warm_up_window(uint32_t id, Bootstrap& bootstrap);
 
   // Throws ferry::Error when the transport failed (a peer died).
