@@ -6,6 +6,7 @@
 // tells the members why (an abort frame), so they report the same cause.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -30,10 +31,16 @@ using tcp::Socket;
 // are the kinds and payloads of the bootstrap protocol.
 enum FrameKind : uint32_t { kHello = 1, kReady = 2, kContribution = 3, kResult = 4, kAbort = 5 };
 
+// Bumped whenever frames or payloads change meaning, so that ranks built from
+// different ferry versions fail with a message naming both versions instead of
+// misreading each other. Version 0 is what builds before the field existed sent
+// (the field was reserved and zero).
+constexpr uint32_t kProtocolVersion = 1;
+
 struct HelloPayload {
   uint64_t id_magic;  // proves the member holds this group's unique id
   int32_t world_size;
-  uint32_t reserved;
+  uint32_t version;  // kProtocolVersion of the member
 };
 static_assert(sizeof(HelloPayload) == 16);
 
@@ -92,6 +99,7 @@ struct TcpBootstrap::Impl {
   Socket listener;            // rank 0, until every member connected
   std::vector<Socket> peers;  // rank 0: indexed by rank; members: peers[0] is the root
   std::string failure;        // what broke this group; it refuses work afterwards
+  std::vector<std::string> rejected;  // rank 0: intruders turned away while the group formed
   tcp::FrameIo io;            // framed I/O; its errors start with me()
 
   std::string me() const { return "TcpBootstrap: rank " + std::to_string(rank); }
@@ -181,9 +189,24 @@ bool TcpBootstrap::Impl::admit_member(PendingMember& p) {
                      check_hello_header))
     return false;
   const int member = p.header.sender;
-  if (peers[static_cast<size_t>(member)].valid())
-    FERRY_THROW(BootstrapError,
-                me() << ": duplicate rank " << member << ": " << p.from << " claims a rank that already connected");
+  // Version first: a peer of another version may lay out the rest differently.
+  if (p.hello.version != kProtocolVersion)
+    FERRY_THROW(BootstrapError, me() << ": " << p.from << " speaks bootstrap protocol version " << p.hello.version
+                                     << ", rank 0 speaks version " << kProtocolVersion
+                                     << " (all ranks must use the same ferry build)");
+  if (peers[static_cast<size_t>(member)].valid()) {
+    // First come, first served: the rank that already joined keeps its place and the
+    // group goes on; only the newcomer is turned away (it learns why from the abort
+    // frame). If the newcomer was the real rank, the root's timeout names the
+    // missing rank and lists the rejected claims, so nothing hangs or stays silent.
+    const BootstrapError error(me() + ": duplicate rank " + std::to_string(member) + ": " + p.from +
+                               " claims a rank that already connected; it was turned away");
+    send_abort(p.sock.get(), member, error);
+    std::fprintf(stderr, "[ferry] %s\n", error.what());
+    rejected.push_back(error.what());
+    p.sock.reset();
+    return false;
+  }
   if (p.hello.id_magic != id.magic)
     FERRY_THROW(BootstrapError, me() << ": " << p.from << " holds a different unique id: it belongs to another group");
   if (p.hello.world_size != size)
@@ -207,8 +230,10 @@ void TcpBootstrap::Impl::accept_members() {
       std::vector<int> missing;
       for (int r = 1; r < size; ++r)
         if (!peers[static_cast<size_t>(r)].valid()) missing.push_back(r);
+      std::string notes;
+      for (const auto& r : rejected) notes += "; earlier: " + r;
       FERRY_THROW(TimeoutError, me() << " timed out after " << deadline.budget_ms << " ms waiting for "
-                                     << rank_list(missing) << " to connect");
+                                     << rank_list(missing) << " to connect" << notes);
     }
     for (size_t i = 0; i < pending.size(); ++i) {
       if (fds[i + 1].revents == 0) continue;
@@ -236,7 +261,7 @@ void TcpBootstrap::Impl::accept_members() {
 
 void TcpBootstrap::Impl::connect_to_root() {
   peers.push_back(io.connect_with_retry(id.address, id.port, Deadline::in(options.timeout), "rank 0"));
-  const HelloPayload hello{id.magic, size, 0};
+  const HelloPayload hello{id.magic, size, kProtocolVersion};
   io.send_frame(peers[0].get(), kHello, &hello, sizeof hello, Deadline::in(options.timeout), 0, "the hello");
   recv_from_root(kReady, nullptr, 0, "the confirmation that all ranks connected");
 }

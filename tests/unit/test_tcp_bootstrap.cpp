@@ -28,19 +28,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using ::ferry::testing::free_port;
+using ::ferry::testing::kWireHello;
+using ::ferry::testing::kWireMagic;
+using ::ferry::testing::raw_connect;
+using ::ferry::testing::WireHeader;
 using ::ferry::testing::with_timeout;
-
-// A copy of the frame header in src/bootstrap/tcp_socket.hpp, so that raw
-// sockets can send frames that are wrong in one chosen way.
-struct WireHeader {
-  uint32_t magic;
-  uint32_t kind;
-  int32_t sender;
-  uint32_t reserved;
-  uint64_t length;
-};
-constexpr uint32_t kWireMagic = 0x59525246u;
-constexpr uint32_t kWireHello = 1;
 
 // Runs fn(rank) on one thread per rank; returns what each rank threw (or null).
 template <typename Fn>
@@ -84,21 +76,6 @@ void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
       ADD_FAILURE() << "rank " << r << " threw: " << e.what();
     }
   }
-}
-
-// A plain blocking socket to 127.0.0.1:port, retried while the root starts listening.
-int raw_connect(int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
-    ::close(fd);
-    std::this_thread::sleep_for(10ms);
-  }
-  return -1;
 }
 
 std::vector<uint8_t> contribution(int rank, int round, size_t bytes) {
@@ -350,8 +327,14 @@ TEST(TcpBootstrap, TruncatedHelloRejected) {
 TEST(TcpBootstrap, DuplicateRankRejected) {
   const TcpUniqueId id = TcpBootstrap::create_unique_id();
   auto errors = run_ranks(3, [&](int rank) { TcpBootstrap boot(id, rank == 2 ? 1 : rank, 3, with_timeout(2s)); });
-  EXPECT_TRUE(threw<BootstrapError>(errors[0], "duplicate rank 1"));
+  // The second claim of rank 1 is turned away; rank 2 never comes, so the root's
+  // timeout names it and mentions the rejected duplicate.
+  EXPECT_TRUE(threw<TimeoutError>(errors[0], "waiting for rank 2 to connect"));
+  EXPECT_TRUE(threw<TimeoutError>(errors[0], "duplicate rank 1"));
   EXPECT_TRUE(errors[1] && errors[2]) << "both ranks claiming 1 must fail";
+  const bool loser_told = threw<BootstrapError>(errors[1], "duplicate rank 1") ||
+                          threw<BootstrapError>(errors[2], "duplicate rank 1");
+  EXPECT_TRUE(loser_told) << "the turned-away rank learns why";
 }
 
 TEST(TcpBootstrap, ForeignIdRejected) {
