@@ -84,9 +84,9 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
 #endif
   const std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
   std::array<double, 2> result{0, 0};
-  int ok = exe.empty() || access(exe.c_str(), X_OK) != 0 ? 0 : 1;
-  bootstrap.all_gather_value(0);  // align before the server starts
-  if (!ok) return Measured{};
+  const int found = exe.empty() || access(exe.c_str(), X_OK) != 0 ? 0 : 1;
+  const std::vector<int> all_found = bootstrap.all_gather_value(found);  // both ranks run it, or neither
+  if (!all_found[0] || !all_found[1]) return Measured{};
   FILE* server = nullptr;
   if (bootstrap.rank() == 1) {
     const std::string cmd = env + exe + " -p " + std::to_string(port) + " -m " + memory + " 2>&1";

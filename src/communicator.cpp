@@ -198,12 +198,12 @@ void Communicator::abort(const std::string& reason) const {
 
 void Communicator::check() const {
   if (!aborted_ && proxy_ && proxy_->failed()) {
-    std::ostringstream os;
-    os << "inter-node transfer failed on rank " << rank() << " in phase '" << phase_name(kPhaseProxyTransfer)
-       << "': " << proxy_->failure()
-       << "; the communicator is aborted";
-    abort(os.str());
-    FERRY_THROW(TransportError, os.str());
+    try {
+      proxy_->check();  // throws the TransportError naming rank, peer and phase
+    } catch (const TransportError& e) {
+      abort(e.what());
+      throw;
+    }
   }
   if (!aborted_ && device_error_ != nullptr && device_error_->code != kDeviceOk) {
     std::ostringstream os;

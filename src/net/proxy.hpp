@@ -41,6 +41,10 @@ struct ProxyWindow {
   uint32_t num_signals = 0;    // per source rank
 };
 
+// The FIFO's counters, shared with the GPU: acquire loads and release stores.
+inline uint64_t load_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void store_release(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
 // Host-side waiting: spin briefly, then yield, then sleep, so that waiting
 // threads leave the cores to the proxies they wait for (ranks often outnumber
 // cores on test machines).
@@ -166,7 +170,6 @@ class Proxy {
   uint64_t* flushed_ = nullptr;  // host
   FifoHandle fifo_{};
   uint64_t next_ticket_ = 0;     // proxy thread only
-  int bootstrap_size_hint_ = 0;  // world size (set by warm_up)
 
   std::vector<std::optional<ProxyWindow>> windows_;
   std::deque<InFlight> in_flight_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,11 +11,28 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <string>
 #include <thread>
 
 #include "ferry/bootstrap.hpp"
 
 namespace ferry::testing {
+
+// Passes when `error` holds exactly an E whose message contains `needle`.
+template <typename E>
+::testing::AssertionResult threw(const std::exception_ptr& error, const std::string& needle = "") {
+  if (!error) return ::testing::AssertionFailure() << "nothing was thrown";
+  try {
+    std::rethrow_exception(error);
+  } catch (const E& e) {
+    if (std::string(e.what()).find(needle) == std::string::npos)
+      return ::testing::AssertionFailure() << "message lacks '" << needle << "': " << e.what();
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
+  }
+}
 
 // A loopback port that was free a moment ago.
 inline int free_port() {

@@ -4,9 +4,7 @@
 // this test forks (mpirun would end the whole job when one rank dies), joined
 // by the TCP bootstrap; no GPU.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,23 +16,13 @@
 
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
+#include "common/tcp_util.hpp"
 #include "net/net_harness.hpp"
 
 namespace {
 
+using ferry::testing::free_port;
 using ferry::testing::HostNet;
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 constexpr auto kTimeout = std::chrono::milliseconds(4000);
 

@@ -31,6 +31,7 @@ using ::ferry::testing::free_port;
 using ::ferry::testing::kWireHello;
 using ::ferry::testing::kWireMagic;
 using ::ferry::testing::raw_connect;
+using ::ferry::testing::threw;
 using ::ferry::testing::WireHeader;
 using ::ferry::testing::with_timeout;
 
@@ -50,21 +51,6 @@ std::vector<std::exception_ptr> run_ranks(int ranks, Fn fn) {
   }
   for (auto& t : threads) t.join();
   return errors;
-}
-
-// Passes when `error` holds exactly an E whose message contains `needle`.
-template <typename E>
-::testing::AssertionResult threw(const std::exception_ptr& error, const std::string& needle = "") {
-  if (!error) return ::testing::AssertionFailure() << "nothing was thrown";
-  try {
-    std::rethrow_exception(error);
-  } catch (const E& e) {
-    if (std::string(e.what()).find(needle) == std::string::npos)
-      return ::testing::AssertionFailure() << "message lacks '" << needle << "': " << e.what();
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
-  }
 }
 
 void expect_no_errors(const std::vector<std::exception_ptr>& errors) {

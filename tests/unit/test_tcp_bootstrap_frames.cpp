@@ -32,21 +32,6 @@ using namespace std::chrono_literals;
 using namespace ::ferry::testing;
 using Clock = std::chrono::steady_clock;
 
-// Passes when `error` holds exactly an E whose message contains `needle`.
-template <typename E>
-::testing::AssertionResult threw(const std::exception_ptr& error, const std::string& needle) {
-  if (!error) return ::testing::AssertionFailure() << "nothing was thrown";
-  try {
-    std::rethrow_exception(error);
-  } catch (const E& e) {
-    if (std::string(e.what()).find(needle) == std::string::npos)
-      return ::testing::AssertionFailure() << "message lacks '" << needle << "': " << e.what();
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
-  }
-}
-
 void send_all(int fd, const void* data, size_t n) {
   // MSG_NOSIGNAL: the root may already have hung up; that must not kill the test.
   ASSERT_EQ(::send(fd, data, n, MSG_NOSIGNAL), static_cast<ssize_t>(n));
