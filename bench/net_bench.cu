@@ -40,7 +40,7 @@ namespace {
 struct NetOptions {
   bool host = true, cuda = false;
   std::vector<size_t> sizes{4 << 10, 64 << 10, 1 << 20};
-  size_t window_bytes = size_t{64} << 20;
+  size_t window_bytes = 0;  // 0: each case's put size (one buffer reused, as ucx_perftest does)
   size_t bytes_per_case = size_t{256} << 20;  // each size moves about this much (at least 64 puts)
   bool perftest = true;
   std::string csv;
@@ -48,7 +48,14 @@ struct NetOptions {
 
 struct Measured {
   double gbps = 0, mrate = 0;
+  bool peer_failure = false;  // ferry's endpoints had peer-failure handling (the baseline gets -e)
 };
+
+// NOTE [Net bench footprint]: ucx_perftest puts from and into one buffer of
+// the message size, hot in cache. By default ferry does the same (a window of
+// the put size, every put at offset 0); --window N spreads the puts over N
+// bytes (64M: cold buffers, 2-4x slower on shared memory for both).
+size_t window_for(const NetOptions& o, size_t size) { return o.window_bytes != 0 ? o.window_bytes : size; }
 
 int puts_for(const NetOptions& o, size_t size) {
   return static_cast<int>(std::max<size_t>(64, std::min<size_t>(100000, o.bytes_per_case / size)));
@@ -75,7 +82,9 @@ std::string hostname_of(Bootstrap& bootstrap, int rank) {
 
 // Rank 1 serves, rank 0 measures; the result (MB/s, msg/s, from the "Final:"
 // line) reaches every rank. Zeros when ucx_perftest is missing or failed.
-Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* memory, int port) {
+Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* memory, int port,
+                      bool peer_failure) {
+  const std::string error_mode = peer_failure ? " -e" : "";
   const std::string exe = perftest_path();
   const std::string server_host = hostname_of(bootstrap, 1);
   std::string lib;
@@ -89,7 +98,7 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
   if (!all_found[0] || !all_found[1]) return Measured{};
   FILE* server = nullptr;
   if (bootstrap.rank() == 1) {
-    const std::string cmd = env + exe + " -p " + std::to_string(port) + " -m " + memory + " 2>&1";
+    const std::string cmd = env + exe + " -p " + std::to_string(port) + " -m " + memory + error_mode + " 2>&1";
     server = popen(cmd.c_str(), "r");
   }
   bootstrap.barrier();
@@ -97,7 +106,7 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server listens
     std::ostringstream cmd;
     cmd << env << exe << " " << server_host << " -p " << port << " -t ucp_put_bw -s " << size << " -n " << iters
-        << " -w " << std::max(8, iters / 10) << " -m " << memory << " 2>&1";
+        << " -w " << std::max(8, iters / 10) << " -m " << memory << error_mode << " 2>&1";
     FILE* client = popen(cmd.str().c_str(), "r");
     char line[1024];
     while (client != nullptr && std::fgets(line, sizeof(line), client) != nullptr) {
@@ -119,9 +128,9 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
 // ------------------------------------------------------------ host producers
 
 Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
-  net::HostNet net(bootstrap, o.window_bytes, 1, 1024, std::chrono::milliseconds(60000));
+  net::HostNet net(bootstrap, window_for(o, size), 1, 1024, std::chrono::milliseconds(60000));
   const int iters = puts_for(o, size);
-  const size_t slots = std::max<size_t>(1, o.window_bytes / size);
+  const size_t slots = std::max<size_t>(1, window_for(o, size) / size);
   double seconds = 0;
   bootstrap.barrier();
   if (bootstrap.rank() == 0) {
@@ -134,7 +143,8 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
   }
   bootstrap.barrier();
   const std::vector<double> all = bootstrap.all_gather_value(seconds);
-  return Measured{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0]};
+  return Measured{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0],
+                  net.proxy->transport().detects_peer_failure()};
 }
 
 // ------------------------------------------------------------ GPU producers
@@ -150,10 +160,10 @@ __global__ void push_puts(DeviceWindow w, int peer, int iters, size_t size, size
 Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::string* landing) {
   cudaFuncAttributes attributes;  // loaded up front (docs/internode.md, "Lazy module loading")
   FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, push_puts));
-  Window window(comm, o.window_bytes);
+  Window window(comm, window_for(o, size));
   *landing = window.network_writes_device_memory() ? "device" : "staged";
   const int iters = puts_for(o, size);
-  const size_t slots = std::max<size_t>(1, o.window_bytes / size);
+  const size_t slots = std::max<size_t>(1, window_for(o, size) / size);
   CudaStream stream;
   cudaEvent_t start, stop;
   FERRY_CUDA_CHECK(cudaEventCreate(&start));
@@ -173,7 +183,8 @@ Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::str
   cudaEventDestroy(stop);
   const std::vector<float> all = comm.bootstrap().all_gather_value(ms);
   const double seconds = all[0] / 1e3;
-  return Measured{iters * static_cast<double>(size) / seconds / 1e9, iters / seconds};
+  return Measured{iters * static_cast<double>(size) / seconds / 1e9, iters / seconds,
+                  comm.proxy()->transport().detects_peer_failure()};
 }
 
 NetOptions parse(std::vector<std::string> args) {
@@ -190,11 +201,15 @@ NetOptions parse(std::vector<std::string> args) {
     for (const std::string& item : split_list(*s)) o.sizes.push_back(parse_byte_size(item));
   }
   if (auto b = parser.take_value("--bytes")) o.bytes_per_case = parse_byte_size(*b);
+  if (auto w = parser.take_value("--window")) o.window_bytes = parse_byte_size(*w);
   if (parser.take_flag("--no-perftest")) o.perftest = false;
   if (auto c = parser.take_value("--csv")) o.csv = *c;
   parser.finish();
-  for (size_t s : o.sizes)
-    if (s == 0 || s > o.window_bytes) FERRY_THROW(UsageError, "sizes must be in (0, 64M], got " << s);
+  for (size_t s : o.sizes) {
+    if (s == 0 || s > (size_t{64} << 20)) FERRY_THROW(UsageError, "sizes must be in (0, 64M], got " << s);
+    if (o.window_bytes != 0 && s > o.window_bytes)
+      FERRY_THROW(UsageError, "--window " << o.window_bytes << " is smaller than the put size " << s);
+  }
   return o;
 }
 
@@ -209,6 +224,8 @@ void print_net_usage(std::FILE* out) {
                "                           device windows, or both (default host)\n"
                "  --sizes LIST             put sizes (default 4K,64K,1M)\n"
                "  --bytes N                bytes moved per size (default 256M; at least 64 puts)\n"
+               "  --window N               spread the puts over a window of N bytes (default: the put size,\n"
+               "                           one buffer reused, as ucx_perftest does)\n"
                "  --no-perftest            skip the ucx_perftest baseline\n"
                "  --csv PATH               also write the rows as CSV\n");
 }
@@ -241,7 +258,11 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                                                                       "perftest_msg_per_s", "perftest_cuda_gbps",
                                                                       "landing", "ucx_tls"});
   if (print) {
-    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s\n", tls ? tls : "(UCX's choice)");
+    const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
+    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
+                "-e when ferry's endpoints handle peer failure); window: %s\n",
+                tls ? tls : "(UCX's choice)", pf ? pf : "(default 1)",
+                o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size");
     table.print_header();
   }
   int port = bootstrap->all_gather_value(14000 + static_cast<int>(getpid() % 1000))[0];
@@ -251,9 +272,10 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
       std::string landing = "host";
       const Measured ours = cuda ? run_cuda(*comm, o, size, &landing) : run_host(*bootstrap, o, size);
       const int iters = puts_for(o, size);
-      const Measured base = o.perftest ? run_perftest(*bootstrap, size, iters, "host", port++) : Measured{};
+      const Measured base =
+          o.perftest ? run_perftest(*bootstrap, size, iters, "host", port++, ours.peer_failure) : Measured{};
       const Measured base_cuda =
-          o.perftest && cuda ? run_perftest(*bootstrap, size, iters, "cuda", port++) : Measured{};
+          o.perftest && cuda ? run_perftest(*bootstrap, size, iters, "cuda", port++, ours.peer_failure) : Measured{};
       if (!print) continue;
       const std::string ratio = base.gbps > 0 ? format_fixed(ours.gbps / base.gbps, 2) : "-";
       table.print_row({cuda ? "cuda" : "host", format_byte_size(size), std::to_string(iters),

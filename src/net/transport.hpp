@@ -30,6 +30,9 @@ class Transport {
   // GPUDirect): windows are then registered in GPU memory, else
   // staged through pinned host memory. Read from UCX, not configured.
   virtual bool moves_cuda_memory() const = 0;
+  // True when endpoints were created with peer-failure handling (NOTE
+  // [Peer-failure handling and tcp], ucx_transport.cpp).
+  virtual bool detects_peer_failure() const = 0;
 
   // Collective (every rank, same order): registers [ptr, ptr + bytes) and
   // exchanges its remote key with every peer of another node. Returns the

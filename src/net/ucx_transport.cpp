@@ -39,6 +39,27 @@ struct AddressFrame {
   char address[kMaxWorkerAddress];
 };
 
+// NOTE [Peer-failure handling and tcp]
+// Endpoints ask UCX for peer-failure handling (UCP_ERR_HANDLING_MODE_PEER) so
+// that a dead peer fails its requests instead of the process. RDMA transports
+// (rc/dc) keep hardware zero-copy puts in that mode. UCX's tcp transport does
+// not: it then runs every put as "software emulation" (active messages through
+// the target's progress), 4-5x slower than its zero-copy tcp put (1 MiB on the
+// 2-core CI machine: 1.1 vs 5.3 GB/s in ucx_perftest, `-e` vs plain). Shared
+// memory refuses the mode altogether (then it is dropped, below).
+// FERRY_UCX_PEER_FAILURE=0 turns it off for users who want tcp's zero-copy puts;
+// a dead peer then shows up as failed requests (tcp: "Connection reset by
+// remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
+// guarantees neither. Default: on.
+bool peer_failure_mode_from_env() {
+  const char* v = std::getenv("FERRY_UCX_PEER_FAILURE");
+  if (v == nullptr || *v == '\0') return true;
+  const std::string s(v);
+  if (s == "1" || s == "on" || s == "true") return true;
+  if (s == "0" || s == "off" || s == "false") return false;
+  FERRY_THROW(InvalidArgument, "FERRY_UCX_PEER_FAILURE must be 0 or 1, got '" << s << "'");
+}
+
 // RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
 // (GPUDirect), so windows are registered in GPU memory. cuda_ipc is left out on
 // purpose: it only reaches processes of the same host, and on an endpoint that
@@ -83,17 +104,20 @@ class UcxTransport final : public Transport {
                                                                           << kMaxWorkerAddress << " bytes");
 
     endpoints_.assign(topology_.size, nullptr);
+    const bool want_peer_failure = peer_failure_mode_from_env();
+    peer_failure_detection_ = want_peer_failure;
     for (int r = 0; r < topology_.size; ++r) {
       if (topology_.same_node(r)) continue;
       ucp_ep_params_t ep_params{};
-      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                             UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+      if (want_peer_failure)
+        ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep_params.address = reinterpret_cast<const ucp_address_t*>(all[r].address);
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
       ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
       ep_params.err_handler.arg = this;
       ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
-      if (created == UCS_ERR_UNREACHABLE) {
+      if (created == UCS_ERR_UNREACHABLE && want_peer_failure) {
         // Shared-memory transports cannot detect a dead peer, so UCX refuses
         // peer-failure handling on them: connect without it. A dead peer is
         // then found by the waits' timeouts alone.
@@ -136,6 +160,7 @@ class UcxTransport final : public Transport {
     return peer >= 0 && peer < static_cast<int>(endpoints_.size()) && endpoints_[peer] != nullptr;
   }
   bool moves_cuda_memory() const override { return moves_cuda_memory_; }
+  bool detects_peer_failure() const override { return peer_failure_detection_; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
     Region region;

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -149,6 +150,23 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ProxyOrdering,
                            return "n" + std::to_string(info.param.count) + "_max" +
                                   std::to_string(info.param.max_bytes) + "_fifo" + std::to_string(info.param.fifo);
                          });
+
+// The endpoints' peer-failure handling is what UCX_TLS and FERRY_UCX_PEER_FAILURE
+// ask for (NOTE [Peer-failure handling and tcp]): on tcp unless turned off, never
+// on shared memory (UCX refuses it there). FERRY_TEST_NET_TLS names the transport.
+TEST(Proxy, PeerFailureHandlingAsConfigured) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
+  const bool off = pf != nullptr && std::string(pf) == "0";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+  const bool expected = std::string(tls) == "tcp" && !off;
+  EXPECT_EQ(net.proxy->transport().detects_peer_failure(), expected)
+      << "UCX_TLS " << tls << ", FERRY_UCX_PEER_FAILURE=" << (pf ? pf : "(unset)") << ": "
+      << net.proxy->transport().describe();
+  bootstrap->barrier();
+}
 
 // quiet() returns only once every earlier put is in place at its target: after
 // it and a barrier, every receiver finds all the data without any signal.
