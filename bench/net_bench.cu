@@ -91,7 +91,13 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
 #ifdef FERRY_UCX_LIBRARY_DIR
   lib = FERRY_UCX_LIBRARY_DIR;
 #endif
-  const std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
+  std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
+  // CUDA memory needs a CUDA transport next to the network one (UCX_TLS=tcp,self
+  // alone makes ucx_perftest -m cuda fail): add cuda_copy, as ferry's staging does.
+  const char* tls = std::getenv("UCX_TLS");
+  if (std::string(memory) == "cuda" && tls != nullptr && std::string(tls) != "all" &&
+      std::string(tls).find("cuda") == std::string::npos)
+    env += "UCX_TLS=" + std::string(tls) + ",cuda_copy ";
   std::array<double, 2> result{0, 0};
   const int found = exe.empty() || access(exe.c_str(), X_OK) != 0 ? 0 : 1;
   const std::vector<int> all_found = bootstrap.all_gather_value(found);  // both ranks run it, or neither
@@ -260,7 +266,8 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   if (print) {
     const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
     std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
-                "-e when ferry's endpoints handle peer failure); window: %s\n",
+                "-e when ferry's endpoints handle peer failure); window: %s; ratio: ferry / ucx_perftest on the same memory "
+                "type\n",
                 tls ? tls : "(UCX's choice)", pf ? pf : "(default 1)",
                 o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size");
     table.print_header();
@@ -277,7 +284,9 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
       const Measured base_cuda =
           o.perftest && cuda ? run_perftest(*bootstrap, size, iters, "cuda", port++, ours.peer_failure) : Measured{};
       if (!print) continue;
-      const std::string ratio = base.gbps > 0 ? format_fixed(ours.gbps / base.gbps, 2) : "-";
+      // Like with like: CUDA rows against ucx_perftest moving CUDA memory.
+      const Measured& same_memory = cuda ? base_cuda : base;
+      const std::string ratio = same_memory.gbps > 0 ? format_fixed(ours.gbps / same_memory.gbps, 2) : "-";
       table.print_row({cuda ? "cuda" : "host", format_byte_size(size), std::to_string(iters),
                        format_fixed(ours.gbps, 2), format_fixed(ours.mrate / 1e6, 3),
                        base.gbps > 0 ? format_fixed(base.gbps, 2) : "-",
