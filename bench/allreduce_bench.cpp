@@ -34,7 +34,8 @@ struct Options {
   std::vector<DataType> dtypes{DataType::kBFloat16, DataType::kFloat32};
   std::vector<AllReduceAlgorithm> algorithms{AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot,
                                              AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing,
-                                             AllReduceAlgorithm::kRecursiveDoubling};
+                                             AllReduceAlgorithm::kRecursiveDoubling,
+                                             AllReduceAlgorithm::kHierarchical};
   int timed_replays = 0;  // 0: automatic
   int warmup_replays = 5;
   int graph_ops = 0;      // 0: by size
@@ -94,7 +95,7 @@ Options parse_options(std::vector<std::string> args) {
         options.algorithms.push_back(algorithm_from_string(item));
       } catch (const ferry::InvalidArgument&) {
         throw UsageError("unknown algorithm '" + item +
-                         "' (expected auto, one_shot, two_shot, ring, recursive_doubling)");
+                         "' (expected auto, one_shot, two_shot, ring, recursive_doubling, hierarchical)");
       }
     }
   }
@@ -225,7 +226,7 @@ void print_allreduce_usage(std::FILE* out) {
       "  --step-factor F    size multiplier between steps (default 2)\n"
       "  --sizes a,b,c      explicit sizes instead of the min..max sweep (e.g. 8K,1M,64M)\n"
       "  --dtypes LIST      bf16, fp16, fp32 (default bf16,fp32)\n"
-      "  --algos LIST       auto, one_shot, two_shot, ring, recursive_doubling\n"
+      "  --algos LIST       auto, one_shot, two_shot, ring, recursive_doubling, hierarchical\n"
       "                     (default: all the communicator supports)\n"
       "  --iters N          timed graph replays per case (default: 20..300, ~0.1 s per case)\n"
       "  --warmup N         warm-up graph replays per case (default 5)\n"

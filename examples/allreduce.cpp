@@ -127,7 +127,8 @@ int run_example(const std::shared_ptr<ferry::MpiBootstrap>& bootstrap) {
   // ---- correctness: every supported algorithm, bf16 and fp32, a small odd count and a large one
   const ferry::AllReduceAlgorithm algorithms[] = {
       ferry::AllReduceAlgorithm::kAuto, ferry::AllReduceAlgorithm::kOneShot, ferry::AllReduceAlgorithm::kTwoShot,
-      ferry::AllReduceAlgorithm::kRing, ferry::AllReduceAlgorithm::kRecursiveDoubling};
+      ferry::AllReduceAlgorithm::kRing, ferry::AllReduceAlgorithm::kRecursiveDoubling,
+      ferry::AllReduceAlgorithm::kHierarchical};
   const ferry::DataType types[] = {ferry::DataType::kBFloat16, ferry::DataType::kFloat32};
   const size_t counts[] = {1003, size_t{4} << 20};
 

@@ -1,4 +1,5 @@
-// AllReduce inside a node over NVLink peer-to-peer memory.
+// AllReduce: inside a node over NVLink peer-to-peer memory; across nodes
+// hierarchically (NVLink inside each node, the CPU proxy and UCX between nodes).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,7 +22,13 @@ enum class AllReduceAlgorithm : int {
   kTwoShot = 2,            // reduce-scatter (push) + all-gather (pull)
   kRing = 3,               // ring reduce-scatter + ring all-gather
   kRecursiveDoubling = 4,  // log2(n) pairwise exchanges; power-of-two sizes only
+  kHierarchical = 5,       // ranks in several nodes (the same number in each): reduce-scatter in the
+                           // node, allreduce of the shard across nodes, all-gather in the node
 };
+// one_shot, two_shot, ring and recursive_doubling need every rank in one node
+// (NVLink); hierarchical needs ranks in several nodes; auto picks among those
+// that can run (select()).
+
 const char* algorithm_name(AllReduceAlgorithm algorithm);
 AllReduceAlgorithm algorithm_from_string(const std::string& name);
 
@@ -42,11 +49,14 @@ struct AllReduceOptions {
 class AllReduce {
  public:
   // Collective. `max_bytes`: the largest buffer (count * dtype size) any call
-  // will reduce. Allocates about 2 * max_bytes of symmetric scratch per rank,
-  // plus fixed regions of at most ~150 MB for the latency algorithms. The scratch
-  // belongs to the communicator's symmetric heap and is freed with the
-  // Communicator (destructors cannot run collectives), so create AllReduce
-  // objects once, not per call.
+  // will reduce. Inside one node: allocates about 2 * max_bytes of symmetric
+  // scratch per rank, plus fixed regions of at most ~150 MB for the latency
+  // algorithms. Across nodes: allocates only the hierarchical algorithm's
+  // window (window_bytes(), at most ~64 MiB unless max_bytes is tiny, plus as
+  // much pinned host memory where remote puts are staged); bigger calls run as
+  // several launches. The scratch belongs to the communicator's symmetric heap
+  // and is freed with the Communicator (destructors cannot run collectives), so
+  // create AllReduce objects once, not per call.
   AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options = {});
   ~AllReduce();
   AllReduce(const AllReduce&) = delete;
@@ -57,12 +67,17 @@ class AllReduce {
   void run(const void* in, void* out, size_t count, DataType type, ReduceOp op,
            cudaStream_t stream, AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto);
 
-  // The algorithm kAuto uses for this many bytes on this communicator.
+  // The algorithm kAuto uses for this many bytes on this communicator
+  // (hierarchical whenever the ranks span nodes).
   AllReduceAlgorithm select(size_t bytes) const;
   // Whether `algorithm` can run on this communicator (recursive doubling needs a
-  // power-of-two size; every algorithm needs all ranks in one node).
+  // power-of-two size; one_shot, two_shot, ring and recursive_doubling need all
+  // ranks in one node; hierarchical needs several nodes of the same size).
   bool supports(AllReduceAlgorithm algorithm) const;
   size_t max_bytes() const { return max_bytes_; }
+  // Bytes of the window the hierarchical algorithm works in, per rank; 0 when
+  // there is none (all ranks in one node).
+  size_t window_bytes() const;
 
  private:
   struct State;

@@ -32,7 +32,8 @@ void bind_allreduce(nb::module_& m) {
       .value("one_shot", AllReduceAlgorithm::kOneShot)
       .value("two_shot", AllReduceAlgorithm::kTwoShot)
       .value("ring", AllReduceAlgorithm::kRing)
-      .value("recursive_doubling", AllReduceAlgorithm::kRecursiveDoubling);
+      .value("recursive_doubling", AllReduceAlgorithm::kRecursiveDoubling)
+      .value("hierarchical", AllReduceAlgorithm::kHierarchical);
   m.def("algorithm_from_string", &algorithm_from_string, nb::arg("name"));
   m.def("algorithm_name", &algorithm_name, nb::arg("algorithm"));
 

@@ -33,10 +33,13 @@ def check_allreduce_args(max_bytes: int, device: torch.device, tensor, op: str,
 
 
 class AllReduce:
-    """Sum (or prod/min/max/avg) a tensor across the communicator's ranks over NVLink.
+    """Sum (or prod/min/max/avg) a tensor across the communicator's ranks: over NVLink
+    inside a node; across nodes with the "hierarchical" algorithm (NVLink inside each
+    node, the proxy between nodes), which "auto" picks there.
 
-    `max_bytes`: the largest tensor any call reduces (the scratch is sized from it,
-    about 2 * max_bytes of GPU memory). Collective to create; create once, reuse.
+    `max_bytes`: the largest tensor any call reduces (inside a node the scratch is
+    sized from it, about 2 * max_bytes of GPU memory; across nodes a window of at
+    most ~64 MiB). Collective to create; create once, reuse.
     """
 
     def __init__(self, comm: "_C.Communicator", max_bytes: int, *, max_blocks: int = 0) -> None:

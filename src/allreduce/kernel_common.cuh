@@ -87,6 +87,15 @@ template <typename T, ReduceOp Op> __device__ __forceinline__ uint4 pack_final(c
   return p.raw;
 }
 
+// The accumulators rounded to T with no final step: a partial result that is
+// reduced further (avg divides once, at the end).
+template <typename T> __device__ __forceinline__ uint4 pack_partial(const AccPack<T>& a) {
+  Pack<T> p;
+#pragma unroll
+  for (int i = 0; i < Pack<T>::kElems; ++i) p.elems[i] = from_acc<T>(a.elems[i]);
+  return p.raw;
+}
+
 // acc = acc (op) x, element-wise.
 template <typename T, ReduceOp Op>
 __device__ __forceinline__ void accumulate(AccPack<T>& acc, const AccPack<T>& x) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "ferry/allreduce.hpp"
+#include "ferry/topology.hpp"
 #include "ferry/types.hpp"
 
 namespace ferry::allreduce {
@@ -22,7 +23,12 @@ struct CommShape {
   size_t max_bytes;     // capacity of the AllReduce
   int world_size;
   bool single_node;     // all ranks share a node (NVLink)
+  int num_nodes = 1;       // nodes the ranks span
+  int ranks_per_node = 0;  // ranks in each node when every node holds as many; 0 when they differ
 };
+
+// The shape of a communicator with this topology.
+CommShape comm_shape(size_t max_bytes, const Topology& topology);
 
 // Throws InvalidArgument (or NotSupported for an algorithm the communicator can't
 // run) with a message that names the values. Returns the byte size of the call.

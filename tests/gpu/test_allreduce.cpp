@@ -4,6 +4,10 @@
 // unaligned and in-place pointers, untouched guards around the output, unchanged
 // inputs, bitwise identical results on every rank, CUDA graph capture/replay with
 // new data, and long back-to-back sequences on one stream.
+// Across nodes (FERRY_RANKS_PER_NODE=k makes virtual nodes; with
+// FERRY_TEST_SHARE_GPUS=1 several ranks share a GPU) the same tests run the
+// hierarchical algorithm (and auto, which picks it); the NVLink-only algorithms
+// must refuse with NotSupported and leave the communicator usable.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -23,12 +27,14 @@
 #include <tuple>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "common/host_types.hpp"
 #include "common/test_util.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
+#include "net/proxy.hpp"
 
 namespace {
 
@@ -39,9 +45,14 @@ using namespace ferry::testing;
 
 constexpr size_t kMaxBytes = size_t{32} << 20;
 constexpr size_t kGuard = 256;  // poisoned bytes checked on both sides of an output
-const std::vector<AllReduceAlgorithm> kAlgos = {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot,
-                                                AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing,
-                                                AllReduceAlgorithm::kRecursiveDoubling};
+const std::vector<AllReduceAlgorithm> kAlgos = {AllReduceAlgorithm::kAuto,         AllReduceAlgorithm::kOneShot,
+                                                AllReduceAlgorithm::kTwoShot,      AllReduceAlgorithm::kRing,
+                                                AllReduceAlgorithm::kRecursiveDoubling,
+                                                AllReduceAlgorithm::kHierarchical};
+// The algorithms that need every rank in one node.
+const std::vector<AllReduceAlgorithm> kNvlinkOnly = {AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
+                                                     AllReduceAlgorithm::kRing,
+                                                     AllReduceAlgorithm::kRecursiveDoubling};
 const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64,  DataType::kInt32,
                                       DataType::kInt64,   DataType::kBFloat16, DataType::kFloat16};
 const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
@@ -49,7 +60,7 @@ const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::k
 
 // Own names (valid gtest identifiers), independent of the library's.
 const char* algo_id(AllReduceAlgorithm a) {
-  return std::array{"auto", "one_shot", "two_shot", "ring", "recursive_doubling"}[static_cast<int>(a)];
+  return std::array{"auto", "one_shot", "two_shot", "ring", "recursive_doubling", "hierarchical"}[static_cast<int>(a)];
 }
 const char* type_id(DataType t) { return std::array{"f32", "f64", "i32", "i64", "bf16", "f16"}[static_cast<int>(t)]; }
 const char* op_id(ReduceOp op) { return std::array{"sum", "prod", "min", "max", "avg"}[static_cast<int>(op)]; }
@@ -105,9 +116,7 @@ Shared& shared() {
 [[maybe_unused]] ::testing::Environment* const kEnv =
     ::testing::AddGlobalTestEnvironment(new ferry::testing::TearDownEnvironment([] { shared_slot().reset(); }));
 
-#define REQUIRE_SINGLE_NODE_ALLREDUCE()                                                         \
-  FERRY_REQUIRE_GPUS();                                                                         \
-  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "AllReduce runs inside one node"
+bool spans_nodes(Shared& s) { return s.comm->topology().num_nodes > 1; }
 
 // ---------------------------------------------------------------- inputs and reference
 // Values are exact in their type and chosen so the reference is well defined:
@@ -139,10 +148,21 @@ struct HostCase {
 };
 
 // 16-bit and fp32 types accumulate in fp32 and round once; fp64 in fp64.
-HostCase make_case(DataType t, ReduceOp op, size_t count, uint64_t seed, int rank, int world) {
+// `node_partials` > 0: the hierarchical algorithm, which rounds each of that
+// many node partials to the type before it reduces them (a second rounding for
+// 16-bit types; fp32, fp64 and integers keep their partials exact).
+HostCase make_case(DataType t, ReduceOp op, size_t count, uint64_t seed, int rank, int world, int node_partials = 0) {
   const size_t sz = elem_size(t);
   const double rel = t == DataType::kBFloat16 ? 1e-2 : t == DataType::kFloat16 ? 2e-3 : t == DataType::kFloat32 ? 1e-5 : 1e-12;
   const double acc_eps = 2.0 * world * (t == DataType::kFloat64 ? 0x1p-53 : 0x1p-24);
+  // Rounding a partial p to a 16-bit type moves it by at most u|p| (u: the
+  // type's unit roundoff). Sums: partial n is a sum over its node, so
+  // |p_n| <= the node's share of `mag` and the result moves by at most u * mag
+  // (then rounded once more: the factor 1 + rel, as rel >= u). Products: N
+  // factors each off by a relative u: gamma_N = N u / (1 - N u), relative.
+  const double u = !node_partials ? 0.0 : t == DataType::kBFloat16 ? 0x1p-8 : t == DataType::kFloat16 ? 0x1p-11 : 0.0;
+  const double partial_sum_eps = (1.0 + rel) * u;
+  const double partial_prod_eps = (1.0 + rel) * node_partials * u / (1.0 - node_partials * u);
   std::vector<uint64_t> rs(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) rs[r] = mix(seed ^ (0x632be59bd9b4e019ull * static_cast<uint64_t>(r + 1)));
   HostCase hc;
@@ -177,8 +197,8 @@ HostCase make_case(DataType t, ReduceOp op, size_t count, uint64_t seed, int ran
       const double ref = static_cast<double>(acc);
       hc.ref[i] = ref;
       if (op == ReduceOp::kMin || op == ReduceOp::kMax) hc.tol[i] = 0;  // exact
-      else if (op == ReduceOp::kProd) hc.tol[i] = (rel + acc_eps) * std::fabs(ref);
-      else hc.tol[i] = rel * std::fabs(ref) + acc_eps * static_cast<double>(mag);
+      else if (op == ReduceOp::kProd) hc.tol[i] = (rel + acc_eps + partial_prod_eps) * std::fabs(ref);
+      else hc.tol[i] = rel * std::fabs(ref) + (acc_eps + partial_sum_eps) * static_cast<double>(mag);
     }
   }
   return hc;
@@ -216,7 +236,9 @@ struct Job {
 Job make_job(Shared& s, AllReduceAlgorithm algo, DataType t, ReduceOp op, size_t count, const void* in,
              void* out, size_t guard = 0) {
   Job j{algo, t, op, count, in, out, guard, s.next_seed(), {}, {}, {}};
-  j.hc = make_case(t, op, count, j.seed, mpi_rank(), mpi_size());
+  const AllReduceAlgorithm runs = algo == AllReduceAlgorithm::kAuto ? s.ar->select(j.bytes()) : algo;
+  const int node_partials = runs == AllReduceAlgorithm::kHierarchical ? s.comm->topology().num_nodes : 0;
+  j.hc = make_case(t, op, count, j.seed, mpi_rank(), mpi_size(), node_partials);
   return j;
 }
 // Poison the output (and its guards), then upload the input.
@@ -315,17 +337,32 @@ std::vector<AllReduceAlgorithm> supported(Shared& s) {
 class AllReduceMatrix : public ::testing::TestWithParam<std::tuple<AllReduceAlgorithm, DataType>> {};
 
 TEST_P(AllReduceMatrix, EveryOpOddCountsUnalignedInPlace) {
-  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   const auto [algo, type] = GetParam();
   const bool pow2 = (mpi_size() & (mpi_size() - 1)) == 0;
-  if (algo == AllReduceAlgorithm::kRecursiveDoubling) {
+  if (algo == AllReduceAlgorithm::kRecursiveDoubling && !spans_nodes(s)) {
     EXPECT_EQ(s.ar->supports(algo), pow2);
   }
+  const bool nvlink_only = std::find(kNvlinkOnly.begin(), kNvlinkOnly.end(), algo) != kNvlinkOnly.end();
+  if (spans_nodes(s)) {
+    EXPECT_EQ(s.ar->supports(algo), !nvlink_only) << algo_id(algo) << " across nodes";
+  } else if (algo == AllReduceAlgorithm::kHierarchical) {
+    EXPECT_FALSE(s.ar->supports(algo)) << "hierarchical inside one node";
+  }
   if (!s.ar->supports(algo)) {
-    EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, 16, type, ReduceOp::kSum, s.stream, algo), ferry::NotSupported);
+    const std::string msg = ferry::testing::error_message<ferry::NotSupported>(
+        [&] { s.ar->run(s.in_buf, s.out_buf, 16, type, ReduceOp::kSum, s.stream, algo); });
+    EXPECT_NE(msg.find(algo_id(algo)), std::string::npos) << "should name the algorithm: " << msg;
+    if (spans_nodes(s)) {
+      EXPECT_NE(msg.find("one node"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("hierarchical"), std::string::npos) << msg;
+    }
     EXPECT_FALSE(s.comm->aborted());
-    GTEST_SKIP() << algo_id(algo) << " not supported on " << mpi_size() << " ranks";
+    // The communicator stays usable.
+    ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, type, ReduceOp::kSum, 1001));
+    GTEST_SKIP() << algo_id(algo) << " not supported on " << mpi_size() << " ranks in "
+                 << s.comm->topology().num_nodes << " node(s)";
   }
   for (ReduceOp op : kOps) {
     for (size_t count : {1, 3, 1023, 4097, 65536, 65537, 300007}) ASSERT_TRUE(check_call(s, algo, type, op, count));
@@ -341,27 +378,63 @@ INSTANTIATE_TEST_SUITE_P(All, AllReduceMatrix, ::testing::Combine(::testing::Val
                          });
 
 TEST(AllReduce, LargeSums) {
-  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   for (AllReduceAlgorithm a : supported(s)) {
     ASSERT_TRUE(check_call(s, a, DataType::kFloat32, ReduceOp::kSum, 3000017));
     ASSERT_TRUE(check_call(s, a, DataType::kBFloat16, ReduceOp::kSum, 3000017, 1, 1));
   }
+  // Across nodes one launch carries at most 16 MiB (less with many nodes), so
+  // these take several launches: 24 MB, 20 MB in place at an unaligned
+  // address, and exactly max_bytes (32 MiB).
   ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kInt64, ReduceOp::kSum, 3000017));
+  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat32, ReduceOp::kAvg, 5000011, 0, 3,
+                         /*in_place=*/true));
   // Exactly max_bytes.
   ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat64, ReduceOp::kSum, kMaxBytes / 8));
 }
 
+// The path taken, not a time: inside one node auto never picks hierarchical and
+// the AllReduce has no window; across nodes it picks hierarchical, has a window,
+// and a call goes through this rank's proxy.
+TEST(AllReduce, HierarchicalOnlyAcrossNodes) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  if (!spans_nodes(s)) {
+    for (size_t bytes = 1; bytes <= kMaxBytes; bytes *= 2)
+      EXPECT_NE(s.ar->select(bytes), AllReduceAlgorithm::kHierarchical) << bytes;
+    EXPECT_EQ(s.ar->window_bytes(), 0u);
+    EXPECT_EQ(s.comm->proxy(), nullptr);
+    ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kBFloat16, ReduceOp::kSum, 4097));
+    return;
+  }
+  for (size_t bytes = 1; bytes <= kMaxBytes; bytes *= 2)
+    EXPECT_EQ(s.ar->select(bytes), AllReduceAlgorithm::kHierarchical) << bytes;
+  EXPECT_GT(s.ar->window_bytes(), 0u);
+  ASSERT_NE(s.comm->proxy(), nullptr);
+  const uint64_t before = s.comm->proxy()->retired();
+  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kBFloat16, ReduceOp::kSum, 4097));
+  EXPECT_GT(s.comm->proxy()->retired(), before) << "a call across nodes must go through the proxy";
+}
+
 TEST(AllReduce, SelectAndSupports) {
-  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   EXPECT_EQ(s.ar->max_bytes(), kMaxBytes);
-  for (AllReduceAlgorithm a : {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
-                               AllReduceAlgorithm::kRing})
-    EXPECT_TRUE(s.ar->supports(a)) << algo_id(a);
+  EXPECT_TRUE(s.ar->supports(AllReduceAlgorithm::kAuto));
+  if (spans_nodes(s)) {
+    EXPECT_TRUE(s.ar->supports(AllReduceAlgorithm::kHierarchical));
+    for (AllReduceAlgorithm a : kNvlinkOnly) EXPECT_FALSE(s.ar->supports(a)) << algo_id(a);
+  } else {
+    for (AllReduceAlgorithm a : {AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing})
+      EXPECT_TRUE(s.ar->supports(a)) << algo_id(a);
+    EXPECT_FALSE(s.ar->supports(AllReduceAlgorithm::kHierarchical));
+  }
   for (size_t bytes : {size_t{2}, size_t{1024}, size_t{65536}, size_t{1} << 20, size_t{16} << 20, kMaxBytes}) {
     const AllReduceAlgorithm a = s.ar->select(bytes);
     EXPECT_NE(a, AllReduceAlgorithm::kAuto) << bytes;
+    if (spans_nodes(s)) EXPECT_EQ(a, AllReduceAlgorithm::kHierarchical) << bytes;
+    else EXPECT_NE(a, AllReduceAlgorithm::kHierarchical) << bytes;
     EXPECT_TRUE(s.ar->supports(a)) << algo_id(a) << " for " << bytes;
     const auto all = s.comm->bootstrap().all_gather_value(static_cast<int>(a));
     for (int r = 0; r < mpi_size(); ++r) EXPECT_EQ(all[r], static_cast<int>(a)) << "rank " << r << ", " << bytes;
@@ -369,7 +442,7 @@ TEST(AllReduce, SelectAndSupports) {
 }
 
 TEST(AllReduce, BadArgumentsThrowAndLeaveTheCommunicatorUsable) {
-  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   EXPECT_THROW(s.ar->run(nullptr, s.out_buf, 8, DataType::kFloat32, ReduceOp::kSum, s.stream), ferry::InvalidArgument);
   EXPECT_THROW(s.ar->run(s.in_buf, nullptr, 8, DataType::kFloat32, ReduceOp::kSum, s.stream), ferry::InvalidArgument);
@@ -378,6 +451,12 @@ TEST(AllReduce, BadArgumentsThrowAndLeaveTheCommunicatorUsable) {
                ferry::InvalidArgument);
   EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, 8, static_cast<DataType>(99), ReduceOp::kSum, s.stream),
                ferry::InvalidArgument);
+  // What this communicator cannot run: the NVLink-only algorithms across nodes,
+  // hierarchical inside one node.
+  for (AllReduceAlgorithm a : spans_nodes(s) ? kNvlinkOnly : std::vector{AllReduceAlgorithm::kHierarchical})
+    EXPECT_THROW(s.ar->run(s.in_buf, s.out_buf, 8, DataType::kFloat32, ReduceOp::kSum, s.stream, a),
+                 ferry::NotSupported)
+        << algo_id(a);
   EXPECT_FALSE(s.comm->aborted());
   EXPECT_NO_THROW(s.comm->check());
   ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat32, ReduceOp::kSum, 1000));
@@ -387,7 +466,7 @@ TEST(AllReduce, BadArgumentsThrowAndLeaveTheCommunicatorUsable) {
 // holding two calls), replays them with new data uploaded between replays on the
 // stream, interleaved with eager calls.
 TEST(AllReduce, GraphReplayWithNewData) {
-  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   constexpr size_t kBuf = size_t{1} << 20;
   char* pool = nullptr;
@@ -460,7 +539,7 @@ TEST(AllReduce, GraphReplayWithNewData) {
 // 200 calls on one stream, with no host synchronization inside a batch of 20:
 // algorithms, types, ops, sizes, offsets and in-place alternate from call to call.
 TEST(AllReduce, BackToBack) {
-  REQUIRE_SINGLE_NODE_ALLREDUCE();
+  FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   const std::vector<AllReduceAlgorithm> algos = supported(s);
   const std::vector<size_t> counts = {1, 31, 1000, 4097, 65537, 131075};
@@ -488,6 +567,41 @@ TEST(AllReduce, BackToBack) {
       for (Job& j : jobs) fetch(s, j);
     });
   }
+  EXPECT_TRUE(ok);
+  cudaStreamSynchronize(s.stream);
+  CK(cudaFree(pool));
+}
+
+// 1000 calls queued back to back on one stream with no host synchronization
+// between them (small sizes, so each launch is short and the ranks' launches
+// overlap as much as they can), every one checked: the epochs, the signal
+// counts and the double-buffered areas of consecutive launches.
+TEST(AllReduce, ThousandBackToBackCalls) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  const std::vector<AllReduceAlgorithm> algos = supported(s);
+  const std::vector<size_t> counts = {1, 7, 31, 100, 1000, 2049, 4097};
+  constexpr int kCalls = 1000;
+  const size_t slot = 4097 * 8 + 2 * kGuard + 64;
+  char* pool = nullptr;
+  CK(cudaMalloc(&pool, 2 * slot * kCalls));
+  std::vector<Job> jobs;
+  jobs.reserve(kCalls);
+  for (int c = 0; c < kCalls; ++c) {
+    const AllReduceAlgorithm algo = algos[c % algos.size()];
+    const DataType t = kTypes[(c / 2) % kTypes.size()];
+    const ReduceOp op = kOps[(c * 3 / 2) % kOps.size()];
+    const size_t count = counts[(c * 5 + c / 7) % counts.size()];
+    const size_t off = (c % 3 == 1) ? elem_size(t) : 0;
+    char* in = pool + (2 * c) * slot + kGuard + off;
+    char* out = pool + (2 * c + 1) * slot + kGuard + 2 * off;
+    jobs.push_back(make_job(s, algo, t, op, count, c % 5 == 0 ? out : in, out, kGuard));
+  }
+  const bool ok = run_and_check(s, jobs, [&] {
+    for (Job& j : jobs) stage(s, j);
+    for (Job& j : jobs) launch(s, j);
+    for (Job& j : jobs) fetch(s, j);
+  });
   EXPECT_TRUE(ok);
   cudaStreamSynchronize(s.stream);
   CK(cudaFree(pool));

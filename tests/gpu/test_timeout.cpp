@@ -41,6 +41,9 @@ bool names(const std::string& what, const std::string& word, int n) {
 bool names_a_phase(const std::string& what) {
   for (int p = ferry::kPhaseOneShotExchange; p <= ferry::kPhaseEpCombine; ++p)
     if (what.find(ferry::phase_name(p)) != std::string::npos) return true;
+  for (int p : {ferry::kPhaseHierarchicalReduceScatter, ferry::kPhaseHierarchicalInterNode,
+                ferry::kPhaseHierarchicalAllGather})
+    if (what.find(ferry::phase_name(p)) != std::string::npos) return true;
   return false;
 }
 
@@ -65,7 +68,10 @@ void timeout_case(AllReduceAlgorithm algo, bool peer_known) {
   ferry::CommunicatorOptions options;
   options.timeout = kTimeout;
   auto comm = std::make_unique<ferry::Communicator>(std::make_shared<ferry::MpiBootstrap>(), options);
-  if (comm->topology().num_nodes > 1) GTEST_SKIP() << "AllReduce runs inside one node";
+  // The NVLink algorithms run inside one node, hierarchical across nodes.
+  const bool across_nodes = algo == AllReduceAlgorithm::kHierarchical;
+  if ((comm->topology().num_nodes > 1) != across_nodes)
+    GTEST_SKIP() << ferry::algorithm_name(algo) << " does not run on " << comm->topology().num_nodes << " node(s)";
   EXPECT_EQ(comm->timeout_ns(), 1000000000ull);
   auto ar = std::make_unique<ferry::AllReduce>(*comm, kCount * sizeof(float));
   if (!ar->supports(algo)) GTEST_SKIP() << ferry::algorithm_name(algo) << " not supported on " << mpi_size();
@@ -163,6 +169,14 @@ TEST(Timeout, RecursiveDoublingTimesOutAndAborts) {
   FERRY_REQUIRE_GPUS();
   if (mpi_size() < 2) GTEST_SKIP() << "needs 2 ranks";
   timeout_case(AllReduceAlgorithm::kRecursiveDoubling, false);
+}
+
+// Across nodes only (FERRY_RANKS_PER_NODE): ranks wait on the missing one
+// directly or through a peer that waits on it.
+TEST(Timeout, HierarchicalTimesOutAndAborts) {
+  FERRY_REQUIRE_GPUS();
+  if (mpi_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  timeout_case(AllReduceAlgorithm::kHierarchical, false);
 }
 
 }  // namespace

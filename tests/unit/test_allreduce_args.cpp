@@ -1,17 +1,22 @@
 // AllReduce argument checks at the API boundary (ferry::allreduce::validate_call),
 // no GPU: every rejection is the right exception with a message naming the values,
 // and valid calls (unaligned pointers and in-place included) return their byte size.
+// Also which algorithms run where: the NVLink ones inside one node, hierarchical
+// across nodes of equal size (comm_shape reads that from a Topology).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allreduce/validate.hpp"
 #include "common/expect_error.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/error.hpp"
+#include "ferry/topology.hpp"
 #include "ferry/types.hpp"
 
 namespace {
@@ -21,6 +26,7 @@ using ferry::DataType;
 using ferry::ReduceOp;
 using ferry::allreduce::algorithm_supported;
 using ferry::allreduce::CallShape;
+using ferry::allreduce::comm_shape;
 using ferry::allreduce::CommShape;
 using ferry::allreduce::validate_call;
 
@@ -28,12 +34,22 @@ const std::vector<DataType> kTypes = {DataType::kFloat32, DataType::kFloat64,  D
                                       DataType::kInt64,   DataType::kBFloat16, DataType::kFloat16};
 const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                                     ReduceOp::kAvg};
+// The algorithms that need every rank in one node (NVLink).
 const std::vector<AllReduceAlgorithm> kExplicit = {AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
                                                    AllReduceAlgorithm::kRing,
                                                    AllReduceAlgorithm::kRecursiveDoubling};
+// What a single-node communicator runs.
 const std::vector<AllReduceAlgorithm> kAll = {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot,
                                               AllReduceAlgorithm::kTwoShot, AllReduceAlgorithm::kRing,
                                               AllReduceAlgorithm::kRecursiveDoubling};
+// What a multi-node communicator runs.
+const std::vector<AllReduceAlgorithm> kAcrossNodes = {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kHierarchical};
+// nodes x ranks per node
+const std::vector<std::pair<int, int>> kMultiNode = {{2, 1}, {4, 1}, {2, 2}, {2, 4}, {8, 1}, {4, 4}, {2, 8}, {16, 1}};
+
+CommShape multi_node(int nodes, int per_node, size_t max_bytes = size_t{1} << 20) {
+  return CommShape{max_bytes, nodes * per_node, false, nodes, per_node};
+}
 
 // Fake device addresses: validation must not dereference them.
 const void* const kIn = reinterpret_cast<const void*>(uintptr_t{0x7f0000100000});
@@ -152,16 +168,121 @@ TEST(AllReduceArgs, RecursiveDoublingNeedsPowerOfTwo) {
   }
 }
 
-TEST(AllReduceArgs, MultiNodeIsNotSupported) {
-  const CommShape comm{size_t{1} << 20, 8, false};
-  for (AllReduceAlgorithm a : kExplicit) {
-    SCOPED_TRACE(ferry::algorithm_name(a));
-    EXPECT_FALSE(algorithm_supported(a, comm));
+TEST(AllReduceArgs, MultiNodeRejectsTheNvlinkAlgorithms) {
+  for (auto [nodes, per_node] : kMultiNode) {
+    SCOPED_TRACE(std::to_string(nodes) + "x" + std::to_string(per_node));
+    const CommShape comm = multi_node(nodes, per_node);
+    for (AllReduceAlgorithm a : kExplicit) {
+      SCOPED_TRACE(ferry::algorithm_name(a));
+      EXPECT_FALSE(algorithm_supported(a, comm));
+      const std::string msg = rejection<ferry::NotSupported>(call(64, DataType::kFloat32, ReduceOp::kSum, a), comm);
+      EXPECT_NE(msg.find(ferry::algorithm_name(a)), std::string::npos) << "should name the algorithm: " << msg;
+      EXPECT_TRUE(contains_ci(msg, "one node")) << "should say it needs one node: " << msg;
+      EXPECT_TRUE(contains_ci(msg, "hierarchical")) << "should name what works across nodes: " << msg;
+      EXPECT_TRUE(names_number(msg, static_cast<unsigned>(nodes))) << "should name the node count: " << msg;
+    }
   }
-  for (AllReduceAlgorithm a : kAll) {
-    SCOPED_TRACE(ferry::algorithm_name(a));
-    rejection<ferry::NotSupported>(call(64, DataType::kFloat32, ReduceOp::kSum, a), comm);
+}
+
+TEST(AllReduceArgs, MultiNodeRunsHierarchicalAndAuto) {
+  for (auto [nodes, per_node] : kMultiNode) {
+    SCOPED_TRACE(std::to_string(nodes) + "x" + std::to_string(per_node));
+    const CommShape comm = multi_node(nodes, per_node);
+    for (AllReduceAlgorithm a : kAcrossNodes) {
+      SCOPED_TRACE(ferry::algorithm_name(a));
+      EXPECT_TRUE(algorithm_supported(a, comm));
+      for (DataType t : kTypes)
+        for (ReduceOp op : kOps)
+          for (size_t count : {size_t{1}, size_t{17}, size_t{65537}})
+            EXPECT_EQ(validate_call(call(count, t, op, a), comm), count * ferry::dtype_size(t));
+    }
+    // Size limits and argument checks are the same as inside a node.
+    rejection<ferry::InvalidArgument>(call((size_t{1} << 20) / 4 + 1, DataType::kFloat32), comm);
+    rejection<ferry::InvalidArgument>(call(16, DataType::kFloat8E4M3, ReduceOp::kSum,
+                                           AllReduceAlgorithm::kHierarchical), comm);
+    rejection<ferry::InvalidArgument>(call(0, DataType::kFloat32, ReduceOp::kSum, AllReduceAlgorithm::kHierarchical),
+                                      comm);
   }
+}
+
+TEST(AllReduceArgs, HierarchicalNeedsSeveralNodes) {
+  for (int n : {1, 2, 4, 8}) {
+    SCOPED_TRACE("world size " + std::to_string(n));
+    const CommShape comm{size_t{1} << 20, n, true};
+    EXPECT_FALSE(algorithm_supported(AllReduceAlgorithm::kHierarchical, comm));
+    const std::string msg = rejection<ferry::NotSupported>(
+        call(64, DataType::kFloat32, ReduceOp::kSum, AllReduceAlgorithm::kHierarchical), comm);
+    EXPECT_NE(msg.find("hierarchical"), std::string::npos) << msg;
+    EXPECT_TRUE(contains_ci(msg, "across nodes")) << msg;
+    EXPECT_TRUE(algorithm_supported(AllReduceAlgorithm::kAuto, comm));
+  }
+}
+
+TEST(AllReduceArgs, HierarchicalNeedsNodesOfEqualSizeWithinTheLimits) {
+  // 3 + 1 ranks: nodes of different sizes.
+  const CommShape uneven{size_t{1} << 20, 4, false, 2, 0};
+  for (AllReduceAlgorithm a : kAcrossNodes) {
+    SCOPED_TRACE(ferry::algorithm_name(a));
+    EXPECT_FALSE(algorithm_supported(a, uneven));
+    const std::string msg = rejection<ferry::NotSupported>(call(64, DataType::kFloat32, ReduceOp::kSum, a), uneven);
+    EXPECT_TRUE(contains_ci(msg, "same number of ranks")) << msg;
+  }
+  // 32 nodes of 1, 2 nodes of 16.
+  for (auto [nodes, per_node] : {std::pair{32, 1}, std::pair{2, 16}}) {
+    const CommShape comm = multi_node(nodes, per_node);
+    EXPECT_FALSE(algorithm_supported(AllReduceAlgorithm::kHierarchical, comm));
+    EXPECT_FALSE(algorithm_supported(AllReduceAlgorithm::kAuto, comm));
+    const std::string msg = rejection<ferry::NotSupported>(
+        call(64, DataType::kFloat32, ReduceOp::kSum, AllReduceAlgorithm::kHierarchical), comm);
+    EXPECT_TRUE(names_number(msg, static_cast<unsigned>(nodes == 32 ? 32 : 16))) << msg;
+  }
+}
+
+ferry::Topology topology_of(const std::vector<int>& node_of_rank, int rank) {
+  ferry::Topology t;
+  t.rank = rank;
+  t.size = static_cast<int>(node_of_rank.size());
+  t.node_of_rank = node_of_rank;
+  t.local_rank_of_rank.assign(node_of_rank.size(), 0);
+  std::vector<int> count(node_of_rank.size(), 0);
+  int nodes = 0;
+  for (size_t r = 0; r < node_of_rank.size(); ++r) {
+    t.local_rank_of_rank[r] = count[static_cast<size_t>(node_of_rank[r])]++;
+    nodes = std::max(nodes, node_of_rank[r] + 1);
+  }
+  t.num_nodes = nodes;
+  t.node = node_of_rank[static_cast<size_t>(rank)];
+  t.local_rank = t.local_rank_of_rank[static_cast<size_t>(rank)];
+  t.local_size = count[static_cast<size_t>(t.node)];
+  for (size_t r = 0; r < node_of_rank.size(); ++r)
+    if (node_of_rank[r] == t.node) t.ranks_in_node.push_back(static_cast<int>(r));
+  return t;
+}
+
+TEST(AllReduceArgs, CommShapeFromTopology) {
+  CommShape s = comm_shape(4096, topology_of({0, 0, 0, 0}, 1));
+  EXPECT_TRUE(s.single_node);
+  EXPECT_EQ(s.world_size, 4);
+  EXPECT_EQ(s.num_nodes, 1);
+  EXPECT_EQ(s.ranks_per_node, 4);
+  EXPECT_EQ(s.max_bytes, 4096u);
+
+  s = comm_shape(4096, topology_of({0, 0, 1, 1}, 3));  // 2x2
+  EXPECT_FALSE(s.single_node);
+  EXPECT_EQ(s.num_nodes, 2);
+  EXPECT_EQ(s.ranks_per_node, 2);
+  EXPECT_TRUE(algorithm_supported(AllReduceAlgorithm::kHierarchical, s));
+
+  s = comm_shape(4096, topology_of({0, 1, 0, 1, 0, 1}, 0));  // 2x3, interleaved ranks (hostnames)
+  EXPECT_EQ(s.num_nodes, 2);
+  EXPECT_EQ(s.ranks_per_node, 3);
+  EXPECT_TRUE(algorithm_supported(AllReduceAlgorithm::kHierarchical, s));
+
+  s = comm_shape(4096, topology_of({0, 0, 0, 1}, 0));  // 3 + 1
+  EXPECT_EQ(s.num_nodes, 2);
+  EXPECT_EQ(s.ranks_per_node, 0);
+  EXPECT_FALSE(algorithm_supported(AllReduceAlgorithm::kHierarchical, s));
+  EXPECT_FALSE(algorithm_supported(AllReduceAlgorithm::kAuto, s));
 }
 
 TEST(AllReduceArgs, SingleNodeSupportsTheBasicAlgorithms) {
@@ -174,13 +295,17 @@ TEST(AllReduceArgs, SingleNodeSupportsTheBasicAlgorithms) {
 }
 
 TEST(AllReduceArgs, ValidCallsReturnTheirByteSize) {
+  const CommShape two_by_four = multi_node(2, 4);
   for (DataType t : kTypes) {
     for (ReduceOp op : kOps) {
-      for (AllReduceAlgorithm a : kAll) {
-        for (size_t count : {size_t{1}, size_t{3}, size_t{17}, size_t{1023}, size_t{65537}}) {
-          SCOPED_TRACE(std::string(ferry::dtype_name(t)) + " " + ferry::reduce_op_name(op) + " " +
-                       ferry::algorithm_name(a) + " count " + std::to_string(count));
-          EXPECT_EQ(validate_call(call(count, t, op, a), kComm), count * ferry::dtype_size(t));
+      for (const auto& [comm, algos] : {std::pair{kComm, kAll}, std::pair{two_by_four, kAcrossNodes}}) {
+        for (AllReduceAlgorithm a : algos) {
+          for (size_t count : {size_t{1}, size_t{3}, size_t{17}, size_t{1023}, size_t{65537}}) {
+            SCOPED_TRACE(std::string(ferry::dtype_name(t)) + " " + ferry::reduce_op_name(op) + " " +
+                         ferry::algorithm_name(a) + " count " + std::to_string(count) +
+                         (comm.single_node ? "" : " across nodes"));
+            EXPECT_EQ(validate_call(call(count, t, op, a), comm), count * ferry::dtype_size(t));
+          }
         }
       }
     }
@@ -197,6 +322,11 @@ TEST(AllReduceArgs, InPlaceAndUnalignedPointersAreValid) {
     EXPECT_EQ(validate_call(CallShape{in, out, 1001, t, ReduceOp::kSum, AllReduceAlgorithm::kAuto}, kComm),
               1001 * sz);
     EXPECT_EQ(validate_call(CallShape{out, out, 7, t, ReduceOp::kMax, AllReduceAlgorithm::kRing}, kComm), 7 * sz);
+    EXPECT_EQ(validate_call(CallShape{in, out, 1001, t, ReduceOp::kSum, AllReduceAlgorithm::kHierarchical},
+                            multi_node(2, 2)),
+              1001 * sz);
+    EXPECT_EQ(validate_call(CallShape{out, out, 7, t, ReduceOp::kMax, AllReduceAlgorithm::kAuto}, multi_node(4, 1)),
+              7 * sz);
   }
 }
 

@@ -25,7 +25,7 @@ const std::vector<ReduceOp> kOps = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::k
                                     ReduceOp::kAvg};
 const std::vector<AllReduceAlgorithm> kAlgorithms = {
     AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kOneShot, AllReduceAlgorithm::kTwoShot,
-    AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling};
+    AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling, AllReduceAlgorithm::kHierarchical};
 
 using ferry::testing::user_part;
 
@@ -141,6 +141,7 @@ TEST(Types, AlgorithmNamesAreDistinctAndRoundTrip) {
     EXPECT_EQ(ferry::algorithm_from_string(name), a);
   }
   EXPECT_EQ(names.size(), kAlgorithms.size()) << "algorithm names must be distinct";
+  EXPECT_STREQ(ferry::algorithm_name(AllReduceAlgorithm::kHierarchical), "hierarchical");
 }
 
 TEST(Types, AlgorithmFromStringRejectsBadNames) {
@@ -148,6 +149,7 @@ TEST(Types, AlgorithmFromStringRejectsBadNames) {
     SCOPED_TRACE(bad);
     const std::string msg = invalid_argument_message([&] { (void)ferry::algorithm_from_string(bad); });
     EXPECT_NE(msg.find(bad), std::string::npos) << "message should name the bad name: " << msg;
+    EXPECT_NE(msg.find("hierarchical"), std::string::npos) << "message should list every name: " << msg;
   }
   invalid_argument_message([] { (void)ferry::algorithm_from_string(""); });
 }

@@ -158,9 +158,12 @@ __device__ __forceinline__ bool put_with_signal_warp(const DeviceWindow& w, int 
 // One thread: waits (timeout primitive) until signal word `index` from `peer`
 // reaches `expected`. After it returns true, this thread may read what `peer`
 // put before the signal (through recv_ptr); share it with __syncthreads().
-__device__ __forceinline__ bool wait_signal(const DeviceWindow& w, int peer, uint32_t index, uint64_t expected) {
+// `phase` only names the wait in a timeout report (a collective built on this
+// API names its own step).
+__device__ __forceinline__ bool wait_signal(const DeviceWindow& w, int peer, uint32_t index, uint64_t expected,
+                                            int32_t phase = kPhaseSignalWait) {
   uint64_t* base = is_nvlink_peer(w, peer) ? w.nvl_signals : w.net_signals;
-  return wait_flag_geq(signal_word(base, w, peer, index), expected, w.wait, peer, kPhaseSignalWait);
+  return wait_flag_geq(signal_word(base, w, peer, index), expected, w.wait, peer, phase);
 }
 
 // The current value of signal word `index` from `peer` (acquire).

@@ -44,6 +44,9 @@ enum WaitPhase : int32_t {
   kPhaseProxyFifoFull = 11,  // a producer waiting for a free FIFO slot
   kPhaseProxyQuiet = 12,     // quiet: waiting for the proxy to complete earlier puts
   kPhaseProxyTransfer = 13,  // the proxy's transport failed (peer gone)
+  kPhaseHierarchicalReduceScatter = 14,  // hierarchical allreduce: the node's inputs (NVLink)
+  kPhaseHierarchicalInterNode = 15,      // hierarchical allreduce: the other nodes' partials (proxy)
+  kPhaseHierarchicalAllGather = 16,      // hierarchical allreduce: the node's reduced shards (NVLink)
 };
 
 inline const char* phase_name(int32_t phase) {
@@ -61,6 +64,9 @@ inline const char* phase_name(int32_t phase) {
     case kPhaseProxyFifoFull: return "proxy fifo full";
     case kPhaseProxyQuiet: return "proxy quiet";
     case kPhaseProxyTransfer: return "proxy transfer";
+    case kPhaseHierarchicalReduceScatter: return "allreduce hierarchical reduce-scatter in the node";
+    case kPhaseHierarchicalInterNode: return "allreduce hierarchical exchange across nodes";
+    case kPhaseHierarchicalAllGather: return "allreduce hierarchical all-gather in the node";
     default: return "unknown phase";
   }
 }
