@@ -24,8 +24,11 @@
 #   bench      ferry-bench allreduce --csv $OUT/allreduce.csv on the largest N
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
+#   nodes_*    the GPU suite's cross-node tests (FERRY_NODES_FILTER, default *AllReduce*) on virtual
+#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS)
 #   bench_net  ferry-bench net --memory both on 2 ranks (2 virtual nodes) for UCX_TLS in
-#              FERRY_NET_TLS (default "tcp,self sm,self all"), CSVs in $OUT/net_<tls>.csv
+#              FERRY_NET_TLS (default "tcp,self tcp,self/zcopy sm,self all"; /zcopy: with
+#              FERRY_UCX_PEER_FAILURE=0), CSVs in $OUT/net_<tls>.csv
 #   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
 #              (only when FERRY_BENCHES names "tune"; table in $OUT/tune.txt)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
@@ -42,7 +45,7 @@
 #   FERRY_VIRTUAL_RANKS=1  let FERRY_NPS (up to 8) exceed the GPU count for the GPU tests, sanitizers,
 #                          C++ examples and python_npN (gloo there): ranks share GPUs (correctness only;
 #                          benches stay one rank per GPU)
-#   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers
+#   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers (FERRY_SKIP_CTEST=1: ctest only)
 #   FERRY_SKIP_BENCH=1     skip both benches
 #   FERRY_BENCHES          which benches run (default "allreduce ep nvlink net torch"; torch: bench_py;
 #                          "tune" adds bench_tune)
@@ -205,8 +208,8 @@ if [ "${FERRY_MPS:-0}" = 1 ] && [ "$GPUS" -ge 1 ]; then
 fi
 
 # ---------------------------------------------------------------- tests
-if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
-  skip ctest "FERRY_SKIP_TESTS=1"
+if [ "${FERRY_SKIP_TESTS:-0}" = 1 ] || [ "${FERRY_SKIP_CTEST:-0}" = 1 ]; then
+  skip ctest "FERRY_SKIP_TESTS=1 or FERRY_SKIP_CTEST=1"
 elif [ "$BUILT" -ne 1 ]; then
   skip ctest "build failed"
 else
@@ -235,6 +238,20 @@ for cfg in $WINDOW_CONFIGS; do
   # the tests load their kernels first, so both loading modes must pass).
   [ "${loading:-}" = eager ] && env_args+=(-x CUDA_MODULE_LOADING=EAGER)
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_window_tests"
+done
+
+# The GPU suite's cross-node tests (AllReduce across nodes) on virtual nodes:
+# NAME:RANKS:RANKS_PER_NODE:UCX_TLS, filter FERRY_NODES_FILTER.
+NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all}"
+NODES_FILTER="${FERRY_NODES_FILTER:-*AllReduce*}"
+for cfg in $NODES_CONFIGS; do
+  IFS=: read -r stage n per_node tls <<<"$cfg"
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
+  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+  env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE="$per_node")
+  [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
+  run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
+    --gtest_filter="$NODES_FILTER"
 done
 
 # The small tests: heap, the bf16 column of the AllReduce matrix, graph replay,
@@ -306,8 +323,10 @@ elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then
   skip bench_net "build failed or no GPU"
 else
   # shellcheck disable=SC2016  # expanded by the inner bash
-  run_stage bench_net "${TO[@]}" bash -c 'rc=0; for tls in ${FERRY_NET_TLS:-tcp,self sm,self all}; do
-      name="${tls%%,*}"; extra=(); [ "$tls" != all ] && extra=(-x UCX_TLS="$tls")
+  # An entry TLS/zcopy runs with FERRY_UCX_PEER_FAILURE=0 (NOTE [Peer-failure handling and tcp]).
+  run_stage bench_net "${TO[@]}" bash -c 'rc=0; for entry in ${FERRY_NET_TLS:-tcp,self tcp,self/zcopy sm,self all}; do
+      tls="${entry%/*}"; name="${tls%%,*}"; extra=(); [ "$tls" != all ] && extra=(-x UCX_TLS="$tls")
+      [ "$entry" != "$tls" ] && { extra+=(-x FERRY_UCX_PEER_FAILURE=0); name="${name}_${entry##*/}"; }
       "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 "${extra[@]}" "$BENCH" net --memory both         --csv "$CSV_DIR/net_$name.csv" || rc=1
     done; exit $rc' bench_net "${MPIRUN[@]}"
 fi

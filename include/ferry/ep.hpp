@@ -1,4 +1,7 @@
-// Expert-parallel dispatch and combine inside a node (NVLink peer-to-peer).
+// Expert-parallel dispatch and combine: inside a node over NVLink
+// peer-to-peer; on a communicator whose ranks span nodes, through the device
+// API's window (ferry/window.hpp: NVLink to the node's peers, the proxy to the
+// others), with the same API and results (spans_nodes() tells which path).
 //
 // Semantics (see DESIGN.md, "EP semantics"): every rank holds tokens[T, H] and
 // topk_idx[T, K] (-1 = no expert); E experts are spread evenly, E / world_size
@@ -122,8 +125,9 @@ void validate_ep_config(const EpConfig& config, int world_size);
 
 class EpBuffer {
  public:
-  // Collective over the communicator (symmetric allocations). Throws
-  // InvalidArgument for a bad config, NotSupported when ranks span nodes.
+  // Collective over the communicator (symmetric allocations, or a Window when
+  // ranks span nodes). Throws InvalidArgument for a bad config, NotSupported
+  // for more than 8 ranks.
   EpBuffer(Communicator& comm, const EpConfig& config);
   ~EpBuffer();
   EpBuffer(const EpBuffer&) = delete;
@@ -165,6 +169,9 @@ class EpBuffer {
   void check_errors();
 
   const EpConfig& config() const { return config_; }
+  // True when the communicator's ranks span nodes: the cross-node path
+  // (src/ep/net.cu); false: the NVLink kernels of one node.
+  bool spans_nodes() const;
   int local_experts() const;
   int world_size() const;
   int rank() const;
@@ -172,6 +179,7 @@ class EpBuffer {
  private:
   struct State;
   void sync_counts(DispatchResult& result, cudaStream_t stream);
+  void init_cross_node();
   Communicator& comm_;
   EpConfig config_;
   std::unique_ptr<State> state_;

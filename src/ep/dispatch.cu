@@ -7,77 +7,11 @@
 
 #include "ep/kernel_common.cuh"
 #include "ep/layout.cuh"
+#include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::ep {
 namespace {
-
-// 16-byte units in flight per lane in row copies. The send half keeps 8 (its
-// loads feed NVLink stores); the receive half, whose copies are local, takes 4:
-// with 8 the receive kernel spilled registers (64 a thread at 1024 threads),
-// and on one H200 4 cut its time by 2-7% (bf16) and 6-9% (fp8)
-// (docs/results/ep_1xH200_unroll_ab.txt).
-constexpr int kSendUnroll = 8;
-constexpr int kRecvUnroll = 4;
-
-// Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
-// base pointers are in `dst` (warp-uniform), at byte `offset` of each row,
-// kUnits units per lane at a time.
-template <int kUnits>
-__device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
-                                                   size_t offset, int units, int lane) {
-  for (int base = 0; base < units; base += 32 * kUnits) {
-    uint4 v[kUnits];
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) {
-      const int i = base + u * 32 + lane;
-      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
-    }
-    for (int d = 0; d < num_dst; ++d) {
-#pragma unroll
-      for (int u = 0; u < kUnits; ++u) {
-        const int i = base + u * 32 + lane;
-        if (i < units) device::store16(dst[d] + offset + size_t(i) * 16, v[u]);
-      }
-    }
-  }
-}
-
-// Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
-// scale per 128 columns into each destination's scale row. Lane = 8 columns;
-// 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
-// Like copy_units_to_rows, the loads of kSendUnroll 256-column steps are issued
-// before any is quantized: one load in flight per lane left the warp waiting on
-// memory once per step.
-__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, float* const* scales,
-                                                 int num_dst, int begin, int end, int lane) {
-  for (int base = begin; base < end; base += 256 * kSendUnroll) {
-    uint4 v[kSendUnroll];
-#pragma unroll
-    for (int u = 0; u < kSendUnroll; ++u) {
-      const int i = (base + u * 256) / 8 + lane;  // this lane's 8-column unit of step u
-      v[u] = i * 8 < end ? device::load16(src + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kSendUnroll; ++u) {
-      const int col = base + u * 256;
-      if (col >= end) break;  // warp-uniform
-      const int i = col / 8 + lane;
-      // Zeros past the end: a whole 128-column group is in or out (H % 128 == 0).
-      float amax = amax_bf16x8(v[u]);
-#pragma unroll
-      for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-      const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
-      const uint2 q = quantize_bf16x8_fp8(v[u], 1.f / scale);
-      if (i * 8 < end) {
-        for (int d = 0; d < num_dst; ++d) {
-          *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
-          if ((lane & 15) == 0) scales[d][i / 16] = scale;
-        }
-      }
-    }
-  }
-}
 
 // Where this rank's rows go at each destination, from the counts every rank
 // published (NOTE [EP direct rows]). Shared by the blocks of one launch.

@@ -3,6 +3,7 @@
 // layout is in ep_memory_plan, the call-order checks in ep_call_state, the
 // overlapped dispatch()/combine() in ep_overlap.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,12 +14,14 @@
 #include "ep/ep_buffer_state.hpp"
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_params.hpp"
+#include "ep/net_params.hpp"
 #include "ep/validate.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "ferry/symmetric_heap.hpp"
+#include "ferry/window.hpp"
 
 namespace ferry {
 
@@ -56,9 +59,11 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   comm_.check();
   const int W = comm_.size();
   ep::validate_config(config_, W);
-  FERRY_CHECK(comm_.topology().num_nodes == 1, NotSupported,
-              "EpBuffer: ranks in several nodes are not supported yet (" << comm_.topology().num_nodes
-                                                                         << " nodes)");
+  // Ranks in several nodes take the cross-node path (net.cu); one node, the NVLink kernels.
+  state_->spans_nodes = comm_.topology().num_nodes > 1;
+  FERRY_CHECK(!state_->spans_nodes || W <= ep::kMaxRanks, NotSupported,
+              "EpBuffer: at most " << ep::kMaxRanks << " ranks across nodes (the routing layout's limit), got "
+                                   << W << " in " << comm_.topology().num_nodes << " nodes");
   FERRY_CHECK(W <= ep::kMaxRanks, NotSupported,
               "EpBuffer: at most " << ep::kMaxRanks << " ranks in a node, got " << W);
   if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.num_sms();
@@ -106,16 +111,20 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
-  // Symmetric (one allocation, the same order and sizes on every rank), then
-  // local memory (ep_memory_plan.hpp).
-  const ep::MemoryPlan plan = ep::plan_memory(p, config_.with_weights);
-  state_->symmetric = comm_.heap().allocate(plan.symmetric.total);
-  // Peer tables by rank in the node: one node (checked above), so entry r is global rank r.
-  ep::bind_symmetric(p, plan.symmetric, state_->symmetric, comm_.topology().ranks_in_node);
-  FERRY_CUDA_CHECK(cudaMalloc(&state_->local, plan.local.total));
-  auto* l = static_cast<uint8_t*>(state_->local);
-  ep::bind_local(p, plan.local, l, config_.with_weights);
-  ep::zero_local(plan.local, l);
+  if (state_->spans_nodes) {
+    init_cross_node();
+  } else {
+    // Symmetric (one allocation, the same order and sizes on every rank), then
+    // local memory (ep_memory_plan.hpp).
+    const ep::MemoryPlan plan = ep::plan_memory(p, config_.with_weights);
+    state_->symmetric = comm_.heap().allocate(plan.symmetric.total);
+    // Peer tables by rank in the node: one node (checked above), so entry r is global rank r.
+    ep::bind_symmetric(p, plan.symmetric, state_->symmetric, comm_.topology().ranks_in_node);
+    FERRY_CUDA_CHECK(cudaMalloc(&state_->local, plan.local.total));
+    auto* l = static_cast<uint8_t*>(state_->local);
+    ep::bind_local(p, plan.local, l, config_.with_weights);
+    ep::zero_local(plan.local, l);
+  }
 
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&state_->status), sizeof(ep::EpStatus),
                                  cudaHostAllocMapped));
@@ -129,8 +138,66 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
 
+// NOTE [EP across nodes] (net.cu): the layout kernel, then the cross-node
+// kernels on one Window; local memory for the layout, the receive side and the
+// dispatch output. The halves run one after the other (dispatch()/combine() do
+// not overlap them), each grid small enough that the ranks sharing this GPU
+// fit on it together: their blocks wait for each other's signals.
+void EpBuffer::init_cross_node() {
+  State& st = *state_;
+  ep::Params& p = st.base;
+  const ep::NetMemoryPlan plan = ep::plan_net_memory(p, config_.with_weights);
+  st.net_layout = plan.window;
+  // Which ranks share this GPU (FERRY_TEST_SHARE_GPUS, virtual nodes on one
+  // machine), and whether every rank has the memory (decided together: a rank
+  // that threw alone would leave the others waiting in the window's rendezvous).
+  struct Where {
+    char host[64];
+    char bus[32];
+    uint64_t free_bytes;
+  };
+  Where me{};
+  gethostname(me.host, sizeof(me.host) - 1);
+  FERRY_CUDA_CHECK(cudaDeviceGetPCIBusId(me.bus, sizeof(me.bus) - 1, comm_.device()));
+  size_t free_bytes = 0, total_bytes = 0;
+  FERRY_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  me.free_bytes = free_bytes;
+  const uint64_t needed = plan.window.total + plan.total;
+  const std::vector<Where> all = comm_.bootstrap().all_gather_value(me);
+  auto same_gpu = [](const Where& a, const Where& b) {
+    return std::strncmp(a.host, b.host, sizeof(a.host)) == 0 && std::strncmp(a.bus, b.bus, sizeof(a.bus)) == 0;
+  };
+  int sharing = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    sharing += same_gpu(all[r], me);
+    uint64_t ranks_there = 0;
+    for (const Where& w : all) ranks_there += same_gpu(w, all[r]);
+    FERRY_CHECK(all[r].free_bytes >= needed * ranks_there, NotSupported,
+                "EpBuffer: across nodes each rank needs " << needed << " bytes of GPU memory (a window of "
+                    << plan.window.total << " bytes: dispatch and combine boxes, [2][" << p.world_size
+                    << " ranks] of " << p.max_tokens << " tokens each, and the dispatch output), but the GPU of rank "
+                    << r << " (" << ranks_there << " rank(s) on it) has " << all[r].free_bytes
+                    << " bytes free; lower max_tokens_per_rank or hidden");
+  }
+  // Blocks of the ranks on one GPU wait for each other: all of them fit at once.
+  const int fit = std::max(1, comm_.num_sms() / std::max(1, sharing));
+  p.num_blocks = std::max(1, std::min(config_.num_sms, fit));
+  st.overlap = false;
+
+  FERRY_CUDA_CHECK(cudaMalloc(&st.local, plan.total));
+  auto* l = static_cast<uint8_t*>(st.local);
+  ep::bind_local(p, plan.local, l, config_.with_weights);
+  ep::zero_local(plan.local, l);
+  ep::bind_net_outputs(p, plan, l);
+  st.window = std::make_unique<Window>(comm_, plan.window.total, WindowOptions{ep::kNumNetSignals});
+  ep::load_net_kernels();  // docs/internode.md, "Lazy module loading"
+}
+
+bool EpBuffer::spans_nodes() const { return state_->spans_nodes; }
+
 EpBuffer::~EpBuffer() {
   if (!state_) return;
+  state_->window.reset();  // synchronizes the device and completes this rank's puts first
   // Symmetric memory is released with the heap (collective release is not safe
   // in a destructor).
   if (state_->local) cudaFree(state_->local);
@@ -195,6 +262,11 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
+  if (st.spans_nodes) {  // NOTE [EP across nodes]
+    if (!reusing) ep::launch_layout(p, stream);
+    ep::launch_net_dispatch_send(st.net(p), stream);
+    return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
+  }
   // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
@@ -210,7 +282,10 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
-  ep::launch_dispatch_recv(p, stream);
+  if (st.spans_nodes)
+    ep::launch_net_dispatch_recv(st.net(p), stream);
+  else
+    ep::launch_dispatch_recv(p, stream);
   st.calls.dispatch_recv_done();
 
   const int Le = p.local_experts;
@@ -257,7 +332,10 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
   p.with_weights = st.calls.with_weights();
   p.expert_outputs = expert_outputs.data;
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
-  ep::launch_combine_send(p, stream);
+  if (st.spans_nodes)
+    ep::launch_net_combine_send(st.net(p), stream);
+  else
+    ep::launch_combine_send(p, stream);
   st.calls.combine_send_done();
 }
 
@@ -275,7 +353,10 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
-  ep::launch_combine_recv(p, stream);
+  if (st.spans_nodes)
+    ep::launch_net_combine_recv(st.net(p), stream);
+  else
+    ep::launch_combine_recv(p, stream);
   st.calls.combine_recv_done();
 }
 

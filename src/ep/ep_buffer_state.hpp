@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "ep/ep_call_state.hpp"
 #include "ep/ep_overlap.hpp"
 #include "ep/ep_params.hpp"
+#include "ep/net_params.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/symmetric_heap.hpp"
+#include "ferry/window.hpp"
 
 namespace ferry {
 
@@ -28,6 +31,12 @@ struct EpBuffer::State {
   int combine_recv_blocks = 1;
   ep::SideStream streams;
   ep::HalfGrids grids;
+  // Ranks in several nodes: the cross-node path (net.cu) on `window`, with
+  // the layout kernel and base's local arrays; nothing symmetric otherwise.
+  bool spans_nodes = false;
+  std::unique_ptr<Window> window;
+  ep::NetLayout net_layout{};
+  ep::NetParams net(const ep::Params& p) const { return ep::NetParams{p, window->device(), net_layout}; }
 };
 
 namespace ep {

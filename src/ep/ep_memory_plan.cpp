@@ -66,6 +66,41 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   return plan;
 }
 
+NetLayout net_layout(const Params& p) {
+  const uint64_t T = p.max_tokens, H = p.hidden, E = p.num_experts, W = p.world_size;
+  const uint64_t elem = p.fp8_out ? 1 : 2;
+  auto round_to = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
+  NetLayout l{};
+  l.header_bytes = round_to(sizeof(int32_t) * (kHeaderCounts + E), 16);
+  l.row_offset = p.meta_bytes;
+  l.scales_offset = l.row_offset + H * elem;
+  l.record_bytes = round_to(l.scales_offset + (p.fp8_out ? sizeof(float) * (H / kScaleBlock) : 0), 16);
+  l.dispatch_slot = round_to(l.header_bytes + T * l.record_bytes, 256);
+  l.combine_slot = round_to(T * H * 2, 256);
+  l.dispatch_in = 0;
+  l.dispatch_out = l.dispatch_in + 2 * W * l.dispatch_slot;
+  l.combine_in = l.dispatch_out + 2 * W * l.dispatch_slot;
+  l.combine_out = l.combine_in + 2 * W * l.combine_slot;
+  l.total = l.combine_out + 2 * W * l.combine_slot;
+  return l;
+}
+
+NetMemoryPlan plan_net_memory(const Params& p, bool with_weights) {
+  NetMemoryPlan plan{};
+  plan.local = plan_memory(p, with_weights).local;
+  Carve loc{plan.local.total};
+  plan.out_tokens = loc.take(size_t(p.capacity_rows) * p.hidden * (p.fp8_out ? 1 : 2));
+  plan.out_scales = loc.take(p.fp8_out ? sizeof(float) * size_t(p.capacity_rows) * (p.hidden / kScaleBlock) : 0);
+  plan.total = loc.total;
+  plan.window = net_layout(p);
+  return plan;
+}
+
+void bind_net_outputs(Params& p, const NetMemoryPlan& plan, uint8_t* local) {
+  p.out_tokens = local + plan.out_tokens;
+  p.out_scales = p.fp8_out ? reinterpret_cast<float*>(local + plan.out_scales) : nullptr;
+}
+
 void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer& buffer,
                     const std::vector<int>& ranks) {
   p.peer_out_tokens = peer_ptrs<uint8_t>(buffer, ranks, plan.out_tokens);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ep/ep_params.hpp"
+#include "ep/net_params.hpp"
 #include "ferry/symmetric_heap.hpp"
 
 namespace ferry::ep {
@@ -34,10 +35,25 @@ struct MemoryPlan {
   LocalPlan local;
 };
 
+// The cross-node path (net_params.hpp): the local regions of plan_memory (bound
+// and zeroed by bind_local / zero_local as inside a node), then the dispatch
+// output (nobody writes it remotely: local memory here), and the window.
+struct NetMemoryPlan {
+  LocalPlan local;
+  size_t out_tokens, out_scales;  // after local.total
+  size_t total;                   // bytes of the local allocation
+  NetLayout window;
+};
+
 // The plan for the shape in `p` (world_size, max_tokens, hidden, topk,
 // num_experts, local_experts, fp8_out, capacity_rows, meta_bytes, num_chunks
 // set); out_weights is empty without weights.
 MemoryPlan plan_memory(const Params& p, bool with_weights);
+
+// The plan of the cross-node path; sets p.out_tokens / p.out_scales once
+// bound to `local` with bind_net_outputs.
+NetMemoryPlan plan_net_memory(const Params& p, bool with_weights);
+void bind_net_outputs(Params& p, const NetMemoryPlan& plan, uint8_t* local);
 
 // Points p's peer tables (and out_tokens, out_scales: this rank's part) into
 // `buffer`, entry i at global rank ranks[i] (the node's ranks).

@@ -13,7 +13,8 @@
 namespace ferry::ep {
 
 // Ranks of one NVLink node: the NVLink channel's peer-table size, defined once
-// there (EP runs on single-node groups only).
+// there. The cross-node path (net_params.hpp) keeps the same limit on the
+// whole group: the layout holds a slot per destination rank in registers.
 constexpr int kMaxRanks = device::kMaxNodeRanks;
 constexpr int kMaxTopk = 16;
 constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ep/layout.cuh"
+#include "ep/net_params.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 
@@ -26,6 +27,13 @@ void check_layout_fits(int max_tokens, int num_experts, int num_sms) {
               "EpBuffer: the routing layout of " << max_tokens << " tokens needs " << blocks
                                                  << " resident blocks but this GPU holds " << per_sm * num_sms
                                                  << "; lower max_tokens_per_rank");
+}
+
+// The cross-node path runs the layout kernel behind kernels that wait on the
+// proxy: loaded when the buffer is made (net_params.hpp).
+void load_layout_kernel() {
+  cudaFuncAttributes attributes;
+  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, layout_kernel));
 }
 
 void launch_layout(const Params& p, cudaStream_t stream) {

@@ -310,6 +310,8 @@ Harness::Harness(Shared& s, const EpConfig& cfg) : s_(s), cfg_(cfg) {
     EXPECT_EQ(buf_->local_experts(), cfg.num_experts / mpi_size());
     EXPECT_EQ(buf_->world_size(), mpi_size());
     EXPECT_EQ(buf_->rank(), mpi_rank());
+    // The path: the NVLink kernels on one node, the cross-node path otherwise.
+    EXPECT_EQ(buf_->spans_nodes(), s.comm->topology().num_nodes > 1);
   }
 }
 

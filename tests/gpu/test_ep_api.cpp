@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <regex>
 #include <string>
@@ -32,6 +33,26 @@ namespace ep = ferry::testing::ep;
 bool names_word(const std::string& what, const std::string& name) {
   const std::regex re("(^|[^A-Za-z0-9_])" + name + "([^A-Za-z0-9_]|$)", std::regex::icase);
   return std::regex_search(user_part(what), re);
+}
+
+// ---------------------------------------------------------------- path
+// One node: the NVLink kernels and their symmetric memory plan (what EP ran
+// before it ran across nodes); ranks in several nodes (FERRY_RANKS_PER_NODE):
+// the cross-node path (src/ep/net.cu). Both checked rounds, both modes.
+TEST(Ep, PathFollowsTheNodes) {
+  REQUIRE_EP();
+  const bool several_nodes = shared().comm->topology().num_nodes > 1;
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    Harness h(shared(), make_config(mode, DataType::kBFloat16, 32, 1024, 4, 2));
+    ASSERT_TRUE(h.alive());
+    EXPECT_EQ(h.buf().spans_nodes(), several_nodes);
+    if (mpi_rank() == 0 && mode == EpMode::kHighThroughput)
+      std::printf("[ferry] EP on %d node(s): %s path\n", shared().comm->topology().num_nodes,
+                  h.buf().spans_nodes() ? "cross-node" : "NVLink");
+    ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));
+    ASSERT_TRUE(all_ranks(h.buf().spans_nodes() == several_nodes));
+  }
 }
 
 // ---------------------------------------------------------------- handles

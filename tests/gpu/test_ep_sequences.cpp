@@ -215,6 +215,93 @@ void back_to_back(EpMode mode, int calls, int every) {
   EXPECT_EQ(checked, calls / every + 1) << "checked calls";
 }
 
+// NOTE [EpBuffer call order]: a dispatch may follow a dispatch directly, and
+// several combines may follow one dispatch. Per mode: 5 dispatches back to back
+// (different routing, token counts and tokens, no combine, no host
+// synchronization: each reuses staging the one before the last used), the last
+// one checked; then 3 combines of it into 3 outputs, back to back (the dispatch
+// output as the expert outputs), each checked; then a checked round.
+TEST(Ep, DispatchesBackToBackThenSeveralCombines) {
+  REQUIRE_EP();
+  const int me = mpi_rank();
+  constexpr int kDispatches = 5, kCombines = 3;
+  constexpr size_t kGuardBytes = 4096;
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    const EpConfig cfg = make_config(mode, DataType::kBFloat16, 48, 1024, 4, 3);
+    Harness h(shared(), cfg);
+    ASSERT_TRUE(h.alive());
+    const int H = cfg.hidden, K = cfg.topk;
+    std::vector<ep::Spec> specs;
+    std::vector<std::vector<ep::RankInput>> inputs;
+    DevMem tok[kDispatches], idx[kDispatches], w[kDispatches], out[kCombines];
+    const ep::Routing routings[] = {ep::Routing::kZipf, ep::Routing::kUniform, ep::Routing::kDrops};
+    for (int i = 0; i < kDispatches; ++i) {
+      specs.push_back(make_spec(cfg, shared().next_seed(), routings[i % 3],
+                                i % 2 ? ep::TokenCounts::kVaried : ep::TokenCounts::kSomeZero));
+      inputs.push_back(ep::make_all_inputs(specs[i]));
+      const ep::RankInput& in = inputs[i][me];
+      const size_t n = static_cast<size_t>(in.num_tokens);
+      tok[i].ensure(n * H * 2);
+      idx[i].ensure(n * K * 8);
+      w[i].ensure(n * K * 4);
+      if (n) {
+        CK(cudaMemcpy(tok[i].get(), in.x.data(), n * H * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(idx[i].get(), in.idx.data(), n * K * 8, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(w[i].get(), in.weights.data(), n * K * 4, cudaMemcpyHostToDevice));
+      }
+    }
+    const ep::Spec& s = specs.back();
+    const ep::RankInput& mine = inputs.back()[me];
+    const int n = mine.num_tokens;
+    for (DevMem& o : out) {
+      o.ensure(static_cast<size_t>(n) * H * 2 + kGuardBytes);
+      CK(cudaMemset(o.get(), 0xFF, o.size()));
+    }
+    DispatchResult r;
+    Received rx;
+    std::vector<uint16_t> got[kCombines];
+    std::vector<uint8_t> guard[kCombines];
+    std::string error;
+    try {
+      DispatchOptions dopt;
+      dopt.sync_counts = false;
+      for (int i = 0; i < kDispatches; ++i) {
+        const int m = inputs[i][me].num_tokens;
+        r = h.buf().dispatch(TensorView(tok[i].get(), DataType::kBFloat16, {m, H}),
+                             TensorView(idx[i].get(), DataType::kInt64, {m, K}),
+                             TensorView(w[i].get(), DataType::kFloat32, {m, K}), TensorView(), h.stream(), dopt);
+      }
+      for (int j = 0; j < kCombines; ++j)
+        h.buf().combine(h.expert_view(r, r.tokens, false), r.handle,
+                        TensorView(out[j].get(), DataType::kBFloat16, {n, H}), h.stream());
+      shared().comm->synchronize(h.stream());
+      rx = fetch(r, cfg, h.local_experts(), h.stream());
+      for (int j = 0; j < kCombines; ++j) {
+        got[j].assign(static_cast<size_t>(n) * H, 0);
+        guard[j].assign(kGuardBytes, 0);
+        if (n) CK(cudaMemcpy(got[j].data(), out[j].get(), got[j].size() * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(guard[j].data(), out[j].bytes() + static_cast<size_t>(n) * H * 2, kGuardBytes,
+                      cudaMemcpyDeviceToHost));
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_TRUE(error.empty()) << error;
+    ASSERT_TRUE(all_ranks(error.empty()));
+    const std::string what = describe(cfg, s) + " last of " + std::to_string(kDispatches) + " dispatches";
+    DispatchExpect ex;
+    ex.sync_counts = false;
+    verify_dispatch(r, rx, cfg, s, inputs.back(), ex, what);
+    const ep::CombineRef ref = ep::combine_reference(s, mine, ep::ExpertKind::kIdentity);
+    for (int j = 0; j < kCombines; ++j)
+      verify_combine(got[j], guard[j], ref, n, H, what + ", combine " + std::to_string(j));
+    ASSERT_TRUE(all_ranks(!::testing::Test::HasFailure()));
+    h.remember(r);
+    ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried));
+  }
+}
+
 TEST(Ep, LowLatencyBackToBack1000) {
   REQUIRE_EP();
   back_to_back(EpMode::kLowLatency, 1000, 100);

@@ -1,0 +1,109 @@
+// Row writers shared by the EP send kernels: copies of 16-byte units into
+// several destination rows and the bf16 -> fp8 quantizer (the intranode send,
+// dispatch.cu, and the cross-node pack, net.cu), and write_row_chunk, which
+// picks between them by the call's types for the cross-node pack. It is the
+// switch of send_chunk in dispatch.cu, which keeps its own copy inline: calling
+// this one from there changed the intranode kernels' code (PTX), and the
+// intranode path must stay as it is. A change to one is a change to both.
+#pragma once
+
+#include "ep/kernel_common.cuh"
+
+namespace ferry::ep {
+
+// 16-byte units in flight per lane in row copies. The send half keeps 8 (its
+// loads feed NVLink stores); the receive half, whose copies are local, takes 4:
+// with 8 the receive kernel spilled registers (64 a thread at 1024 threads),
+// and on one H200 4 cut its time by 2-7% (bf16) and 6-9% (fp8)
+// (docs/results/ep_1xH200_unroll_ab.txt).
+constexpr int kSendUnroll = 8;
+constexpr int kRecvUnroll = 4;
+
+// Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
+// base pointers are in `dst` (warp-uniform), at byte `offset` of each row,
+// kUnits units per lane at a time.
+template <int kUnits>
+__device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
+                                                   size_t offset, int units, int lane) {
+  for (int base = 0; base < units; base += 32 * kUnits) {
+    uint4 v[kUnits];
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
+    }
+    for (int d = 0; d < num_dst; ++d) {
+#pragma unroll
+      for (int u = 0; u < kUnits; ++u) {
+        const int i = base + u * 32 + lane;
+        if (i < units) device::store16(dst[d] + offset + size_t(i) * 16, v[u]);
+      }
+    }
+  }
+}
+
+// Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
+// scale per 128 columns into each destination's scale row. Lane = 8 columns;
+// 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
+// Like copy_units_to_rows, the loads of kSendUnroll 256-column steps are issued
+// before any is quantized: one load in flight per lane left the warp waiting on
+// memory once per step.
+__device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, float* const* scales,
+                                                 int num_dst, int begin, int end, int lane) {
+  for (int base = begin; base < end; base += 256 * kSendUnroll) {
+    uint4 v[kSendUnroll];
+#pragma unroll
+    for (int u = 0; u < kSendUnroll; ++u) {
+      const int i = (base + u * 256) / 8 + lane;  // this lane's 8-column unit of step u
+      v[u] = i * 8 < end ? device::load16(src + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kSendUnroll; ++u) {
+      const int col = base + u * 256;
+      if (col >= end) break;  // warp-uniform
+      const int i = col / 8 + lane;
+      // Zeros past the end: a whole 128-column group is in or out (H % 128 == 0).
+      float amax = amax_bf16x8(v[u]);
+#pragma unroll
+      for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+      const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
+      const uint2 q = quantize_bf16x8_fp8(v[u], 1.f / scale);
+      if (i * 8 < end) {
+        for (int d = 0; d < num_dst; ++d) {
+          *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
+          if ((lane & 15) == 0) scales[d][i / 16] = scale;
+        }
+      }
+    }
+  }
+}
+
+
+// Columns [begin, end) of token t's row, in the dispatch type, into each of the
+// `num_dst` rows whose bases are in `dst` (and, fp8, their scale rows in
+// `dst_scales`): bf16 as is, bf16 quantized to fp8 (kQuantize), or fp8 input
+// with its scales as is. begin is a multiple of 256 (chunk_cols).
+// kQuantize: bf16 tokens sent as fp8 (a template parameter, not a branch: the
+// quantizer and the copy loop in one kernel spilled registers under the 64 that
+// a 1024-thread block allows; each alone does not).
+template <bool kQuantize>
+__device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begin, int end, int lane,
+                                                uint8_t* const* dst, float* const* dst_scales, int num_dst) {
+  const int H = p.hidden, groups = H / kScaleBlock;
+  if constexpr (kQuantize) {
+    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, dst_scales, num_dst, begin,
+                     end, lane);
+  } else if (p.fp8_in) {
+    copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H + begin, dst, num_dst,
+                                    begin, (end - begin) / 16, lane);
+    for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32) {
+      const float scale = p.scales_in[size_t(t) * groups + g];
+      for (int d = 0; d < num_dst; ++d) dst_scales[d][g] = scale;
+    }
+  } else {
+    copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst,
+                                    num_dst, size_t(begin) * 2, (end - begin) * 2 / 16, lane);
+  }
+}
+
+}  // namespace ferry::ep

@@ -1,0 +1,80 @@
+// The cross-node EP path's memory (src/ep/net_params.hpp, ep_memory_plan.hpp),
+// no GPU: the window's boxes are disjoint, in order, aligned for 16-byte
+// stores, and a slot holds a header with every expert's count plus max_tokens
+// records (routing record, row, fp8 scales); the dispatch output lies after the
+// local regions the intranode plan defines (so bind_local / zero_local apply
+// unchanged).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ep/ep_memory_plan.hpp"
+#include "ep/ep_params.hpp"
+#include "ep/net_params.hpp"
+
+namespace {
+
+using ferry::ep::NetLayout;
+using ferry::ep::Params;
+
+Params shape(int world, int tokens, int hidden, int topk, int experts, bool fp8, bool low_latency) {
+  Params p{};
+  p.world_size = world;
+  p.rank = 0;
+  p.max_tokens = tokens;
+  p.hidden = hidden;
+  p.topk = topk;
+  p.num_experts = experts;
+  p.local_experts = experts / world;
+  p.fp8_out = fp8;
+  p.low_latency = low_latency;
+  p.capacity_per_expert = low_latency ? int64_t{world} * tokens : 0;
+  p.capacity_rows = low_latency ? int64_t{experts / world} * world * tokens
+                                : int64_t{world} * tokens * std::min(topk, experts / world);
+  p.meta_bytes = ferry::ep::meta_record_bytes(topk);
+  p.chunk_cols = 2048;
+  p.num_chunks = (hidden + 2047) / 2048;
+  return p;
+}
+
+TEST(EpNetLayout, BoxesAreDisjointAlignedAndHoldEverySlot) {
+  for (int world : {2, 4, 8})
+    for (int hidden : {128, 2048, 7168})
+      for (bool fp8 : {false, true})
+        for (int topk : {1, 5, 16}) {
+          SCOPED_TRACE(::testing::Message() << "W " << world << " H " << hidden << " K " << topk << (fp8 ? " fp8" : " bf16"));
+          const int tokens = 257, experts = world * 4 < topk ? topk * world : world * 4;
+          const Params p = shape(world, tokens, hidden, topk, experts, fp8, false);
+          const NetLayout l = ferry::ep::net_layout(p);
+          const uint64_t W = static_cast<uint64_t>(world);
+          // Header: the token count, then every expert's count.
+          EXPECT_GE(l.header_bytes, sizeof(int32_t) * (ferry::ep::kHeaderCounts + static_cast<uint64_t>(experts)));
+          // Record: routing record, row, scales.
+          EXPECT_EQ(l.row_offset, p.meta_bytes);
+          EXPECT_GE(l.row_offset, sizeof(int32_t) * (1 + 3 * static_cast<uint64_t>(topk)));
+          EXPECT_EQ(l.scales_offset, l.row_offset + static_cast<uint64_t>(hidden) * (fp8 ? 1 : 2));
+          EXPECT_GE(l.record_bytes, l.scales_offset + (fp8 ? sizeof(float) * (hidden / 128) : 0));
+          EXPECT_GE(l.dispatch_slot, l.header_bytes + static_cast<uint64_t>(tokens) * l.record_bytes);
+          EXPECT_GE(l.combine_slot, static_cast<uint64_t>(tokens) * hidden * 2);
+          for (uint64_t v : {l.header_bytes, l.record_bytes, l.row_offset, l.scales_offset, l.dispatch_slot,
+                             l.combine_slot, l.dispatch_in, l.dispatch_out, l.combine_in, l.combine_out})
+            EXPECT_EQ(v % 16, 0u) << v;
+          // [2 parity][W] slots each, one region after the other.
+          EXPECT_EQ(l.dispatch_in, 0u);
+          EXPECT_EQ(l.dispatch_out, l.dispatch_in + 2 * W * l.dispatch_slot);
+          EXPECT_EQ(l.combine_in, l.dispatch_out + 2 * W * l.dispatch_slot);
+          EXPECT_EQ(l.combine_out, l.combine_in + 2 * W * l.combine_slot);
+          EXPECT_EQ(l.total, l.combine_out + 2 * W * l.combine_slot);
+
+          const ferry::ep::NetMemoryPlan plan = ferry::ep::plan_net_memory(p, true);
+          EXPECT_EQ(plan.window.total, l.total);
+          EXPECT_GE(plan.out_tokens, plan.local.total);
+          EXPECT_GE(plan.out_scales, plan.out_tokens + static_cast<uint64_t>(p.capacity_rows) * hidden * (fp8 ? 1 : 2));
+          EXPECT_GE(plan.total, plan.out_scales + (fp8 ? sizeof(float) * p.capacity_rows * (hidden / 128) : 0));
+          EXPECT_EQ(plan.out_tokens % 16, 0u);
+          EXPECT_EQ(plan.out_scales % 16, 0u);
+        }
+}
+
+}  // namespace
