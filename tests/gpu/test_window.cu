@@ -267,9 +267,9 @@ TEST(Window, WaitSignalTimesOutNamingPeerAndPhase) {
   comm.bootstrap().barrier();
 }
 
-// Until part 2 of the inter-node work, the collectives refuse groups that span
-// nodes, saying so, and nothing is launched.
-TEST(Window, CollectivesRefuseGroupsSpanningNodes) {
+// Across nodes the collectives take their cross-node paths (part 2 of the
+// inter-node work): EP its window path, AllReduce the hierarchical algorithm.
+TEST(Window, CollectivesTakeTheirCrossNodePaths) {
   FERRY_REQUIRE_GPUS();
   ferry::Communicator comm(std::make_shared<ferry::MpiBootstrap>());
   if (comm.topology().num_nodes == 1) GTEST_SKIP() << "one node";
@@ -282,13 +282,18 @@ TEST(Window, CollectivesRefuseGroupsSpanningNodes) {
     ferry::EpBuffer buffer(comm, config);
     EXPECT_TRUE(buffer.spans_nodes());
   }
+  // AllReduce: auto is hierarchical across nodes (tests/gpu/test_allreduce.cpp checks
+  // its results); an NVLink-only algorithm is refused, naming the one that works.
   ferry::AllReduce allreduce(comm, 1 << 20);
+  EXPECT_EQ(allreduce.select(4096), ferry::AllReduceAlgorithm::kHierarchical);
   void* buffer = nullptr;
   FERRY_CUDA_CHECK(cudaMalloc(&buffer, 4096));
-  const auto ar = caught<ferry::NotSupported>(
-      [&] { allreduce.run(buffer, buffer, 1024, ferry::DataType::kFloat32, ferry::ReduceOp::kSum, nullptr); });
+  const auto ar = caught<ferry::NotSupported>([&] {
+    allreduce.run(buffer, buffer, 1024, ferry::DataType::kFloat32, ferry::ReduceOp::kSum, nullptr,
+                  ferry::AllReduceAlgorithm::kOneShot);
+  });
   ASSERT_TRUE(ar.has_value());
-  EXPECT_NE(ar->find("across nodes"), std::string::npos) << *ar;
+  EXPECT_NE(ar->find("hierarchical"), std::string::npos) << *ar;
   cudaFree(buffer);
   comm.bootstrap().barrier();
 }
