@@ -210,7 +210,9 @@ def run_check(args: argparse.Namespace, group=None) -> CheckResult:
     max_err = diff.max().item() if diff.numel() else 0.0
     atol = TOLERANCE_FRACTION * (mag.max().item() if mag.numel() else 0.0)
     ok = bool(torch.isfinite(out).all().item()) and max_err <= atol
-    flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=device)
+    # gloo (ranks sharing a GPU) reduces host tensors only.
+    flag_device = device if dist.get_backend(group) == "nccl" else torch.device("cpu")
+    flag = torch.tensor([0 if ok else 1], dtype=torch.int32, device=flag_device)
     dist.all_reduce(flag, group=group)
     return CheckResult(rank, max_err, atol, ref.abs().max().item() if ref.numel() else 0.0, ok, flag.item() == 0)
 
@@ -222,8 +224,16 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    # FERRY_TEST_SHARE_GPUS=1: more ranks than GPUs, ranks share them (NCCL refuses
+    # two ranks on one GPU: gloo then; ferry moves the data either way). With
+    # FERRY_RANKS_PER_NODE=1 every rank is its own virtual node (EP through UCX).
+    share = os.environ.get("FERRY_TEST_SHARE_GPUS") == "1"
+    device_index = local_rank % torch.cuda.device_count() if share else local_rank
+    torch.cuda.set_device(device_index)
+    if share:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("nccl", device_id=torch.device("cuda", device_index))
     try:
         r = run_check(args)
         print(f"rank {r.rank}: {args.mode} T={args.tokens} H={args.hidden} F={args.ffn} E={args.experts} "

@@ -29,6 +29,10 @@
 #   bench_net  ferry-bench net --memory both on 2 ranks (2 virtual nodes) for UCX_TLS in
 #              FERRY_NET_TLS (default "tcp,self tcp,self/zcopy sm,self all"; /zcopy: with
 #              FERRY_UCX_PEER_FAILURE=0), CSVs in $OUT/net_<tls>.csv
+#   bench_nodes ferry-bench ep and allreduce on 2 ranks sharing GPU 0 as 1 node and as 2 virtual
+#              nodes, no NCCL (only when FERRY_BENCHES names "nodes")
+#   python_nodes the Python GPU tests and examples/moe_layer.py on 2 ranks as 2 virtual nodes
+#              (only with FERRY_NODES_PY=1)
 #   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
 #              (only when FERRY_BENCHES names "tune"; table in $OUT/tune.txt)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
@@ -315,6 +319,23 @@ bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
 bench_stage bench_nvlink nvlink
+# bench_nodes (FERRY_BENCHES names "nodes"): ferry-bench ep and allreduce on 2 ranks
+# sharing GPU 0, as one node (NVLink path) and as 2 virtual nodes (proxy path), no
+# NCCL (it refuses two ranks on one GPU). Correctness-scale figures.
+if [[ " $BENCHES " != *" nodes "* ]] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
+  skip bench_nodes "not in FERRY_BENCHES"
+elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then
+  skip bench_nodes "build failed or no GPU"
+else
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  run_stage bench_nodes "${TO[@]}" bash -c 'rc=0; for per_node in 2 1; do
+      echo "#### 2 ranks on one GPU, FERRY_RANKS_PER_NODE=$per_node"
+      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" ep --no-nccl --halves \
+        --csv "$CSV_DIR/ep_2ranks_pernode$per_node.csv" || rc=1
+      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" allreduce --no-nccl \
+        --csv "$CSV_DIR/allreduce_2ranks_pernode$per_node.csv" || rc=1
+    done; exit $rc' bench_nodes "${MPIRUN[@]}"
+fi
 # ferry-bench net: 2 ranks as 2 virtual nodes (sharing GPU 0 when there is one GPU).
 rm -f "$OUT/bench_net.log" "$OUT"/net_*.csv
 if [ "${FERRY_SKIP_BENCH:-0}" = 1 ] || [[ " $BENCHES " != *" net "* ]]; then
@@ -369,6 +390,17 @@ else
       python3 -m torch.distributed.run --standalone --nproc-per-node "$1" examples/moe_layer.py --mode "$mode" || exit
     done' example_py "$NBENCH"
 fi
+# Across 2 virtual nodes (2 ranks sharing GPU 0, each its own node: EP and
+# AllReduce through UCX; kernels loaded eagerly, as torch's are lazy): the Python
+# GPU tests and the MoE example (gloo), when FERRY_NODES_PY=1.
+if [ "${FERRY_NODES_PY:-0}" != 1 ]; then skip python_nodes "set FERRY_NODES_PY=1"
+elif [ "$PY_STAGES_OK" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip python_nodes "no module or no GPU"
+else
+  run_stage python_nodes "${TO[@]}" env FERRY_TEST_SHARE_GPUS=1 FERRY_RANKS_PER_NODE=1 CUDA_MODULE_LOADING=EAGER \
+    bash -c '"$@" --nproc-per-node 2 -m pytest -q -p no:cacheprovider tests/python || exit
+      for mode in high_throughput low_latency; do "$@" --nproc-per-node 2 examples/moe_layer.py --mode "$mode" || exit; done' \
+    python_nodes "${TORCHRUN[@]}"
+fi
 read -r -a py_bench_args <<<"${FERRY_PY_BENCH_ARGS:-}"
 if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ] ||
    [[ " $BENCHES " != *" torch "* ]]; then skip bench_py "skipped"
@@ -386,7 +418,7 @@ echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
 # Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
-for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_net:net bench_tune:tune bench_py:torch_bench; do
+for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_net:net bench_nodes:nodes bench_tune:tune bench_py:torch_bench; do
   log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
   [ -s "$log" ] || continue
   echo "---------------- ferry-bench ${pair#*:} (end of $log)"
