@@ -330,9 +330,9 @@ else
   # shellcheck disable=SC2016  # expanded by the inner bash
   run_stage bench_nodes "${TO[@]}" bash -c 'rc=0; for per_node in 2 1; do
       echo "#### 2 ranks on one GPU, FERRY_RANKS_PER_NODE=$per_node"
-      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" ep --no-nccl --halves \
+      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" ep --no-nccl --halves --check \
         --csv "$CSV_DIR/ep_2ranks_pernode$per_node.csv" || rc=1
-      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" allreduce --no-nccl \
+      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" allreduce --no-nccl --sizes 8K,256K,1M,16M --dtypes bf16 --algos auto --check \
         --csv "$CSV_DIR/allreduce_2ranks_pernode$per_node.csv" || rc=1
     done; exit $rc' bench_nodes "${MPIRUN[@]}"
 fi
