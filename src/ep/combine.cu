@@ -4,41 +4,13 @@
 // as soon as they are ready, in rank order (fp32), into out[t]. Protocol:
 // NOTE [EP epochs].
 #include "ep/kernel_common.cuh"
+#include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::ep {
 namespace {
 
-constexpr int kUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
-
-// acc[u] += weight * row[unit base + u * 32 + lane], for the kUnroll units of this step.
-__device__ __forceinline__ void accumulate_units(float (&acc)[kUnroll][8], const uint8_t* row, float weight,
-                                                 int base, int units, int lane) {
-  uint4 v[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = base + u * 32 + lane;
-    if (i < units) v[u] = device::load16(row + size_t(i) * 16);
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = base + u * 32 + lane;
-    if (i >= units) continue;
-    float f[8];
-    unpack_bf16x8(v[u], f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[u][j] = fmaf(weight, f[j], acc[u][j]);
-  }
-}
-
-__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kUnroll][8], int base, int units,
-                                            int lane) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = base + u * 32 + lane;
-    if (i < units) device::store16(row + size_t(i) * 16, pack_bf16x8(acc[u]));
-  }
-}
+constexpr int kUnroll = kCombineUnroll;
 
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);

@@ -149,28 +149,6 @@ __device__ void advance_epoch(const Params& p, EpochKind kind, uint64_t epoch) {
   }
 }
 
-// copy_units_to_rows (rows.cuh) from memory that peers and the network write
-// (volatile loads: L1 is not coherent with them).
-template <int kUnits>
-__device__ __forceinline__ void copy_received_units(const uint8_t* src, uint8_t* const* dst, int num_dst,
-                                                    size_t offset, int units, int lane) {
-  for (int base = 0; base < units; base += 32 * kUnits) {
-    uint4 v[kUnits];
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) {
-      const int i = base + u * 32 + lane;
-      if (i < units) v[u] = dev::load16_volatile(src + size_t(i) * 16);
-    }
-    for (int d = 0; d < num_dst; ++d) {
-#pragma unroll
-      for (int u = 0; u < kUnits; ++u) {
-        const int i = base + u * 32 + lane;
-        if (i < units) dev::store16(dst[d] + offset + size_t(i) * 16, v[u]);
-      }
-    }
-  }
-}
-
 // ---------------------------------------------------------------- dispatch
 
 // Chunk c of token t into its record at every destination it picked.
@@ -363,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
         }
         __syncwarp();
         const int begin = chunk_begin(p, c), end = chunk_end(p, c);
-        copy_received_units<kRecvUnroll>(record + lay.row_offset + size_t(begin) * elem, warp_rows[warp], num_rows,
+        copy_units_to_rows<kRecvUnroll, true>(record + lay.row_offset + size_t(begin) * elem, warp_rows[warp], num_rows,
                                          size_t(begin) * elem, (end - begin) * elem / 16, lane);
         if (p.fp8_out) {
           const volatile float* scales = reinterpret_cast<const volatile float*>(record + lay.scales_offset);
@@ -391,37 +369,7 @@ static_assert(sizeof(int64_t) * (kMaxExperts + 1) + sizeof(int32_t) * 2 * kMaxEx
 
 // ---------------------------------------------------------------- combine
 
-constexpr int kUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
-
-// acc[u] += weight * row[unit base + u * 32 + lane] (kVolatile: memory peers or the network write).
-template <bool kVolatile>
-__device__ __forceinline__ void accumulate_units(float (&acc)[kUnroll][8], const uint8_t* row, float weight,
-                                                 int base, int units, int lane) {
-  uint4 v[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = base + u * 32 + lane;
-    if (i < units) v[u] = kVolatile ? dev::load16_volatile(row + size_t(i) * 16) : dev::load16(row + size_t(i) * 16);
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = base + u * 32 + lane;
-    if (i >= units) continue;
-    float f[8];
-    unpack_bf16x8(v[u], f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[u][j] = fmaf(weight, f[j], acc[u][j]);
-  }
-}
-
-__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kUnroll][8], int base, int units,
-                                            int lane) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int i = base + u * 32 + lane;
-    if (i < units) dev::store16(row + size_t(i) * 16, pack_bf16x8(acc[u]));
-  }
-}
+constexpr int kUnroll = kCombineUnroll;
 
 __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams np) {
   const Params& p = np.p;

@@ -1,4 +1,5 @@
-// Row writers shared by the EP send kernels: copies of 16-byte units into
+// Row helpers shared by the EP kernels inside a node and across nodes (net.cu).
+// Row writers of the send kernels: copies of 16-byte units into
 // several destination rows and the bf16 -> fp8 quantizer (the intranode send,
 // dispatch.cu, and the cross-node pack, net.cu), and write_row_chunk, which
 // picks between them by the call's types for the cross-node pack. It is the
@@ -21,8 +22,9 @@ constexpr int kRecvUnroll = 4;
 
 // Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
 // base pointers are in `dst` (warp-uniform), at byte `offset` of each row,
-// kUnits units per lane at a time.
-template <int kUnits>
+// kUnits units per lane at a time (kVolatile: `src` is memory peers or the
+// network write, read past L1).
+template <int kUnits, bool kVolatile = false>
 __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
                                                    size_t offset, int units, int lane) {
   for (int base = 0; base < units; base += 32 * kUnits) {
@@ -30,7 +32,8 @@ __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* 
 #pragma unroll
     for (int u = 0; u < kUnits; ++u) {
       const int i = base + u * 32 + lane;
-      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
+      if (i < units)
+        v[u] = kVolatile ? device::load16_volatile(src + size_t(i) * 16) : device::load16(src + size_t(i) * 16);
     }
     for (int d = 0; d < num_dst; ++d) {
 #pragma unroll
@@ -103,6 +106,43 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
   } else {
     copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst,
                                     num_dst, size_t(begin) * 2, (end - begin) * 2 / 16, lane);
+  }
+}
+
+// ---------------------------------------------------------------- combine
+// Weighted sums of bf16 rows, shared by the intranode combine (combine.cu) and
+// the cross-node one (net.cu).
+constexpr int kCombineUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
+
+// acc[u] += weight * row[unit base + u * 32 + lane], for the kCombineUnroll units
+// of this step (kVolatile: rows in memory the network writes, read past L1).
+template <bool kVolatile = false>
+__device__ __forceinline__ void accumulate_units(float (&acc)[kCombineUnroll][8], const uint8_t* row, float weight,
+                                                 int base, int units, int lane) {
+  uint4 v[kCombineUnroll];
+#pragma unroll
+  for (int u = 0; u < kCombineUnroll; ++u) {
+    const int i = base + u * 32 + lane;
+    if (i < units)
+      v[u] = kVolatile ? device::load16_volatile(row + size_t(i) * 16) : device::load16(row + size_t(i) * 16);
+  }
+#pragma unroll
+  for (int u = 0; u < kCombineUnroll; ++u) {
+    const int i = base + u * 32 + lane;
+    if (i >= units) continue;
+    float f[8];
+    unpack_bf16x8(v[u], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[u][j] = fmaf(weight, f[j], acc[u][j]);
+  }
+}
+
+__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kCombineUnroll][8], int base,
+                                            int units, int lane) {
+#pragma unroll
+  for (int u = 0; u < kCombineUnroll; ++u) {
+    const int i = base + u * 32 + lane;
+    if (i < units) device::store16(row + size_t(i) * 16, pack_bf16x8(acc[u]));
   }
 }
 
