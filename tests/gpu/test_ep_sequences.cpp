@@ -131,6 +131,91 @@ TEST(Ep, LowLatencyGraphReplayWithNewRouting) {
   }
 }
 
+// The pattern of the Python graph test (tests/python/test_gpu_ep.py,
+// test_low_latency_cuda_graph), which hung at its first replay across 2 virtual
+// nodes (docs/internode.md, "Known failure"): the buffer has run eager calls
+// before the capture (so the replays are calls n > 1), the capture is
+// thread-local on a stream the eager calls did not use, dispatch()/combine()
+// (not the halves), and the replays follow each other with no barrier between
+// ranks, only each rank's own synchronization to read its results.
+TEST(Ep, LowLatencyGraphAfterEagerCallsWithoutBarriers) {
+  REQUIRE_EP();
+  const int me = mpi_rank();
+  const EpConfig cfg = make_config(EpMode::kLowLatency, DataType::kBFloat16, 64, 2048, 6, 4);
+  Harness h(shared(), cfg);
+  ASSERT_TRUE(h.alive());
+  const int T = cfg.max_tokens_per_rank, H = cfg.hidden;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));  // eager calls
+  cudaStream_t capture = nullptr;  // a stream the eager calls did not use (torch captures on its own)
+  CK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+  const ep::Spec s0 = make_spec(cfg, shared().next_seed(), ep::Routing::kDrops, ep::TokenCounts::kFull);
+  h.upload(s0, ep::make_input(s0, me), false);
+  CK(cudaStreamSynchronize(h.stream()));
+  cudaGraphExec_t exec = nullptr;
+  DispatchResult captured;
+  std::string error;
+  try {
+    cudaGraph_t graph = nullptr;
+    CK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+    try {
+      captured = h.buf().dispatch(h.tokens_view(s0, T), h.idx_view(s0, T, false), h.weights_view(s0, T), TensorView(),
+                                  capture);
+      h.buf().combine(h.expert_view(captured, captured.tokens, false), captured.handle, h.out_view(T),
+                      capture);
+    } catch (...) {
+      cudaStreamEndCapture(capture, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    CK(cudaStreamEndCapture(capture, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphDestroy(graph));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_TRUE(error.empty()) << "capture failed: " << error;
+  bool alive = all_ranks(error.empty());
+  // Inputs for every replay up front: the replays then need no collective at all.
+  std::vector<ep::Spec> specs;
+  std::vector<std::vector<ep::RankInput>> inputs;
+  for (int rep = 0; rep < 4; ++rep) {
+    specs.push_back(make_spec(cfg, shared().next_seed(), rep % 2 ? ep::Routing::kZipf : ep::Routing::kDrops,
+                              ep::TokenCounts::kFull));
+    inputs.push_back(ep::make_all_inputs(specs.back()));
+  }
+  for (int rep = 0; alive && rep < 4; ++rep) {
+    SCOPED_TRACE("replay " + std::to_string(rep));
+    const ep::Spec& s = specs[rep];
+    const std::string what = describe(cfg, s) + " graph replay " + std::to_string(rep) + " after eager calls";
+    std::vector<uint16_t> out;
+    std::vector<uint8_t> guard;
+    Received rx;
+    try {
+      h.upload(s, inputs[rep][me], false);
+      h.poison_out();
+      CK(cudaGraphLaunch(exec, h.stream()));
+      shared().comm->synchronize(h.stream());
+      rx = fetch(captured, cfg, h.local_experts(), h.stream());
+      h.fetch_out(T, &out, &guard);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_TRUE(error.empty()) << error << "\n  " << what;
+    if (!error.empty()) {
+      alive = false;
+      break;
+    }
+    DispatchExpect ex;
+    ex.sync_counts = false;
+    verify_dispatch(captured, rx, cfg, s, inputs[rep], ex, what);
+    verify_combine(out, guard, ep::combine_reference(s, inputs[rep][me], ep::ExpertKind::kIdentity), T, H, what);
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(capture);
+  ASSERT_TRUE(all_ranks(alive));
+  ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));  // eager again
+}
+
 // ---------------------------------------------------------------- long sequences
 // `calls` back-to-back dispatch+combine rounds on one stream, cycling through 4
 // input sets resident on the device (different token counts and routing), the
