@@ -45,7 +45,7 @@ struct AddressFrame {
 // (rc/dc) keep hardware zero-copy puts in that mode. UCX's tcp transport does
 // not: it then runs every put as "software emulation" (active messages through
 // the target's progress), 4-5x slower than its zero-copy tcp put (1 MiB on the
-// 2-core CI machine: 1.1 vs 5.3 GB/s in ucx_perftest, `-e` vs plain). Shared
+// 2-core CI machine: 1137 vs 5288 MB/s as ucx_perftest prints them, `-e` vs plain). Shared
 // memory refuses the mode altogether (then it is dropped, below).
 // FERRY_UCX_PEER_FAILURE=0 turns it off for users who want tcp's zero-copy puts;
 // a dead peer then shows up as failed requests (tcp: "Connection reset by
