@@ -42,11 +42,13 @@ struct AddressFrame {
 // NOTE [Peer-failure handling and tcp]
 // Endpoints ask UCX for peer-failure handling (UCP_ERR_HANDLING_MODE_PEER) so
 // that a dead peer fails its requests instead of the process. RDMA transports
-// (rc/dc) keep hardware zero-copy puts in that mode. UCX's tcp transport does
-// not: it then runs every put as "software emulation" (active messages through
-// the target's progress), 4-5x slower than its zero-copy tcp put (1 MiB on the
-// 2-core CI machine: 1137 vs 5288 MB/s as ucx_perftest prints them, `-e` vs plain). Shared
-// memory refuses the mode altogether (then it is dropped, below).
+// (rc/dc) support the mode in hardware and should keep their zero-copy puts
+// (not measured here: no RDMA NIC). UCX's tcp transport does not: it then runs
+// every put as "software emulation" (active messages through the target's
+// progress), 3-5x slower than its zero-copy tcp put (1 MiB on the 2-core CI
+// machine: 1137 vs 5288 MB/s as ucx_perftest prints them, `-e` vs plain; on the
+// H100 box 1.59 vs 5.30 GB/s). Shared memory refuses the mode altogether (then
+// it is dropped, below).
 // FERRY_UCX_PEER_FAILURE=0 turns it off for users who want tcp's zero-copy puts;
 // a dead peer then shows up as failed requests (tcp: "Connection reset by
 // remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
