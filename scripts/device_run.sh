@@ -26,6 +26,10 @@
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
 #   nodes_*    the GPU suite's cross-node tests (FERRY_NODES_FILTER, default *AllReduce*) on virtual
 #              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS)
+#   soak_npN   mpirun -np N build-device/tests/ferry_gpu_soak, N in FERRY_SOAK_NPS (only with FERRY_SOAK=1):
+#              EP dispatch/combine and AllReduce soaks (10,000 calls each, checked periodically, device
+#              and host memory compared after warm-up and at the end); ranks share GPUs where N exceeds
+#              them; an entry NxK runs N virtual nodes of K ranks (log soak_NxK.log). Own timeout.
 #   bench_net  ferry-bench net --memory both on 2 ranks (2 virtual nodes) for UCX_TLS in
 #              FERRY_NET_TLS (default "tcp,self tcp,self/zcopy sm,self all"; /zcopy: with
 #              FERRY_UCX_PEER_FAILURE=0), CSVs in $OUT/net_<tls>.csv
@@ -68,6 +72,12 @@
 #   FERRY_MPS=1            start the CUDA MPS daemon (pipe and log folders under the build tree) for the
 #                          whole run, so virtual ranks' kernels run concurrently; stopped at exit
 #   FERRY_WINDOW_CONFIGS   which win_* stages run (default: all of them)
+#   FERRY_SOAK=1           run the soak stages (also with FERRY_SKIP_TESTS=1, so that a run can be only the soak)
+#   FERRY_SOAK_NPS         their rank counts (default "2 4 8"; up to 8; NxK: N virtual nodes of K ranks, e.g. "2x2")
+#   FERRY_SOAK_TIMEOUT     seconds before one soak run is killed (default 1200)
+#   FERRY_SOAK_EP_CALLS, FERRY_SOAK_AR_CALLS (10000), FERRY_SOAK_CHECK_EVERY (100), FERRY_SOAK_WARMUP (200),
+#   FERRY_SOAK_AR_MAX_BYTES (4 MiB), FERRY_SOAK_DEVICE_SLACK_MB (16), FERRY_SOAK_RSS_SLACK_MB (64)
+#                          passed to ferry_gpu_soak when set (tests/gpu/soak.cpp)
 #   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
 #   BUILD_DIR              build directory (default build-device)
 set -uo pipefail
@@ -256,6 +266,35 @@ for cfg in $NODES_CONFIGS; do
   [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
     --gtest_filter="$NODES_FILTER"
+done
+
+# The soak (FERRY_SOAK=1): ferry_gpu_soak for each entry of FERRY_SOAK_NPS, N (one
+# node) or NxK (N virtual nodes of K ranks); ranks share GPUs where there are
+# more ranks than GPUs. Its own timeout (FERRY_SOAK_TIMEOUT), not FERRY_STAGE_TIMEOUT.
+SOAK_ENV=()
+for v in FERRY_SOAK_EP_CALLS FERRY_SOAK_AR_CALLS FERRY_SOAK_CHECK_EVERY FERRY_SOAK_WARMUP FERRY_SOAK_AR_MAX_BYTES \
+         FERRY_SOAK_DEVICE_SLACK_MB FERRY_SOAK_RSS_SLACK_MB FERRY_TEST_SEED; do
+  [ -n "${!v:-}" ] && SOAK_ENV+=(-x "$v")
+done
+SOAK_NPS="${FERRY_SOAK_NPS:-2 4 8}"
+if [ "${FERRY_SOAK:-0}" != 1 ]; then skip soak "set FERRY_SOAK=1"; SOAK_NPS=""; fi
+for entry in $SOAK_NPS; do
+  per_node=0
+  if [[ "$entry" =~ ^([0-9]+)x([0-9]+)$ ]]; then
+    n=$((BASH_REMATCH[1] * BASH_REMATCH[2])) per_node="${BASH_REMATCH[2]}" stage="soak_$entry"
+  else
+    n="$entry" stage="soak_np$entry"
+  fi
+  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+  if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 8 ]; then skip "$stage" "not a rank count (1..8)"; continue; fi
+  env_args=("${SOAK_ENV[@]}")
+  # Virtual nodes number their local ranks from 0 again, so their ranks share GPUs too.
+  { [ "$n" -gt "$GPUS" ] || [ "$per_node" != 0 ]; } && env_args+=(-x FERRY_TEST_SHARE_GPUS=1)
+  [ "$per_node" != 0 ] && env_args+=(-x FERRY_RANKS_PER_NODE="$per_node")
+  soak_to=()
+  [ "${#TO[@]}" -gt 0 ] && soak_to=(timeout -k 20 "${FERRY_SOAK_TIMEOUT:-1200}")
+  STAGE_TIMEOUT="${FERRY_SOAK_TIMEOUT:-1200}" run_stage "$stage" "${soak_to[@]}" "${MPIRUN[@]}" -np "$n" \
+    "${env_args[@]}" "$B/tests/ferry_gpu_soak"
 done
 
 # The small tests: heap, the bf16 column of the AllReduce matrix, graph replay,
