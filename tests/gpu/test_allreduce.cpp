@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
+#include "common/allreduce_reference.hpp"
 #include "common/host_types.hpp"
 #include "common/test_util.hpp"
 #include "ferry/allreduce.hpp"
@@ -70,12 +71,6 @@ void cuda_check(cudaError_t e, const char* what) {
 }
 #define CK(expr) cuda_check((expr), #expr)
 
-uint64_t mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // ---------------------------------------------------------------- shared state
 struct Shared {
@@ -94,7 +89,7 @@ struct Shared {
     if (stream) cudaStreamDestroy(stream);
     comm.reset();
   }
-  uint64_t next_seed() { return mix(seed ^ mix(++cases)); }  // same sequence on every rank
+  uint64_t next_seed() { return allreduce_mix(seed ^ allreduce_mix(++cases)); }  // same sequence on every rank
 };
 std::unique_ptr<Shared>& shared_slot() {
   static std::unique_ptr<Shared> s;
@@ -117,92 +112,6 @@ Shared& shared() {
     ::testing::AddGlobalTestEnvironment(new ferry::testing::TearDownEnvironment([] { shared_slot().reset(); }));
 
 bool spans_nodes(Shared& s) { return s.comm->topology().num_nodes > 1; }
-
-// ---------------------------------------------------------------- inputs and reference
-// Values are exact in their type and chosen so the reference is well defined:
-// sums of [-1,1) (ints: full width divided by the world size, so no overflow),
-// products of +-(1 +- 1/4) (ints: [-3,3]), min/max over wide ranges (ints: all bits).
-double gen_float(DataType t, ReduceOp op, uint64_t u) {
-  const double x = static_cast<double>(u >> 11) * 0x1p-52 - 1.0;  // [-1, 1)
-  double v = x;
-  if (op == ReduceOp::kProd) v = ((u & 1) ? -1.0 : 1.0) * (1.0 + 0.25 * x);
-  if (op == ReduceOp::kMin || op == ReduceOp::kMax) v = 100.0 * x;
-  switch (t) {
-    case DataType::kFloat32: return static_cast<float>(v);
-    case DataType::kBFloat16: return round_bf16(static_cast<float>(v));
-    case DataType::kFloat16: return round_f16(static_cast<float>(v));
-    default: return v;
-  }
-}
-int64_t gen_int(DataType t, ReduceOp op, uint64_t u, int world) {
-  const bool i32 = t == DataType::kInt32;
-  if (op == ReduceOp::kProd) return static_cast<int64_t>(u % (world <= 19 ? 7 : 3)) - (world <= 19 ? 3 : 1);
-  if (op == ReduceOp::kMin || op == ReduceOp::kMax) return i32 ? int64_t{static_cast<int32_t>(u)} : static_cast<int64_t>(u);
-  const uint64_t lim = (i32 ? uint64_t{INT32_MAX} : uint64_t{INT64_MAX}) / static_cast<uint64_t>(world);
-  return static_cast<int64_t>(u % (2 * lim + 1)) - static_cast<int64_t>(lim);
-}
-struct HostCase {
-  std::vector<uint8_t> input;   // this rank's input
-  std::vector<double> ref, tol; // float types
-  std::vector<int64_t> iref;    // int types
-};
-
-// 16-bit and fp32 types accumulate in fp32 and round once; fp64 in fp64.
-// `node_partials` > 0: the hierarchical algorithm, which rounds each of that
-// many node partials to the type before it reduces them (a second rounding for
-// 16-bit types; fp32, fp64 and integers keep their partials exact).
-HostCase make_case(DataType t, ReduceOp op, size_t count, uint64_t seed, int rank, int world, int node_partials = 0) {
-  const size_t sz = elem_size(t);
-  const double rel = t == DataType::kBFloat16 ? 1e-2 : t == DataType::kFloat16 ? 2e-3 : t == DataType::kFloat32 ? 1e-5 : 1e-12;
-  const double acc_eps = 2.0 * world * (t == DataType::kFloat64 ? 0x1p-53 : 0x1p-24);
-  // Rounding a partial p to a 16-bit type moves it by at most u|p| (u: the
-  // type's unit roundoff). Sums: partial n is a sum over its node, so
-  // |p_n| <= the node's share of `mag` and the result moves by at most u * mag
-  // (then rounded once more: the factor 1 + rel, as rel >= u). Products: N
-  // factors each off by a relative u: gamma_N = N u / (1 - N u), relative.
-  const double u = !node_partials ? 0.0 : t == DataType::kBFloat16 ? 0x1p-8 : t == DataType::kFloat16 ? 0x1p-11 : 0.0;
-  const double partial_sum_eps = (1.0 + rel) * u;
-  const double partial_prod_eps = (1.0 + rel) * node_partials * u / (1.0 - node_partials * u);
-  std::vector<uint64_t> rs(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) rs[r] = mix(seed ^ (0x632be59bd9b4e019ull * static_cast<uint64_t>(r + 1)));
-  HostCase hc;
-  hc.input.resize(count * sz);
-  if (is_int(t)) hc.iref.resize(count); else { hc.ref.resize(count); hc.tol.resize(count); }
-  for (size_t i = 0; i < count; ++i) {
-    if (is_int(t)) {
-      int64_t acc = 0;
-      for (int r = 0; r < world; ++r) {
-        const int64_t v = gen_int(t, op, mix(rs[r] ^ i), world);
-        if (r == rank) store_element(t, &hc.input[i * sz], 0, v);
-        if (r == 0) acc = v;
-        else if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += v;
-        else if (op == ReduceOp::kProd) acc *= v;
-        else if (op == ReduceOp::kMin) acc = std::min(acc, v);
-        else acc = std::max(acc, v);
-      }
-      hc.iref[i] = op == ReduceOp::kAvg ? acc / world : acc;  // C++ division truncates toward zero
-    } else {
-      long double acc = 0, mag = 0;
-      for (int r = 0; r < world; ++r) {
-        const double v = gen_float(t, op, mix(rs[r] ^ i));
-        if (r == rank) store_element(t, &hc.input[i * sz], v, 0);
-        mag += std::fabs(v);
-        if (r == 0) acc = v;
-        else if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += v;
-        else if (op == ReduceOp::kProd) acc *= v;
-        else if (op == ReduceOp::kMin) acc = std::min<long double>(acc, v);
-        else acc = std::max<long double>(acc, v);
-      }
-      if (op == ReduceOp::kAvg) { acc /= world; mag /= world; }
-      const double ref = static_cast<double>(acc);
-      hc.ref[i] = ref;
-      if (op == ReduceOp::kMin || op == ReduceOp::kMax) hc.tol[i] = 0;  // exact
-      else if (op == ReduceOp::kProd) hc.tol[i] = (rel + acc_eps + partial_prod_eps) * std::fabs(ref);
-      else hc.tol[i] = rel * std::fabs(ref) + (acc_eps + partial_sum_eps) * static_cast<double>(mag);
-    }
-  }
-  return hc;
-}
 
 uint64_t fnv1a(const uint8_t* p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
