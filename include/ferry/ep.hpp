@@ -170,7 +170,7 @@ class EpBuffer {
 
   const EpConfig& config() const { return config_; }
   // True when the communicator's ranks span nodes: the cross-node path
-  // (src/ep/net.cu); false: the NVLink kernels of one node.
+  // (src/ep/net_dispatch.cu, net_combine.cu); false: the NVLink kernels of one node.
   bool spans_nodes() const;
   int local_experts() const;
   int world_size() const;

@@ -59,7 +59,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   comm_.check();
   const int W = comm_.size();
   ep::validate_config(config_, W);
-  // Ranks in several nodes take the cross-node path (net.cu); one node, the NVLink kernels.
+  // Ranks in several nodes take the cross-node path (net_dispatch.cu, net_combine.cu); one node, the NVLink kernels.
   state_->spans_nodes = comm_.topology().num_nodes > 1;
   FERRY_CHECK(!state_->spans_nodes || W <= ep::kMaxRanks, NotSupported,
               "EpBuffer: at most " << ep::kMaxRanks << " ranks across nodes (the routing layout's limit), got "
@@ -139,7 +139,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
 
-// NOTE [EP across nodes] (net.cu): the layout kernel, then the cross-node
+// NOTE [EP across nodes] (net_dispatch.cu, net_combine.cu): the layout kernel, then the cross-node
 // kernels on one Window; local memory for the layout, the receive side and the
 // dispatch output. The halves run one after the other (dispatch()/combine() do
 // not overlap them), each grid small enough that the ranks sharing this GPU

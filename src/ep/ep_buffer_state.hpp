@@ -31,7 +31,7 @@ struct EpBuffer::State {
   int combine_recv_blocks = 1;
   ep::SideStream streams;
   ep::HalfGrids grids;
-  // Ranks in several nodes: the cross-node path (net.cu) on `window`, with
+  // Ranks in several nodes: the cross-node path (net_dispatch.cu, net_combine.cu) on `window`, with
   // the layout kernel and base's local arrays; nothing symmetric otherwise.
   bool spans_nodes = false;
   std::unique_ptr<Window> window;
