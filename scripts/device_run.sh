@@ -25,7 +25,9 @@
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
 #   nodes_*    the GPU suite's cross-node tests (FERRY_NODES_FILTER, default *AllReduce*) on virtual
-#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS)
+#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS[:hier]);
+#              nodes_2x2_hier: the EP tests (FERRY_NODES_HIER_FILTER, default Ep*) with
+#              FERRY_EP_HIERARCHICAL=1 (a 5th field "hier")
 #   soak_npN   mpirun -np N build-device/tests/ferry_gpu_soak, N in FERRY_SOAK_NPS (only with FERRY_SOAK=1):
 #              EP dispatch/combine and AllReduce soaks (10,000 calls each, checked periodically, device
 #              and host memory compared after warm-up and at the end); ranks share GPUs where N exceeds
@@ -255,17 +257,21 @@ for cfg in $WINDOW_CONFIGS; do
 done
 
 # The GPU suite's cross-node tests (AllReduce across nodes) on virtual nodes:
-# NAME:RANKS:RANKS_PER_NODE:UCX_TLS, filter FERRY_NODES_FILTER.
-NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all}"
+# NAME:RANKS:RANKS_PER_NODE:UCX_TLS[:hier], filter FERRY_NODES_FILTER; "hier": the
+# hierarchical EP path (FERRY_EP_HIERARCHICAL=1), filter FERRY_NODES_HIER_FILTER.
+NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all nodes_2x2_hier:4:2:all:hier}"
 NODES_FILTER="${FERRY_NODES_FILTER:-*AllReduce*}"
+NODES_HIER_FILTER="${FERRY_NODES_HIER_FILTER:-Ep*}"
 for cfg in $NODES_CONFIGS; do
-  IFS=: read -r stage n per_node tls <<<"$cfg"
+  IFS=: read -r stage n per_node tls hier <<<"$cfg"
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
   if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
   env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE="$per_node")
   [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
+  filter="$NODES_FILTER"
+  if [ "$hier" = hier ]; then env_args+=(-x FERRY_EP_HIERARCHICAL=1); filter="$NODES_HIER_FILTER"; fi
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
-    --gtest_filter="$NODES_FILTER"
+    --gtest_filter="$filter"
 done
 
 # The soak (FERRY_SOAK=1): ferry_gpu_soak for each entry of FERRY_SOAK_NPS, N (one

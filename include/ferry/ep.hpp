@@ -172,6 +172,11 @@ class EpBuffer {
   // True when the communicator's ranks span nodes: the cross-node path
   // (src/ep/net_dispatch.cu, net_combine.cu); false: the NVLink kernels of one node.
   bool spans_nodes() const;
+  // True when the cross-node path is the hierarchical one (FERRY_EP_HIERARCHICAL=1,
+  // read once at construction; high-throughput mode on nodes of several ranks
+  // each): one network write per token per destination node, forwarded over
+  // NVLink inside it (src/ep/net_hier.cuh). Same results as the direct path.
+  bool hierarchical() const;
   int local_experts() const;
   int world_size() const;
   int rank() const;
@@ -180,6 +185,7 @@ class EpBuffer {
   struct State;
   void sync_counts(DispatchResult& result, cudaStream_t stream);
   void init_cross_node();
+  void init_hierarchical();
   Communicator& comm_;
   EpConfig config_;
   std::unique_ptr<State> state_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,23 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
+  // NOTE [EP hierarchical] (net_hier.cuh): opt-in, high-throughput across nodes of several ranks each.
+  const Topology& topo = comm_.topology();
+  // Decided from what every rank sees alike (the topology), so all ranks agree or all throw.
+  const bool hier_asked = state_->spans_nodes && !ll && env_int("FERRY_EP_HIERARCHICAL", 0) != 0;
+  if (hier_asked) {
+    std::vector<int> sizes(topo.num_nodes, 0);
+    for (int r = 0; r < W; ++r) ++sizes[topo.node_of_rank[r]];
+    std::ostringstream listed;
+    bool equal = true;
+    for (int n = 0; n < topo.num_nodes; ++n) {
+      listed << (n ? ", " : "") << sizes[n];
+      equal = equal && sizes[n] == sizes[0];
+    }
+    FERRY_CHECK(equal, NotSupported,
+                "EpBuffer: FERRY_EP_HIERARCHICAL=1 needs nodes of equal sizes, got ranks per node " << listed.str());
+    state_->hierarchical = sizes[0] > 1;  // one rank per node: the direct path is the same thing
+  }
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
@@ -149,6 +167,9 @@ void EpBuffer::init_cross_node() {
   ep::Params& p = st.base;
   const ep::NetMemoryPlan plan = ep::plan_net_memory(p, config_.with_weights);
   st.net_layout = plan.window;
+  const Topology& topo = comm_.topology();
+  const uint64_t window_bytes =
+      st.hierarchical ? ep::hier_layout(p, plan.window, topo.num_nodes, topo.local_size).total : plan.window.total;
   // Which ranks share this GPU (FERRY_TEST_SHARE_GPUS, virtual nodes on one
   // machine), and whether every rank has the memory (decided together: a rank
   // that threw alone would leave the others waiting in the window's rendezvous).
@@ -163,7 +184,7 @@ void EpBuffer::init_cross_node() {
   size_t free_bytes = 0, total_bytes = 0;
   FERRY_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   me.free_bytes = free_bytes;
-  const uint64_t needed = plan.window.total + plan.total;
+  const uint64_t needed = window_bytes + plan.total;
   const std::vector<Where> all = comm_.bootstrap().all_gather_value(me);
   auto same_gpu = [](const Where& a, const Where& b) {
     return std::strncmp(a.host, b.host, sizeof(a.host)) == 0 && std::strncmp(a.bus, b.bus, sizeof(a.bus)) == 0;
@@ -173,7 +194,7 @@ void EpBuffer::init_cross_node() {
     for (const Where& w : all) ranks_there += same_gpu(w, all[r]);
     FERRY_CHECK(all[r].free_bytes >= needed * ranks_there, NotSupported,
                 "EpBuffer: across nodes each rank needs " << needed << " bytes of GPU memory (a window of "
-                    << plan.window.total << " bytes: dispatch and combine boxes, [2][" << p.world_size
+                    << window_bytes << " bytes: dispatch and combine boxes, [2][" << p.world_size
                     << " ranks] of " << p.max_tokens << " tokens each, and the dispatch output), but the GPU of rank "
                     << r << " (" << ranks_there << " rank(s) on it) has " << all[r].free_bytes
                     << " bytes free; lower max_tokens_per_rank or hidden");
@@ -188,11 +209,47 @@ void EpBuffer::init_cross_node() {
   ep::bind_local(p, plan.local, l, config_.with_weights);
   ep::zero_local(plan.local, l);
   ep::bind_net_outputs(p, plan, l);
+  if (st.hierarchical) {
+    init_hierarchical();
+    return;
+  }
   st.window = std::make_unique<Window>(comm_, plan.window.total, WindowOptions{ep::kNumNetSignals});
   ep::load_net_kernels();  // docs/internode.md, "Lazy module loading"
 }
 
+// NOTE [EP hierarchical] (net_hier.cuh): the direct path's window with the
+// forward boxes after it, more signal words, and local arrays for the forward
+// indices and records.
+void EpBuffer::init_hierarchical() {
+  State& st = *state_;
+  const Topology& topo = comm_.topology();
+  ep::HierParams& h = st.hier_base;
+  h.num_nodes = topo.num_nodes;
+  h.per_node = topo.local_size;
+  h.node = topo.node;
+  h.local = topo.local_rank;
+  for (int r = 0; r < comm_.size(); ++r) {
+    h.node_of[r] = topo.node_of_rank[r];
+    h.local_of[r] = topo.local_rank_of_rank[r];
+    h.rank_at[topo.node_of_rank[r] * h.per_node + topo.local_rank_of_rank[r]] = r;
+  }
+  h.hl = ep::hier_layout(st.base, st.net_layout, h.num_nodes, h.per_node);
+  const ep::HierLocalPlan plan = ep::plan_hier_local(st.base.max_tokens, h.num_nodes);
+  FERRY_CUDA_CHECK(cudaMalloc(&st.hier_local, plan.total));
+  FERRY_CUDA_CHECK(cudaMemset(st.hier_local, 0, plan.total));
+  auto* l = static_cast<uint8_t*>(st.hier_local);
+  h.fwd_count = reinterpret_cast<int32_t*>(l + plan.fwd_count);
+  h.fwd_index = reinterpret_cast<int32_t*>(l + plan.fwd_index);
+  h.fwd_records = reinterpret_cast<int32_t*>(l + plan.fwd_records);
+  h.fwd_record_count = reinterpret_cast<int32_t*>(l + plan.fwd_record_count);
+  h.blocks_done = reinterpret_cast<unsigned*>(l + plan.blocks_done);
+  st.window = std::make_unique<Window>(comm_, h.hl.total, WindowOptions{ep::kNumHierSignals});
+  ep::load_hier_kernels();  // docs/internode.md, "Lazy module loading" (the direct path's too: cheap, and
+  ep::load_net_kernels();   // nothing of this EpBuffer then loads lazily)
+}
+
 bool EpBuffer::spans_nodes() const { return state_->spans_nodes; }
+bool EpBuffer::hierarchical() const { return state_->hierarchical; }
 
 EpBuffer::~EpBuffer() {
   if (!state_) return;
@@ -200,6 +257,7 @@ EpBuffer::~EpBuffer() {
   // Symmetric memory is released with the heap (collective release is not safe
   // in a destructor).
   if (state_->local) cudaFree(state_->local);
+  if (state_->hier_local) cudaFree(state_->hier_local);
   if (state_->status) cudaFreeHost(state_->status);
   if (state_->host_offsets) cudaFreeHost(state_->host_offsets);
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
@@ -263,7 +321,10 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   if (st.spans_nodes) {  // NOTE [EP across nodes]
     if (!reusing) ep::launch_layout(p, stream);
-    ep::launch_net_dispatch_send(st.net(p), stream);
+    if (st.hierarchical)
+      ep::launch_hier_dispatch_send(st.hier(p), stream);
+    else
+      ep::launch_net_dispatch_send(st.net(p), stream);
     return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
   }
   // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
@@ -281,7 +342,9 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
-  if (st.spans_nodes)
+  if (st.spans_nodes && st.hierarchical)
+    ep::launch_hier_dispatch_recv(st.hier(p), stream);
+  else if (st.spans_nodes)
     ep::launch_net_dispatch_recv(st.net(p), stream);
   else
     ep::launch_dispatch_recv(p, stream);
@@ -331,7 +394,9 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
   p.with_weights = st.calls.with_weights();
   p.expert_outputs = expert_outputs.data;
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
-  if (st.spans_nodes)
+  if (st.spans_nodes && st.hierarchical)
+    ep::launch_hier_combine_send(st.hier(p), stream);
+  else if (st.spans_nodes)
     ep::launch_net_combine_send(st.net(p), stream);
   else
     ep::launch_combine_send(p, stream);
@@ -352,7 +417,9 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
-  if (st.spans_nodes)
+  if (st.spans_nodes && st.hierarchical)
+    ep::launch_hier_combine_recv(st.hier(p), stream);
+  else if (st.spans_nodes)
     ep::launch_net_combine_recv(st.net(p), stream);
   else
     ep::launch_combine_recv(p, stream);

@@ -37,6 +37,17 @@ struct EpBuffer::State {
   std::unique_ptr<Window> window;
   ep::NetLayout net_layout{};
   ep::NetParams net(const ep::Params& p) const { return ep::NetParams{p, window->device(), net_layout}; }
+  // FERRY_EP_HIERARCHICAL=1 (high-throughput, several ranks per node): the
+  // hierarchical path (net_hier.cuh) on the same window; `hier_base` holds its
+  // topology and local arrays (hier_local), `np` is filled per call.
+  bool hierarchical = false;
+  void* hier_local = nullptr;
+  ep::HierParams hier_base{};
+  ep::HierParams hier(const ep::Params& p) const {
+    ep::HierParams h = hier_base;
+    h.np = net(p);
+    return h;
+  }
 };
 
 namespace ep {

@@ -85,6 +85,39 @@ NetLayout net_layout(const Params& p) {
   return l;
 }
 
+HierLayout hier_layout(const Params& p, const NetLayout& base, int num_nodes, int ranks_per_node) {
+  const uint64_t T = p.max_tokens, H = p.hidden, E = p.num_experts, N = num_nodes, R = ranks_per_node;
+  auto round_to = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
+  HierLayout h{};
+  h.fwd_header_bytes = round_to(sizeof(int32_t) * (kFwdHeaderCounts + E), 16);
+  h.fwd_record_bytes = sizeof(int32_t) * kFwdPrefixWords + base.record_bytes;
+  h.fwd_slot = round_to(h.fwd_header_bytes + T * h.fwd_record_bytes, 256);
+  h.cfwd_slot = round_to(T * H * 2, 256);
+  h.fwd_in = round_to(base.total, 256);
+  h.fwd_out = h.fwd_in + 2 * N * h.fwd_slot;
+  h.cfwd_in = h.fwd_out + 2 * N * h.fwd_slot;
+  h.total = h.cfwd_in + 2 * R * N * h.cfwd_slot;
+  return h;
+}
+
+HierLocalPlan plan_hier_local(int max_tokens, int num_nodes) {
+  const size_t T = max_tokens, N = num_nodes, word = sizeof(int32_t);
+  HierLocalPlan h{};
+  size_t at = 0;
+  auto take = [&](size_t words) {
+    const size_t offset = at;
+    at += (words * word + 255) / 256 * 256;
+    return offset;
+  };
+  h.fwd_count = take(kMaxRanks);
+  h.fwd_index = take(T * N);
+  h.fwd_records = take(N * T * kFwdPrefixWords);
+  h.fwd_record_count = take(kMaxRanks);
+  h.blocks_done = take(2);
+  h.total = at;
+  return h;
+}
+
 NetMemoryPlan plan_net_memory(const Params& p, bool with_weights) {
   NetMemoryPlan plan{};
   plan.local = plan_memory(p, with_weights).local;

@@ -71,4 +71,78 @@ void launch_net_dispatch_recv(const NetParams& p, cudaStream_t stream);
 void launch_net_combine_send(const NetParams& p, cudaStream_t stream);
 void launch_net_combine_recv(const NetParams& p, cudaStream_t stream);
 
+// ---------------------------------------------------------------- hierarchical (opt-in)
+// High-throughput EP across nodes with FERRY_EP_HIERARCHICAL=1 (net_hier.cuh,
+// NOTE [EP hierarchical]): one put per token per destination node, to the rank
+// of that node with the same local index (the forwarder), which forwards it
+// over NVLink. Same window, the direct path's boxes plus the ones below.
+
+// Signal words past the direct path's (NOTE [Window signals]: one writer each).
+enum HierSignal : uint32_t {
+  kSigForwardData = kNumNetSignals,  // source -> forwarder (another node): its forward box is in
+  kSigCombineForward,                // expert rank -> forwarder (its node): partials in the combine-forward inbox
+  kSigForwarded,                     // + source node: forwarder -> rank of its node: that source's inbox is filled
+  kNumHierSignals = kSigForwarded + kMaxRanks,
+};
+
+// A forward box slot: header, then records. Header (int32): tokens per local
+// rank of the destination node [kMaxRanks], the record count, then the
+// source's rows for every one of the E experts (as in a dispatch header).
+constexpr int kFwdHeaderTokens = 0;
+constexpr int kFwdHeaderRecords = kMaxRanks;
+constexpr int kFwdHeaderCounts = kMaxRanks + 4;
+// A forward record: a prefix (int32: mask of the destination node's local
+// ranks, then per local rank the token's slot there or -1), then a dispatch
+// record whose routing record names global experts (-1: none).
+constexpr int kFwdMask = 0;
+constexpr int kFwdSlots = 1;
+constexpr int kFwdPrefixWords = 12;  // 1 + kMaxRanks, rounded to 16 bytes
+static_assert(1 + kMaxRanks <= kFwdPrefixWords && kFwdPrefixWords % 4 == 0, "forward prefix");
+
+// Byte offsets of the hierarchical boxes, after NetLayout::total:
+//   forward inbox  [parity][source node]: forward box of the same-index rank of that node (a put)
+//   forward outbox [parity][destination node]: this rank's forward box for that node
+//   combine-forward inbox [parity][local rank][source node]: one bf16 row per slot that
+//     local rank received from the source (node, this local index); NVLink stores
+// The node partial a forwarder sends a home uses the direct path's combine
+// outbox [parity][home] and lands in the home's combine inbox [parity][forwarder].
+struct HierLayout {
+  uint64_t fwd_header_bytes;  // 4 (kFwdHeaderCounts + E), rounded to 16
+  uint64_t fwd_record_bytes;  // prefix + NetLayout::record_bytes
+  uint64_t fwd_slot;          // header + max_tokens records (256-byte multiple)
+  uint64_t fwd_in, fwd_out;
+  uint64_t cfwd_slot;         // max_tokens * hidden * 2 (256-byte multiple)
+  uint64_t cfwd_in;
+  uint64_t total;             // window bytes (direct boxes included)
+};
+HierLayout hier_layout(const Params& p, const NetLayout& base, int num_nodes, int ranks_per_node);
+
+// Local arrays of the hierarchical path (one cudaMalloc, zeroed), int32 words.
+struct HierLocalPlan {
+  size_t fwd_count, fwd_index, fwd_records, fwd_record_count, blocks_done;
+  size_t total;  // bytes
+};
+HierLocalPlan plan_hier_local(int max_tokens, int num_nodes);
+
+struct HierParams {
+  NetParams np;
+  HierLayout hl;
+  int32_t num_nodes, per_node, node, local;  // this rank's node and local index
+  int32_t rank_at[kMaxRanks];                // [node * per_node + local] -> global rank
+  int32_t node_of[kMaxRanks], local_of[kMaxRanks];
+  int32_t* fwd_count;         // [num_nodes]: this rank's tokens for each node (forward records)
+  int32_t* fwd_index;         // [max_tokens][num_nodes]: the token's record in the forward box to node m, or -1
+  int32_t* fwd_records;       // [num_nodes][max_tokens][kFwdPrefixWords]: prefixes this rank forwarded, per source node
+  int32_t* fwd_record_count;  // [num_nodes]: records forwarded per source node (last dispatch)
+  unsigned* blocks_done;      // [2]: last-block election of the two forward kernels
+};
+
+void load_hier_kernels();
+// dispatch send: forward indices, then the pack kernel; dispatch receive: the
+// forward kernel, then the receive kernel. Combine: the same split.
+void launch_hier_dispatch_send(const HierParams& p, cudaStream_t stream);
+void launch_hier_dispatch_recv(const HierParams& p, cudaStream_t stream);
+void launch_hier_combine_send(const HierParams& p, cudaStream_t stream);
+void launch_hier_combine_recv(const HierParams& p, cudaStream_t stream);
+
 }  // namespace ferry::ep

@@ -333,6 +333,8 @@ struct CombineRef {
 // margin (and also covers a third rounding, the stand-in's own bf16 output, where
 // the reference uses the unrounded y). kQuantized adds each term's fp8 error
 // |w| * factor * fp8_quant_bound. The 1e-6 absolute term is only for S ~ 0.
+// The hierarchical path (FERRY_EP_HIERARCHICAL=1) rounds a node's sum of partials
+// to bf16 once more: four roundings, <= 2^-7 S, still inside 1e-2 S.
 inline CombineRef combine_reference(const Spec& s, const RankInput& mine, ExpertKind kind) {
   const size_t T = static_cast<size_t>(mine.num_tokens), H = static_cast<size_t>(s.hidden);
   CombineRef c;

@@ -49,9 +49,12 @@ TEST(Ep, PathFollowsTheNodes) {
     EXPECT_EQ(h.buf().spans_nodes(), several_nodes);
     if (mpi_rank() == 0 && mode == EpMode::kHighThroughput)
       std::printf("[ferry] EP on %d node(s): %s path\n", shared().comm->topology().num_nodes,
-                  h.buf().spans_nodes() ? "cross-node" : "NVLink");
+                  h.buf().hierarchical() ? "hierarchical cross-node"
+                  : h.buf().spans_nodes() ? "cross-node"
+                                          : "NVLink");
     ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));
     ASSERT_TRUE(all_ranks(h.buf().spans_nodes() == several_nodes));
+    EXPECT_EQ(h.buf().hierarchical(), expect_hierarchical(*shared().comm, mode));  // FERRY_EP_HIERARCHICAL
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_params.hpp"
@@ -74,6 +75,49 @@ TEST(EpNetLayout, BoxesAreDisjointAlignedAndHoldEverySlot) {
           EXPECT_GE(plan.total, plan.out_scales + (fp8 ? sizeof(float) * p.capacity_rows * (hidden / 128) : 0));
           EXPECT_EQ(plan.out_tokens % 16, 0u);
           EXPECT_EQ(plan.out_scales % 16, 0u);
+        }
+}
+
+// The hierarchical path's boxes (NOTE [EP hierarchical]): after the direct
+// path's, disjoint, aligned; a forward slot holds its header (per local rank
+// token counts, the record count, every expert's count) and max_tokens records
+// (prefix of mask and per-local-rank slots, then a dispatch record, so the row
+// and scales sit at the same offsets past the prefix); the local arrays hold
+// [max_tokens][nodes] indices and [nodes][max_tokens] prefixes.
+TEST(EpNetLayout, HierarchicalBoxesFollowTheDirectOnes) {
+  using ferry::ep::HierLayout;
+  for (auto [nodes, per_node] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}, std::pair{2, 3}})
+    for (int hidden : {128, 7168})
+      for (bool fp8 : {false, true})
+        for (int topk : {1, 8}) {
+          SCOPED_TRACE(::testing::Message() << nodes << "x" << per_node << " H " << hidden << " K " << topk
+                                            << (fp8 ? " fp8" : " bf16"));
+          const int world = nodes * per_node, tokens = 257, experts = world * 4 < topk ? topk * world : world * 4;
+          const Params p = shape(world, tokens, hidden, topk, experts, fp8, false);
+          const NetLayout l = ferry::ep::net_layout(p);
+          const HierLayout h = ferry::ep::hier_layout(p, l, nodes, per_node);
+          const uint64_t N = static_cast<uint64_t>(nodes), R = static_cast<uint64_t>(per_node), T = tokens;
+          EXPECT_GE(h.fwd_header_bytes, sizeof(int32_t) * (ferry::ep::kFwdHeaderCounts + static_cast<uint64_t>(experts)));
+          EXPECT_GT(ferry::ep::kFwdHeaderRecords, ferry::ep::kFwdHeaderTokens + per_node - 1);
+          EXPECT_GT(ferry::ep::kFwdHeaderCounts, ferry::ep::kFwdHeaderRecords);
+          EXPECT_GE(ferry::ep::kFwdPrefixWords, ferry::ep::kFwdSlots + per_node);
+          EXPECT_EQ(h.fwd_record_bytes, sizeof(int32_t) * ferry::ep::kFwdPrefixWords + l.record_bytes);
+          EXPECT_GE(h.fwd_slot, h.fwd_header_bytes + T * h.fwd_record_bytes);
+          EXPECT_GE(h.cfwd_slot, T * hidden * 2);
+          for (uint64_t v : {h.fwd_header_bytes, h.fwd_record_bytes, h.fwd_slot, h.fwd_in, h.fwd_out, h.cfwd_slot,
+                             h.cfwd_in, h.total})
+            EXPECT_EQ(v % 16, 0u) << v;
+          EXPECT_GE(h.fwd_in, l.total);  // the direct path's boxes are unchanged
+          EXPECT_EQ(h.fwd_out, h.fwd_in + 2 * N * h.fwd_slot);
+          EXPECT_EQ(h.cfwd_in, h.fwd_out + 2 * N * h.fwd_slot);
+          EXPECT_EQ(h.total, h.cfwd_in + 2 * R * N * h.cfwd_slot);
+
+          const ferry::ep::HierLocalPlan lp = ferry::ep::plan_hier_local(tokens, nodes);
+          EXPECT_GE(lp.fwd_index, lp.fwd_count + sizeof(int32_t) * ferry::ep::kMaxRanks);
+          EXPECT_GE(lp.fwd_records, lp.fwd_index + sizeof(int32_t) * T * N);
+          EXPECT_GE(lp.fwd_record_count, lp.fwd_records + sizeof(int32_t) * N * T * ferry::ep::kFwdPrefixWords);
+          EXPECT_GE(lp.blocks_done, lp.fwd_record_count + sizeof(int32_t) * ferry::ep::kMaxRanks);
+          EXPECT_GE(lp.total, lp.blocks_done + 2 * sizeof(unsigned));
         }
 }
 
