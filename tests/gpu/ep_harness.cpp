@@ -350,6 +350,27 @@ void Harness::upload(const ep::Spec& s, const ep::RankInput& in, bool idx64) {
   CK(cudaStreamSynchronize(s_.stream));  // idx32_ is reused by the next upload
 }
 
+DispatchResult Harness::unsynced_identity_round(const void* tokens, const void* idx, const void* weights, int n,
+                                               bool halves) {
+  const int H = cfg_.hidden, K = cfg_.topk;
+  const TensorView tv(tokens, DataType::kBFloat16, {n, H});
+  const TensorView iv(idx, DataType::kInt64, {n, K});
+  const TensorView wv(weights, DataType::kFloat32, {n, K});
+  DispatchOptions dopt;
+  dopt.sync_counts = false;
+  DispatchResult r;
+  if (halves) {
+    const EpHandle hd = buf().dispatch_send(tv, iv, wv, TensorView(), stream(), dopt);
+    r = buf().dispatch_recv(hd, stream(), dopt);
+    buf().combine_send(expert_view(r, r.tokens, false), r.handle, stream());
+    buf().combine_recv(r.handle, out_view(n), stream());
+  } else {
+    r = buf().dispatch(tv, iv, wv, TensorView(), stream(), dopt);
+    buf().combine(expert_view(r, r.tokens, false), r.handle, out_view(n), stream());
+  }
+  return r;
+}
+
 void Harness::poison_previous() {
   if (prev_.tokens) {
     const size_t rows = static_cast<size_t>(prev_.capacity_rows), H = static_cast<size_t>(cfg_.hidden);

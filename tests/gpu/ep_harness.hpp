@@ -197,6 +197,11 @@ class Harness {
   TensorView scales_view(const ep::Spec& s, int n) const {
     return s.fp8_input ? TensorView(scales_.get(), DataType::kFloat32, {n, s.groups()}) : TensorView();
   }
+  // One dispatch + combine of n bf16 tokens (int64 ids, weights) with no host
+  // synchronization, the dispatch output fed back as the expert outputs
+  // (identity experts): through the send/recv halves or dispatch()/combine().
+  DispatchResult unsynced_identity_round(const void* tokens, const void* idx, const void* weights, int n,
+                                         bool halves);
   TensorView out_view(int n) const { return TensorView(out_.get(), DataType::kBFloat16, {n, cfg_.hidden}); }
   // The expert outputs for a dispatch result, in its layout: [rows, H] or [Le, capacity, H].
   TensorView expert_view(const DispatchResult& r, const void* data, bool sync_counts) const {

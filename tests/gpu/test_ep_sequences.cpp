@@ -262,20 +262,7 @@ void back_to_back(EpMode mode, int calls, int every) {
     if (error.empty()) {
       try {
         if (check) h.poison_out();
-        const TensorView tv(tok[set].get(), DataType::kBFloat16, {n, H});
-        const TensorView iv(idx[set].get(), DataType::kInt64, {n, K});
-        const TensorView wv(w[set].get(), DataType::kFloat32, {n, K});
-        DispatchOptions dopt;
-        dopt.sync_counts = false;
-        if (c % 2 == 1) {
-          const EpHandle hd = h.buf().dispatch_send(tv, iv, wv, TensorView(), h.stream(), dopt);
-          r = h.buf().dispatch_recv(hd, h.stream(), dopt);
-          h.buf().combine_send(h.expert_view(r, r.tokens, false), r.handle, h.stream());
-          h.buf().combine_recv(r.handle, h.out_view(n), h.stream());
-        } else {
-          r = h.buf().dispatch(tv, iv, wv, TensorView(), h.stream(), dopt);
-          h.buf().combine(h.expert_view(r, r.tokens, false), r.handle, h.out_view(n), h.stream());
-        }
+        r = h.unsynced_identity_round(tok[set].get(), idx[set].get(), w[set].get(), n, c % 2 == 1);
         if (check) {
           shared().comm->synchronize(h.stream());
           rx = fetch(r, cfg, h.local_experts(), h.stream());
