@@ -15,6 +15,7 @@ struct Topology {
   int num_nodes = 1;
   int local_rank = 0;  // index inside the node
   int local_size = 1;  // ranks in this node
+  int ranks_per_node = 1;  // ranks in every node when all nodes have as many, else 0
   std::vector<int> node_of_rank;        // node index of every global rank
   std::vector<int> local_rank_of_rank;  // local index of every global rank
   std::vector<int> ranks_in_node;       // global ranks of this node, by local rank
@@ -24,5 +25,10 @@ struct Topology {
 // Groups ranks into nodes: by hostname, or consecutive blocks of
 // FERRY_RANKS_PER_NODE (virtual nodes) when that variable is set.
 Topology discover_topology(Bootstrap& bootstrap);
+
+// The Topology of `rank` given every rank's node index (numbered 0..nodes-1):
+// local ranks in rank order, node sizes. discover_topology's last step, also
+// for tests that describe a layout of nodes without a bootstrap.
+Topology topology_from_nodes(std::vector<int> node_of_rank, int rank);
 
 }  // namespace ferry

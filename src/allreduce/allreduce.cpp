@@ -7,7 +7,6 @@
 #include <array>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "allreduce/hierarchical.hpp"
 #include "allreduce/layout.hpp"
@@ -83,12 +82,7 @@ namespace allreduce {
 size_t tuning_knob(const char* name) { return env_size(name, 0); }
 
 CommShape comm_shape(size_t max_bytes, const Topology& topology) {
-  CommShape shape{max_bytes, topology.size, topology.num_nodes == 1, topology.num_nodes, 0};
-  std::vector<int> per_node(static_cast<size_t>(std::max(topology.num_nodes, 1)), 0);
-  for (int r = 0; r < topology.size; ++r) ++per_node[static_cast<size_t>(topology.node_of_rank[r])];
-  const bool equal = std::all_of(per_node.begin(), per_node.end(), [&](int n) { return n == per_node[0]; });
-  shape.ranks_per_node = equal ? per_node[0] : 0;
-  return shape;
+  return CommShape{max_bytes, topology.size, topology.num_nodes == 1, topology.num_nodes, topology.ranks_per_node};
 }
 
 namespace {

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -117,17 +116,10 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // Decided from what every rank sees alike (the topology), so all ranks agree or all throw.
   const bool hier_asked = state_->spans_nodes && !ll && env_int("FERRY_EP_HIERARCHICAL", 0) != 0;
   if (hier_asked) {
-    std::vector<int> sizes(topo.num_nodes, 0);
-    for (int r = 0; r < W; ++r) ++sizes[topo.node_of_rank[r]];
-    std::ostringstream listed;
-    bool equal = true;
-    for (int n = 0; n < topo.num_nodes; ++n) {
-      listed << (n ? ", " : "") << sizes[n];
-      equal = equal && sizes[n] == sizes[0];
-    }
-    FERRY_CHECK(equal, NotSupported,
-                "EpBuffer: FERRY_EP_HIERARCHICAL=1 needs nodes of equal sizes, got ranks per node " << listed.str());
-    state_->hierarchical = sizes[0] > 1;  // one rank per node: the direct path is the same thing
+    FERRY_CHECK(topo.ranks_per_node > 0, NotSupported,
+                "EpBuffer: FERRY_EP_HIERARCHICAL=1 needs nodes of equal sizes; the " << W << " ranks span "
+                    << topo.num_nodes << " nodes of different sizes");
+    state_->hierarchical = topo.ranks_per_node > 1;  // one rank per node: the direct path is the same thing
   }
   if (state_->spans_nodes) {
     init_cross_node();

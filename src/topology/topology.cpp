@@ -8,6 +8,8 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ferry/topology.hpp"
 #include "ferry/error.hpp"
@@ -35,7 +37,6 @@ Topology discover_topology(Bootstrap& bootstrap) {
   topo.rank = bootstrap.rank();
   topo.size = bootstrap.size();
   topo.node_of_rank.assign(topo.size, 0);
-  topo.local_rank_of_rank.assign(topo.size, 0);
 
   std::array<char, kHostNameBytes> host{};
   gethostname(host.data(), host.size() - 1);
@@ -61,12 +62,24 @@ Topology discover_topology(Bootstrap& bootstrap) {
       topo.node_of_rank[r] = it->second;
     }
   }
+  return topology_from_nodes(std::move(topo.node_of_rank), topo.rank);
+}
+
+Topology topology_from_nodes(std::vector<int> node_of_rank, int rank) {
+  Topology topo;
+  topo.rank = rank;
+  topo.size = static_cast<int>(node_of_rank.size());
+  topo.node_of_rank = std::move(node_of_rank);
+  topo.local_rank_of_rank.assign(topo.size, 0);
   std::map<int, int> count_in_node;
   for (int r = 0; r < topo.size; ++r) topo.local_rank_of_rank[r] = count_in_node[topo.node_of_rank[r]]++;
   topo.num_nodes = static_cast<int>(count_in_node.size());
   topo.node = topo.node_of_rank[topo.rank];
   topo.local_rank = topo.local_rank_of_rank[topo.rank];
   topo.local_size = count_in_node[topo.node];
+  topo.ranks_per_node = count_in_node.begin()->second;
+  for (const auto& [node, count] : count_in_node)
+    if (count != topo.ranks_per_node) topo.ranks_per_node = 0;
   for (int r = 0; r < topo.size; ++r)
     if (topo.node_of_rank[r] == topo.node) topo.ranks_in_node.push_back(r);
   return topo;

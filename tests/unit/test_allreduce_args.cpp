@@ -239,24 +239,7 @@ TEST(AllReduceArgs, HierarchicalNeedsNodesOfEqualSizeWithinTheLimits) {
 }
 
 ferry::Topology topology_of(const std::vector<int>& node_of_rank, int rank) {
-  ferry::Topology t;
-  t.rank = rank;
-  t.size = static_cast<int>(node_of_rank.size());
-  t.node_of_rank = node_of_rank;
-  t.local_rank_of_rank.assign(node_of_rank.size(), 0);
-  std::vector<int> count(node_of_rank.size(), 0);
-  int nodes = 0;
-  for (size_t r = 0; r < node_of_rank.size(); ++r) {
-    t.local_rank_of_rank[r] = count[static_cast<size_t>(node_of_rank[r])]++;
-    nodes = std::max(nodes, node_of_rank[r] + 1);
-  }
-  t.num_nodes = nodes;
-  t.node = node_of_rank[static_cast<size_t>(rank)];
-  t.local_rank = t.local_rank_of_rank[static_cast<size_t>(rank)];
-  t.local_size = count[static_cast<size_t>(t.node)];
-  for (size_t r = 0; r < node_of_rank.size(); ++r)
-    if (node_of_rank[r] == t.node) t.ranks_in_node.push_back(static_cast<int>(r));
-  return t;
+  return ferry::topology_from_nodes(node_of_rank, rank);
 }
 
 TEST(AllReduceArgs, CommShapeFromTopology) {
