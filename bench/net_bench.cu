@@ -5,9 +5,10 @@
 //
 // Every rank is its own node (FERRY_RANKS_PER_NODE=1 unless set), so rank 0's
 // puts to rank 1 take the proxy. host: host threads push the descriptors (no
-// GPU needed: what the proxy and UCX cost). cuda: one GPU thread pushes them
-// into the FIFO from a kernel, sources in a device window (staged through
-// pinned host memory, or registered directly where UCX moves CUDA memory).
+// GPU needed: what the proxy and UCX cost). cuda: one GPU block issues them
+// from a kernel (dev::put), sources in a device window (the block copies each
+// source into the window's pinned host mirror first, or UCX reads the window
+// itself where it moves CUDA memory: NOTE [Window staging]).
 // The baseline is ucx_perftest's ucp_put_bw between the same two hosts, with
 // host memory (what goes on the wire in both modes) and, for cuda, with CUDA
 // memory as well.
@@ -155,12 +156,14 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
 
 // ------------------------------------------------------------ GPU producers
 
+constexpr int kPushThreads = 512;
+
 __global__ void push_puts(DeviceWindow w, int peer, int iters, size_t size, size_t slots) {
   for (int i = 0; i < iters; ++i) {
     const size_t offset = (i % slots) * size;
-    ferry::device::put_group(w, peer, offset, offset, size, false, 0, 0, 0, 1, [] {});
+    ferry::device::put(w, peer, offset, offset, size);  // block scope
   }
-  ferry::device::quiet(w);
+  if (threadIdx.x == 0) ferry::device::quiet(w);
 }
 
 Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::string* landing) {
@@ -177,9 +180,9 @@ Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::str
   float ms = 0;
   comm.bootstrap().barrier();
   if (comm.rank() == 0) {
-    push_puts<<<1, 1, 0, stream.get()>>>(window.device(), 1, std::max(8, iters / 10), size, slots);
+    push_puts<<<1, kPushThreads, 0, stream.get()>>>(window.device(), 1, std::max(8, iters / 10), size, slots);
     FERRY_CUDA_CHECK(cudaEventRecord(start, stream.get()));
-    push_puts<<<1, 1, 0, stream.get()>>>(window.device(), 1, iters, size, slots);
+    push_puts<<<1, kPushThreads, 0, stream.get()>>>(window.device(), 1, iters, size, slots);
     FERRY_CUDA_CHECK(cudaEventRecord(stop, stream.get()));
     comm.synchronize(stream.get());
     FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -299,8 +302,8 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
     }
   }
   if (print && comm && comm->proxy())
-    std::printf("proxy transport: %s; staged through pinned host memory: %zu bytes\n",
-                comm->proxy()->transport().describe().c_str(), static_cast<size_t>(comm->proxy()->staged_bytes()));
+    std::printf("proxy transport: %s; bytes put: %zu\n",
+                comm->proxy()->transport().describe().c_str(), static_cast<size_t>(comm->proxy()->put_bytes()));
   return 0;
 }
 

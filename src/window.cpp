@@ -21,6 +21,7 @@ struct Window::State {
   char** nvl_peer = nullptr;     // device tables
   uint64_t** nvl_peer_signals = nullptr;
   char* landing = nullptr;       // staged: pinned host memory remote puts land in
+  char* send_mirror = nullptr;   // staged: pinned host memory kernels copy put sources into
   uint64_t* net_signals = nullptr;  // pinned host memory remote signals land in
   uint32_t window_id = 0;
   bool registered = false;
@@ -79,31 +80,50 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
   if (net::Proxy* proxy = comm_.proxy()) {
     // NOTE [Window staging]
     // Peers of other nodes reach this window through UCX. Where UCX moves CUDA
-    // memory (RDMA with GPUDirect) the device window itself is
-    // registered and their puts land in it. Elsewhere (tcp, shared memory) UCX
-    // moves CUDA memory slowly and cannot do atomics on it: their puts land in
-    // a pinned host buffer mapped into the GPU (DeviceWindow::net_recv), and the
-    // proxy copies each put's source through a pinned staging ring first.
+    // memory (RDMA with GPUDirect) the device window itself is registered:
+    // their puts land in it and the transport reads put sources from it.
+    // Elsewhere (tcp, shared memory) UCX moves CUDA memory slowly and cannot do
+    // atomics on it, so both directions go through pinned host memory mapped
+    // into the GPU, and the proxy thread never calls CUDA on the data path:
+    //  - puts land in `landing` (DeviceWindow::net_recv), which kernels read
+    //    through recv_ptr();
+    //  - the group that issues a put first copies its source range into the
+    //    same offsets of `send_mirror` (DeviceWindow::net_send, put_group in
+    //    channel.cuh), and the proxy puts from there.
+    // Why no CUDA call in the proxy: a kernel may be waiting for the proxy while
+    // another thread of the process is inside a CUDA call that waits for that
+    // kernel (a blocking copy into pageable memory, a lazy module load) and
+    // holds a driver lock the proxy's own cudaMemcpyAsync would need. The
+    // earlier design staged sources with cudaMemcpyAsync in the proxy thread
+    // and deadlocked that way under a torch CUDA graph replay followed by
+    // .cpu() (tests/python/test_gpu_ep.py::test_low_latency_cuda_graph).
+    // The mirror keeps put sources at their window offsets, so the protocols'
+    // reuse rules for a put's source (it stays untouched until the put is
+    // complete at the target) cover the mirror as they cover the window.
     // Network signals always land in pinned host memory the GPU polls (8-byte
-    // puts of the word's total, NOTE [Network signals]). Kernels read through recv_ptr() and wait_signal() and
-    // never see which case applies.
+    // puts of the word's total, NOTE [Network signals]). Kernels read through
+    // recv_ptr() and wait_signal() and never see which case applies.
     net::Transport& transport = proxy->transport();
     gpu_direct_ = transport.moves_cuda_memory();
     s.net_signals = host_mapped<uint64_t>(signal_bytes);
     net::ProxyWindow pw;
-    pw.local = d.local;
     pw.bytes = bytes;
-    pw.local_is_cuda = true;
-    pw.stage = !gpu_direct_;
     pw.num_signals = static_cast<uint32_t>(options.num_signals);
     pw.signal_region = transport.register_region(s.net_signals, signal_bytes, false, proxy->lock());
     if (gpu_direct_) {
+      pw.local = d.local;
+      pw.local_is_cuda = true;
       pw.data_region = transport.register_region(d.local, bytes, true, proxy->lock());
       d.net_recv = d.local;
+      d.net_send = nullptr;
     } else {
       s.landing = host_mapped<char>(bytes);
+      s.send_mirror = host_mapped<char>(bytes);
+      pw.local = s.send_mirror;
+      pw.local_is_cuda = false;
       pw.data_region = transport.register_region(s.landing, bytes, false, proxy->lock());
       d.net_recv = device_pointer(s.landing);
+      d.net_send = device_pointer(s.send_mirror);
     }
     d.net_signals = device_pointer(s.net_signals);
     s.window_id = proxy->add_window(pw);
@@ -129,6 +149,7 @@ Window::~Window() {
     // The transport may still be asked (by a late peer) to write here until it
     // closes: the proxy frees this memory after the transport.
     proxy->adopt_host_memory(s.landing);
+    proxy->adopt_host_memory(s.send_mirror);
     proxy->adopt_host_memory(s.net_signals);
   }
   if (s.nvl_peer != nullptr) cudaFree(s.nvl_peer);

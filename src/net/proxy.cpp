@@ -68,11 +68,6 @@ Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
     FERRY_CUDA_CHECK(cudaMalloc(&head_, 2 * sizeof(uint64_t)));  // head, then the producers' tail cache
     FERRY_CUDA_CHECK(cudaMemset(head_, 0, 2 * sizeof(uint64_t)));
     FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    staging_ = host_alloc<char>(options_.staging_bytes, true);
-    // One staged copy now, so the copy path is set up before any kernel runs
-    // (a staged copy later always overlaps the kernel that pushed the put).
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(staging_, head_, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     head_ = host_alloc<uint64_t>(1, false);
@@ -98,7 +93,6 @@ Proxy::~Proxy() {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (head_ != nullptr) cudaFree(head_);
     head_ = nullptr;
-    host_free(staging_, true);
   } else {
     host_free(head_, false);
   }
@@ -166,14 +160,7 @@ void Proxy::run() {
         ++next_ticket_;
         busy = true;
       }
-      if (busy) {
-        try {
-          issue_staged();
-        } catch (const std::exception& e) {
-          note_failure(e.what(), -1);
-        }
-        store_release(tail_, next_ticket_);  // once per batch: producers poll this line
-      }
+      if (busy) store_release(tail_, next_ticket_);  // once per batch: producers poll this line
       activity_.store(kIdle, std::memory_order_relaxed);
       busy = transport_->progress() || busy;
       retire();
@@ -193,7 +180,6 @@ void Proxy::run() {
 void Proxy::handle(const FifoEntry& entry, uint64_t ticket) {
   const auto op = static_cast<FifoOp>(entry.op);
   if (op == FifoOp::kQuiet) {
-    issue_staged();
     InFlight f;
     f.request = transport_->flush();
     f.quiet = ticket;
@@ -230,47 +216,16 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     note_failure(os.str(), entry.peer);
     return;
   }
-  const char* src = window.local + entry.src_offset;
-  if (!window.stage) {
-    issue_staged();  // keep FIFO order
-    InFlight f;
-    f.request =
-        transport_->put(entry.peer, src, entry.bytes, window.data_region, entry.dst_offset, window.local_is_cuda);
-    in_flight_.push_back(std::move(f));
-    return;
-  }
-  // NOTE [Window staging]: the transport moves host memory fast and CUDA memory
-  // slowly (tcp, shared memory): copy the source into the pinned staging ring,
-  // put from there; the ring space is reused once that put completed. The
-  // copies of consecutive puts are queued together and waited for once
-  // (issue_staged), before the next operation of another kind, so the FIFO
-  // order of operations holds.
-  const size_t chunk_max = options_.staging_bytes / 4;
-  for (size_t done = 0; done < entry.bytes;) {
-    const size_t n = std::min(chunk_max, static_cast<size_t>(entry.bytes) - done);
-    char* stage = reserve_staging(n);
-    if (stage == nullptr) return;  // failed while waiting
-    activity_.store(kStagingCopy, std::memory_order_relaxed);
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(stage, src + done, n, cudaMemcpyDeviceToHost, stream_));
-    staged_.push_back(StagedPut{entry.peer, stage, n, window.data_region, entry.dst_offset + done, staging_head_});
-    staged_bytes_.fetch_add(n, std::memory_order_relaxed);
-    done += n;
-  }
-}
-
-// Waits for the queued staging copies, then issues their puts in order.
-void Proxy::issue_staged() {
-  if (staged_.empty()) return;
-  activity_.store(kStagingCopy, std::memory_order_relaxed);
-  FERRY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // NOTE [Window staging] (window.cpp): `local` is memory the transport reads
+  // as it is (host memory, or device memory UCX moves): no copy here, and no
+  // CUDA call on the proxy thread.
+  if (!wait_for_request_room()) return;
   activity_.store(kIssuing, std::memory_order_relaxed);
-  for (const StagedPut& put : staged_) {
-    InFlight f;
-    f.request = transport_->put(put.peer, put.stage, put.bytes, put.region, put.dst_offset, false);
-    f.staging_end = put.staging_end;
-    in_flight_.push_back(std::move(f));
-  }
-  staged_.clear();
+  InFlight f;
+  f.request = transport_->put(entry.peer, window.local + entry.src_offset, entry.bytes, window.data_region,
+                              entry.dst_offset, window.local_is_cuda);
+  in_flight_.push_back(std::move(f));
+  put_bytes_.fetch_add(entry.bytes, std::memory_order_relaxed);
 }
 
 void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
@@ -289,7 +244,6 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   // The fence orders it after every put before it, and successive totals of
   // one word after each other, so the word only grows and never runs ahead of
   // the data it follows.
-  issue_staged();
   transport_->fence();
   const uint64_t key = (static_cast<uint64_t>(entry.window) << 44) ^ (static_cast<uint64_t>(entry.peer) << 24) ^
                        entry.signal_index;
@@ -303,39 +257,33 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   in_flight_.push_back(std::move(f));
 }
 
-// Space for `bytes` in the staging ring, contiguous; waits (progressing) for
-// older puts to release it. nullptr if the transport failed or time ran out.
-char* Proxy::reserve_staging(size_t bytes) {
-  const uint64_t size = options_.staging_bytes;
-  uint64_t start = staging_head_;
-  if (start % size + bytes > size) start = (start / size + 1) * size;  // wrap: never split a chunk
+// Bounds the requests in flight: waits (progressing) until the oldest complete.
+// false if the transport failed or time ran out.
+bool Proxy::wait_for_request_room() {
+  if (in_flight_.size() < kMaxInFlight) return true;
+  activity_.store(kWaitingForRequests, std::memory_order_relaxed);
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  if (start + bytes - staging_tail_ > size || in_flight_.size() >= kMaxInFlight) {
-    issue_staged();  // the space may be held by copies queued in this batch
-    activity_.store(kWaitingForSpace, std::memory_order_relaxed);
-  }
-  while (start + bytes - staging_tail_ > size || in_flight_.size() >= kMaxInFlight) {
+  while (in_flight_.size() >= kMaxInFlight) {
     transport_->progress();
-    retire();  // frees ring space as puts complete (all of it once none is in flight)
+    retire();
     if (transport_->failed()) {
       note_failure(transport_->failure(), transport_->failed_peer());
-      return nullptr;
+      return false;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      note_failure("a put waited past the timeout for staging space (its target makes no progress)", -1);
-      return nullptr;
+      note_failure("puts waited past the timeout for earlier ones to complete (their target makes no progress)", -1);
+      return false;
     }
   }
-  staging_head_ = start + bytes;
-  return staging_ + start % size;
+  return true;
 }
 
 std::string Proxy::state() const {
-  static const char* const kNames[] = {"idle", "waiting for a staging copy", "issuing puts",
-                                       "waiting for staging space (its target makes no progress?)"};
+  static const char* const kNames[] = {"idle", "issuing puts",
+                                       "waiting for earlier puts to complete (their target makes no progress?)"};
   std::ostringstream os;
   os << "proxy on rank " << options_.rank << ": " << load_acquire(tail_) << " descriptors retired, "
-     << staged_bytes_.load(std::memory_order_relaxed) << " bytes staged, now "
+     << put_bytes_.load(std::memory_order_relaxed) << " bytes put, now "
      << kNames[activity_.load(std::memory_order_relaxed)];
   return os.str();
 }
@@ -343,11 +291,9 @@ std::string Proxy::state() const {
 void Proxy::retire() {
   while (!in_flight_.empty() && transport_->test(in_flight_.front().request)) {
     InFlight& f = in_flight_.front();
-    if (f.staging_end != 0) staging_tail_ = f.staging_end;
     if (f.quiet) store_release(flushed_, *f.quiet + 1);
     in_flight_.pop_front();
   }
-  if (in_flight_.empty()) staging_tail_ = staging_head_;
 }
 
 void Proxy::note_failure(const std::string& what, int peer) {

@@ -32,10 +32,10 @@ namespace ferry::net {
 // What the proxy needs to serve one window (filled by ferry::Window, or by a
 // test on host memory).
 struct ProxyWindow {
-  char* local = nullptr;       // this rank's window: the source of puts
+  char* local = nullptr;       // where the proxy reads put sources: the window, or its pinned host
+                               // mirror the kernels copy sources into (NOTE [Window staging], window.cpp)
   size_t bytes = 0;
-  bool local_is_cuda = false;  // local is device memory
-  bool stage = false;          // copy sources through pinned host memory first (NOTE [Window staging])
+  bool local_is_cuda = false;  // local is device memory (the transport moves it itself)
   int data_region = -1;        // transport region where puts land at the peer
   int signal_region = -1;      // transport region of the network signal words
   uint32_t num_signals = 0;    // per source rank
@@ -66,11 +66,10 @@ class Backoff {
 };
 
 struct ProxyOptions {
-  bool cuda = false;           // GPU producers (head in device memory), CUDA staging
+  bool cuda = false;           // GPU producers (head in device memory, ring in mapped host memory)
   int device = 0;
   int rank = 0;
   size_t fifo_capacity = 1024; // entries
-  size_t staging_bytes = size_t{16} << 20;
   std::chrono::nanoseconds timeout{std::chrono::seconds(10)};
   DeviceErrorState* error = nullptr;  // where a transport failure is reported (host-mapped), or nullptr
   int32_t* device_abort = nullptr;    // device abort flag raised on a transport failure, or nullptr
@@ -112,7 +111,7 @@ class Proxy {
   // first use; doing that here makes a peer that cannot be reached fail at
   // creation, not in the middle of a kernel, and takes the wire-up off the
   // first real transfer. warm_up_window goes through the window's own path
-  // (staging, each size class, a signal of total 0).
+  // (its put source, each size class, a signal of total 0).
   // Not the fix for the first-exchange hang on the H200 box: that one is lazy
   // module loading (NOTE [Lazy loading and the proxy], communicator.cpp); these
   // warm-ups were tried for it first and did not change it.
@@ -125,36 +124,26 @@ class Proxy {
   std::string failure() const;
 
   // What the proxy is doing, for error messages ("proxy on rank 3: 12 descriptors
-  // retired, ... now waiting for a staging copy").
+  // retired, ... now idle").
   std::string state() const;
   // Counters, for tests and the bench.
   uint64_t retired() const;
-  uint64_t staged_bytes() const { return staged_bytes_.load(std::memory_order_relaxed); }
+  uint64_t put_bytes() const { return put_bytes_.load(std::memory_order_relaxed); }
 
  private:
   struct InFlight {
     Request request = nullptr;
-    uint64_t staging_end = 0;        // staging ring position freed when it completes (0: none)
     std::optional<uint64_t> quiet;   // quiet ticket published when it completes
     std::unique_ptr<uint64_t> operand;  // a signal's value, alive until its put completed
   };
 
-  struct StagedPut {
-    int peer;
-    char* stage;
-    size_t bytes;
-    int region;
-    size_t dst_offset;
-    uint64_t staging_end;
-  };
-  enum Activity : int { kIdle = 0, kStagingCopy = 1, kIssuing = 2, kWaitingForSpace = 3 };
+  enum Activity : int { kIdle = 0, kIssuing = 1, kWaitingForRequests = 2 };
 
   void run();
-  void issue_staged();
   void handle(const FifoEntry& entry, uint64_t ticket);
   void put(const ProxyWindow& window, const FifoEntry& entry);
   void signal(const ProxyWindow& window, const FifoEntry& entry);
-  char* reserve_staging(size_t bytes);
+  bool wait_for_request_room();
   void retire();
   void note_failure(const std::string& what, int peer);
   void publish_failure();
@@ -173,14 +162,11 @@ class Proxy {
 
   std::vector<std::optional<ProxyWindow>> windows_;
   std::deque<InFlight> in_flight_;
-  std::vector<StagedPut> staged_;  // copies queued on stream_, puts not issued yet
   std::atomic<int> activity_{kIdle};
   std::unordered_map<uint64_t, uint64_t> signal_totals_;  // NOTE [Network signals]
 
-  char* staging_ = nullptr;      // pinned host ring (cuda only)
-  uint64_t staging_head_ = 0, staging_tail_ = 0;
-  cudaStream_t stream_ = nullptr;
-  std::atomic<uint64_t> staged_bytes_{0};
+  cudaStream_t stream_ = nullptr;  // cuda only: raising the device abort flag after a failure
+  std::atomic<uint64_t> put_bytes_{0};
 
   std::atomic<bool> failed_{false};
   bool failure_published_ = false;

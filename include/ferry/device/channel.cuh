@@ -40,6 +40,8 @@ namespace ferry {
 struct DeviceWindow {
   char* local;                     // this rank's window (device memory), `bytes` long
   char* net_recv;                  // where peers of other nodes' puts land (== local, or a mapped host buffer)
+  char* net_send;                  // staged: mapped host mirror put sources are copied into first; nullptr:
+                                   // the transport reads local itself (NOTE [Window staging], window.cpp)
   uint64_t* nvl_signals;           // [world][num_signals], device memory: written over NVLink
   uint64_t* net_signals;           // [world][num_signals], written by the network (mapped host memory)
   char* const* nvl_peer;           // [world]: a peer's window mapped here over NVLink; nullptr: another node
@@ -103,7 +105,9 @@ __device__ __forceinline__ bool signal(const DeviceWindow& w, int peer, uint32_t
 // signal word signal_index of this rank at the peer, never before the data.
 // Starts with a group barrier (`sync`), so the group's stores to the source
 // before the call are included. NVLink: the group's stores, a barrier, one
-// release add. Proxy: one descriptor from the group's first thread. A put
+// release add. Proxy: one descriptor from the group's first thread, after
+// the group copied the source into the window's host mirror where the network
+// does not read GPU memory (NOTE [Window staging], window.cpp). A put
 // without signal followed by a separate signal() needs the group barrier in
 // between (the signal orders only the calling thread's stores).
 template <typename Sync>
@@ -120,6 +124,11 @@ __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_
                                             signal_value);
     }
     return true;
+  }
+  if (w.net_send != nullptr) {  // NOTE [Window staging]: the source, at its offset in the host mirror
+    group_copy(w.net_send + src_offset, w.local + src_offset, bytes, rank, count);
+    __threadfence_system();  // this thread's copies before the group barrier and the descriptor
+    sync();
   }
   if (rank == 0) {
     __threadfence_system();
