@@ -25,9 +25,9 @@
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
 #   nodes_*    the GPU suite's cross-node tests (FERRY_NODES_FILTER, default *AllReduce*) on virtual
-#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS[:hier]);
-#              nodes_2x2_hier: the EP tests (FERRY_NODES_HIER_FILTER, default Ep*) with
-#              FERRY_EP_HIERARCHICAL=1 (a 5th field "hier")
+#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS[:direct]);
+#              nodes_2x2_direct: the EP tests (FERRY_NODES_DIRECT_FILTER, default Ep*) with
+#              FERRY_EP_HIERARCHICAL=0 (a 5th field "direct": high-throughput's direct path)
 #   soak_npN   mpirun -np N build-device/tests/ferry_gpu_soak, N in FERRY_SOAK_NPS (only with FERRY_SOAK=1):
 #              EP dispatch/combine and AllReduce soaks (10,000 calls each, checked periodically, device
 #              and host memory compared after warm-up and at the end); ranks share GPUs where N exceeds
@@ -35,8 +35,9 @@
 #   bench_net  ferry-bench net --memory both on 2 ranks (2 virtual nodes) for UCX_TLS in
 #              FERRY_NET_TLS (default "tcp,self tcp,self/zcopy sm,self all"; /zcopy: with
 #              FERRY_UCX_PEER_FAILURE=0), CSVs in $OUT/net_<tls>.csv
-#   bench_nodes ferry-bench ep and allreduce on 2 ranks sharing GPU 0 as 1 node and as 2 virtual
-#              nodes, no NCCL (only when FERRY_BENCHES names "nodes")
+#   bench_nodes ferry-bench ep (and allreduce) on ranks sharing GPU 0 as one node and as virtual
+#              nodes, no NCCL (only when FERRY_BENCHES names "nodes"; entries FERRY_BENCH_NODES,
+#              NP:RANKS_PER_NODE[:direct], default "2:2 2:1 4:4 4:2 4:2:direct 4:1")
 #   python_nodes the Python GPU tests and examples/moe_layer.py on 2 ranks as 2 virtual nodes
 #              (only with FERRY_NODES_PY=1)
 #   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
@@ -256,20 +257,20 @@ for cfg in $WINDOW_CONFIGS; do
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_window_tests"
 done
 
-# The GPU suite's cross-node tests (AllReduce across nodes) on virtual nodes:
-# NAME:RANKS:RANKS_PER_NODE:UCX_TLS[:hier], filter FERRY_NODES_FILTER; "hier": the
-# hierarchical EP path (FERRY_EP_HIERARCHICAL=1), filter FERRY_NODES_HIER_FILTER.
-NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all nodes_2x2_hier:4:2:all:hier}"
-NODES_FILTER="${FERRY_NODES_FILTER:-*AllReduce*}"
-NODES_HIER_FILTER="${FERRY_NODES_HIER_FILTER:-Ep*}"
+# The GPU suite's cross-node tests on virtual nodes: NAME:RANKS:RANKS_PER_NODE:UCX_TLS[:direct],
+# filter FERRY_NODES_FILTER; "direct": high-throughput EP's direct path instead of the
+# hierarchical one (FERRY_EP_HIERARCHICAL=0), filter FERRY_NODES_DIRECT_FILTER.
+NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all nodes_2x2_direct:4:2:all:direct}"
+NODES_FILTER="${FERRY_NODES_FILTER:-*AllReduce*:Ep*:Timeout.Hier*}"
+NODES_DIRECT_FILTER="${FERRY_NODES_DIRECT_FILTER:-Ep*}"
 for cfg in $NODES_CONFIGS; do
-  IFS=: read -r stage n per_node tls hier <<<"$cfg"
+  IFS=: read -r stage n per_node tls path <<<"$cfg"
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
   if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
   env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE="$per_node")
   [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
   filter="$NODES_FILTER"
-  if [ "$hier" = hier ]; then env_args+=(-x FERRY_EP_HIERARCHICAL=1); filter="$NODES_HIER_FILTER"; fi
+  if [ "${path:-}" = direct ]; then env_args+=(-x FERRY_EP_HIERARCHICAL=0); filter="$NODES_DIRECT_FILTER"; fi
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
     --gtest_filter="$filter"
 done
@@ -364,21 +365,26 @@ bench_stage bench allreduce "${bench_args[@]}"
 read -r -a ep_bench_args <<<"${FERRY_EP_BENCH_ARGS:-}"
 bench_stage bench_ep ep "${ep_bench_args[@]}"
 bench_stage bench_nvlink nvlink
-# bench_nodes (FERRY_BENCHES names "nodes"): ferry-bench ep and allreduce on 2 ranks
-# sharing GPU 0, as one node (NVLink path) and as 2 virtual nodes (proxy path), no
-# NCCL (it refuses two ranks on one GPU). Correctness-scale figures.
+# bench_nodes (FERRY_BENCHES names "nodes"): ferry-bench ep and allreduce on ranks
+# sharing GPU 0, as one node (NVLink path) and as virtual nodes (proxy path, and
+# NVLink inside 2x2), no NCCL (it refuses two ranks on one GPU). Correctness-scale figures.
 if [[ " $BENCHES " != *" nodes "* ]] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
   skip bench_nodes "not in FERRY_BENCHES"
 elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then
   skip bench_nodes "build failed or no GPU"
 else
+  # Entries NP:RANKS_PER_NODE[:direct] (direct: FERRY_EP_HIERARCHICAL=0); AllReduce on the 2-rank ones and 4:2.
   # shellcheck disable=SC2016  # expanded by the inner bash
-  run_stage bench_nodes "${TO[@]}" bash -c 'rc=0; for per_node in 2 1; do
-      echo "#### 2 ranks on one GPU, FERRY_RANKS_PER_NODE=$per_node"
-      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" ep --no-nccl --halves --check \
-        --csv "$CSV_DIR/ep_2ranks_pernode$per_node.csv" || rc=1
-      "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" allreduce --no-nccl --sizes 8K,256K,1M,16M --dtypes bf16 --algos auto --check \
-        --csv "$CSV_DIR/allreduce_2ranks_pernode$per_node.csv" || rc=1
+  run_stage bench_nodes "${TO[@]}" bash -c 'rc=0; for entry in ${FERRY_BENCH_NODES:-2:2 2:1 4:4 4:2 4:2:direct 4:1}; do
+      IFS=: read -r np per_node path <<<"$entry"; tag="${np}ranks_pernode${per_node}${path:+_$path}"
+      extra=(); [ "$path" = direct ] && extra=(-x FERRY_EP_HIERARCHICAL=0)
+      echo "#### $np ranks on one GPU, FERRY_RANKS_PER_NODE=$per_node ${path:-}"
+      "$@" -np "$np" -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "${extra[@]}" "$BENCH" ep --no-nccl --halves --check \
+        --csv "$CSV_DIR/ep_$tag.csv" || rc=1
+      case "$entry" in 2:*|4:2)
+        "$@" -np "$np" -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" allreduce --no-nccl --sizes 8K,256K,1M,16M --dtypes bf16 --algos auto --check \
+          --csv "$CSV_DIR/allreduce_$tag.csv" || rc=1 ;;
+      esac
     done; exit $rc' bench_nodes "${MPIRUN[@]}"
 fi
 # ferry-bench net: 2 ranks as 2 virtual nodes (sharing GPU 0 when there is one GPU).

@@ -101,6 +101,10 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
   const uint32_t sig_a = blockIdx.x, sig_b = kHierarchicalMaxBlocks + blockIdx.x,
                  sig_c = 2 * kHierarchicalMaxBlocks + blockIdx.x;
   char* const partial = w.local + lay.partial_offset + parity * lay.slot_bytes;
+  // The same partial in the send view when that is the host mirror: the puts
+  // below read it there (NOTE [Window staging]), written by every block at once.
+  char* const send_partial = w.net_send != nullptr ? w.net_send + lay.partial_offset + parity * lay.slot_bytes
+                                                   : nullptr;
   const size_t landing = lay.landing_offset + static_cast<size_t>(parity) * (N - 1) * lay.slot_bytes;
 
   // Thread t < count waits for peers[t]'s word `index` (not itself), then the block.
@@ -146,7 +150,9 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
 #pragma unroll
       for (int q = 1; q < kMaxNodeRanks; ++q)
         if (q < L) accumulate<T, Op>(acc, unpack<T>(raw[q]));
-      dev::store16(partial + j * kPackBytes, pack_partial<T>(acc));
+      const uint4 packed = pack_partial<T>(acc);
+      dev::store16(partial + j * kPackBytes, packed);
+      if (send_partial != nullptr) dev::store16(send_partial + j * kPackBytes, packed);
     }
 
     // ---- B: allreduce of the shard across nodes (the proxy).
@@ -159,7 +165,7 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
         pushed &= dev::put_with_signal(w, peer,
                                        landing + hierarchical_landing_slot(me_n, m) * lay.slot_bytes + begin * kPackBytes,
                                        lay.partial_offset + parity * lay.slot_bytes + begin * kPackBytes,
-                                       mine * kPackBytes, sig_b, 1);
+                                       mine * kPackBytes, sig_b, 1, dev::SourceIn::kSendView);
       } else {  // an empty chunk still counts the launch
         __syncthreads();
         if (threadIdx.x == 0) pushed &= dev::signal(w, peer, sig_b, 1);

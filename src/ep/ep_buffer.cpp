@@ -111,15 +111,17 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
-  // NOTE [EP hierarchical] (net_hier.cuh): opt-in, high-throughput across nodes of several ranks each.
+  // NOTE [EP hierarchical] (net_hier.cuh): high-throughput across nodes of several ranks each
+  // (FERRY_EP_HIERARCHICAL=0: the direct path instead).
   const Topology& topo = comm_.topology();
   // Decided from what every rank sees alike (the topology), so all ranks agree or all throw.
-  const bool hier_asked = state_->spans_nodes && !ll && env_int("FERRY_EP_HIERARCHICAL", 0) != 0;
-  if (hier_asked) {
-    FERRY_CHECK(topo.ranks_per_node > 0, NotSupported,
+  const int hier_env = env_int("FERRY_EP_HIERARCHICAL", -1);  // -1: unset
+  if (state_->spans_nodes && !ll && hier_env != 0) {
+    FERRY_CHECK(topo.ranks_per_node > 0 || hier_env != 1, NotSupported,
                 "EpBuffer: FERRY_EP_HIERARCHICAL=1 needs nodes of equal sizes; the " << W << " ranks span "
-                    << topo.num_nodes << " nodes of different sizes");
-    state_->hierarchical = topo.ranks_per_node > 1;  // one rank per node: the direct path is the same thing
+                    << topo.num_nodes << " nodes of different sizes (unset it: the direct path is taken then)");
+    // One rank per node: the direct path is the same thing. Unequal nodes: the direct path.
+    state_->hierarchical = topo.ranks_per_node > 1;
   }
   if (state_->spans_nodes) {
     init_cross_node();

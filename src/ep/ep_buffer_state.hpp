@@ -37,7 +37,7 @@ struct EpBuffer::State {
   std::unique_ptr<Window> window;
   ep::NetLayout net_layout{};
   ep::NetParams net(const ep::Params& p) const { return ep::NetParams{p, window->device(), net_layout}; }
-  // FERRY_EP_HIERARCHICAL=1 (high-throughput, several ranks per node): the
+  // High-throughput, several ranks per node (unless FERRY_EP_HIERARCHICAL=0): the
   // hierarchical path (net_hier.cuh) on the same window; `hier_base` holds its
   // topology and local arrays (hier_local), `np` is filled per call.
   bool hierarchical = false;

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
         if (threadIdx.x == 0) dev::signal(w, s, kSigCombineData, 1);
       } else {
         dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
-                             kSigCombineData, 1);
+                             kSigCombineData, 1, dev::SourceIn::kSendView);
       }
     }
   }

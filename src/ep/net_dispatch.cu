@@ -83,7 +83,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
         if (threadIdx.x == 0) dev::signal(w, d, kSigDispatchData, 1);
       } else {
         dev::put_with_signal(w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d),
-                             lay.header_bytes + size_t(tokens) * lay.record_bytes, kSigDispatchData, 1);
+                             lay.header_bytes + size_t(tokens) * lay.record_bytes, kSigDispatchData, 1,
+                             dev::SourceIn::kSendView);
       }
     }
   }

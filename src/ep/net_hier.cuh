@@ -1,5 +1,5 @@
-// The hierarchical high-throughput EP path across nodes (opt-in:
-// FERRY_EP_HIERARCHICAL=1): what its dispatch (net_hier_dispatch.cu) and
+// The hierarchical high-throughput EP path across nodes (the default on nodes
+// of several ranks; FERRY_EP_HIERARCHICAL=0 turns it off): what its dispatch (net_hier_dispatch.cu) and
 // combine (net_hier_combine.cu) kernels share. The direct path's kernels
 // (net_dispatch.cu, net_combine.cu) are not used by it and not changed by it.
 //

@@ -1,4 +1,4 @@
-// Hierarchical high-throughput EP combine across nodes (FERRY_EP_HIERARCHICAL=1):
+// Hierarchical high-throughput EP combine across nodes (the default; FERRY_EP_HIERARCHICAL=0: direct):
 // the send, forward (node partials) and receive kernels. Protocol: NOTE [EP
 // hierarchical] and NOTE [EP hierarchical reuse] in net_hier.cuh.
 #include "ep/net_hier.cuh"
@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_forward_kernel(HierP
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
       const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
       const int s = peer_in_node(h, n);
-      uint8_t* out = reinterpret_cast<uint8_t*>(w.local) + combine_out(lay, W, parity, s) + size_t(i) * row_bytes + offset;
+      uint8_t* out = reinterpret_cast<uint8_t*>(dev::send_view(w)) + combine_out(lay, W, parity, s) +
+                     size_t(i) * row_bytes + offset;
       for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
         float acc[kUnroll][8] = {};
         for (unsigned m = mask; m != 0; m &= m - 1) {  // local-rank order: the same rounding on every call
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_forward_kernel(HierP
         if (threadIdx.x == 0) dev::signal(w, s, kSigCombineData, 1);
       } else {
         dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
-                             kSigCombineData, 1);
+                             kSigCombineData, 1, dev::SourceIn::kSendView);
       }
     }
   }

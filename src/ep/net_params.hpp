@@ -71,8 +71,8 @@ void launch_net_dispatch_recv(const NetParams& p, cudaStream_t stream);
 void launch_net_combine_send(const NetParams& p, cudaStream_t stream);
 void launch_net_combine_recv(const NetParams& p, cudaStream_t stream);
 
-// ---------------------------------------------------------------- hierarchical (opt-in)
-// High-throughput EP across nodes with FERRY_EP_HIERARCHICAL=1 (net_hier.cuh,
+// ---------------------------------------------------------------- hierarchical
+// High-throughput EP across nodes of several ranks each (net_hier.cuh,
 // NOTE [EP hierarchical]): one put per token per destination node, to the rank
 // of that node with the same local index (the forwarder), which forwards it
 // over NVLink. Same window, the direct path's boxes plus the ones below.

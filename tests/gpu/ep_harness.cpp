@@ -97,10 +97,11 @@ float received_value(const Received& rx, const EpConfig& c, size_t row, size_t h
 const char* mode_id(EpMode m) { return m == EpMode::kHighThroughput ? "ht" : "ll"; }
 const char* dtype_id(DataType t) { return t == DataType::kFloat8E4M3 ? "fp8" : "bf16"; }
 bool expect_hierarchical(const Communicator& comm, EpMode mode) {
+  // The default; FERRY_EP_HIERARCHICAL=0 turns it off.
   const char* v = std::getenv("FERRY_EP_HIERARCHICAL");
-  const bool asked = v != nullptr && std::strtol(v, nullptr, 10) != 0;
+  const bool off = v != nullptr && std::strtol(v, nullptr, 10) == 0;
   const Topology& t = comm.topology();
-  return asked && mode == EpMode::kHighThroughput && t.num_nodes > 1 && t.local_size > 1;
+  return !off && mode == EpMode::kHighThroughput && t.num_nodes > 1 && t.ranks_per_node > 1;
 }
 
 EpConfig make_config(EpMode mode, DataType dispatch_type, int tokens, int hidden, int topk, int local_experts,
@@ -319,8 +320,8 @@ Harness::Harness(Shared& s, const EpConfig& cfg) : s_(s), cfg_(cfg) {
     EXPECT_EQ(buf_->rank(), mpi_rank());
     // The path: the NVLink kernels on one node, the cross-node path otherwise.
     EXPECT_EQ(buf_->spans_nodes(), s.comm->topology().num_nodes > 1);
-    // FERRY_EP_HIERARCHICAL=1: the hierarchical cross-node path, for high-throughput
-    // on nodes of several ranks (NOTE [EP hierarchical]); the direct one otherwise.
+    // The hierarchical cross-node path for high-throughput on nodes of several
+    // ranks (NOTE [EP hierarchical]), unless FERRY_EP_HIERARCHICAL=0; the direct one otherwise.
     EXPECT_EQ(buf_->hierarchical(), expect_hierarchical(*s.comm, cfg.mode));
   }
 }

@@ -114,7 +114,7 @@ class DevMem {
 const char* mode_id(EpMode m);
 const char* dtype_id(DataType t);
 // Whether an EpBuffer of `mode` on `comm` takes the hierarchical cross-node path:
-// FERRY_EP_HIERARCHICAL=1, high-throughput, several nodes of several ranks each.
+// high-throughput, several nodes of several ranks each, unless FERRY_EP_HIERARCHICAL=0.
 bool expect_hierarchical(const Communicator& comm, EpMode mode);
 
 EpConfig make_config(EpMode mode, DataType dispatch_type, int tokens, int hidden, int topk, int local_experts,

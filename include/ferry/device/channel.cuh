@@ -67,6 +67,16 @@ __device__ __forceinline__ const char* recv_ptr(const DeviceWindow& w, int peer)
   return is_nvlink_peer(w, peer) ? w.local : w.net_recv;
 }
 
+// Where a kernel may build data it will put to peers of other nodes: the
+// window's send view, the pinned host mirror when the network does not read GPU
+// memory (NOTE [Window staging], window.cpp), else the window itself. Data
+// written here goes out with a put whose `source` is SourceIn::kSendView, which
+// skips the group's copy: the kernel's own stores (from all its blocks) are the
+// staging, in parallel, where a group's copy would be one block's.
+__device__ __forceinline__ char* send_view(const DeviceWindow& w) {
+  return w.net_send != nullptr ? w.net_send : w.local;
+}
+
 // Copies [src, src + bytes) to dst with the threads [rank, rank + count) of a
 // group: 16-byte units where both are aligned, bytes otherwise.
 __device__ __forceinline__ void group_copy(char* dst, const char* src, size_t bytes, unsigned rank,
@@ -110,14 +120,18 @@ __device__ __forceinline__ bool signal(const DeviceWindow& w, int peer, uint32_t
 // does not read GPU memory (NOTE [Window staging], window.cpp). A put
 // without signal followed by a separate signal() needs the group barrier in
 // between (the signal orders only the calling thread's stores).
+enum class SourceIn { kWindow, kSendView };  // where a put's source was written (send_view)
+
 template <typename Sync>
 __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_t dst_offset, size_t src_offset,
                                           size_t bytes, bool with_signal, uint32_t signal_index,
-                                          uint64_t signal_value, unsigned rank, unsigned count, Sync&& sync) {
+                                          uint64_t signal_value, unsigned rank, unsigned count, Sync&& sync,
+                                          SourceIn source = SourceIn::kWindow) {
   bool ok = true;
   sync();  // the group's earlier stores to the source range are visible to every copier (and the proxy)
   if (is_nvlink_peer(w, peer)) {
-    group_copy(w.nvl_peer[peer] + dst_offset, w.local + src_offset, bytes, rank, count);
+    const char* src = (source == SourceIn::kSendView ? send_view(w) : w.local) + src_offset;
+    group_copy(w.nvl_peer[peer] + dst_offset, src, bytes, rank, count);
     if (with_signal) {
       sync();
       if (rank == 0) signal_add_release_sys(signal_word(w.nvl_peer_signals[peer], w, w.rank, signal_index),
@@ -125,7 +139,7 @@ __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_
     }
     return true;
   }
-  if (w.net_send != nullptr) {  // NOTE [Window staging]: the source, at its offset in the host mirror
+  if (w.net_send != nullptr && source == SourceIn::kWindow) {  // NOTE [Window staging]: into the host mirror
     group_copy(w.net_send + src_offset, w.local + src_offset, bytes, rank, count);
     __threadfence_system();  // this thread's copies before the group barrier and the descriptor
     sync();
@@ -147,9 +161,9 @@ __device__ __forceinline__ bool put(const DeviceWindow& w, int peer, size_t dst_
 }
 __device__ __forceinline__ bool put_with_signal(const DeviceWindow& w, int peer, size_t dst_offset,
                                                 size_t src_offset, size_t bytes, uint32_t signal_index,
-                                                uint64_t signal_value) {
+                                                uint64_t signal_value, SourceIn source = SourceIn::kWindow) {
   return put_group(w, peer, dst_offset, src_offset, bytes, true, signal_index, signal_value, threadIdx.x,
-                   blockDim.x, [] { __syncthreads(); });
+                   blockDim.x, [] { __syncthreads(); }, source);
 }
 // Warp scope: every lane of the warp calls it.
 __device__ __forceinline__ bool put_warp(const DeviceWindow& w, int peer, size_t dst_offset, size_t src_offset,
