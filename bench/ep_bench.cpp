@@ -329,7 +329,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
                 static_cast<unsigned long long>(options.seed));
     for (EpMode mode : options.modes) {
       std::printf("  %s: T=%s tokens/rank, SMs %s\n", mode_label(mode), list(tokens_for(mode), 0).c_str(),
-                  list(sms_for(mode), comm.num_sms()).c_str());
+                  list(sms_for(mode), comm.sm_budget()).c_str());
     }
     std::printf("  time: (dispatch, combine) iterations, %d per CUDA graph, event around each op, median over\n"
                 "  iterations, max over ranks (us); recv: tokens the busiest rank receives, its own included;\n"
@@ -378,7 +378,9 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
 #endif
 
       for (int sms : sms_for(mode)) {
-        const int effective_sms = sms == 0 ? comm.num_sms() : sms;
+        // EpBuffer keeps to the communicator's SM budget (NOTE [SM budget]: less than
+        // the GPU only where ranks share it).
+        const int effective_sms = std::min(sms == 0 ? comm.sm_budget() : sms, comm.sm_budget());
         std::vector<Row> rows;
         std::optional<Row> combine;  // one combine row: from the bf16 buffer when there is one
         for (size_t i = 0; i < options.dispatch_types.size(); ++i) {

@@ -7,8 +7,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "common/driver_api.hpp"
 #include "common/env.hpp"
@@ -68,8 +71,10 @@ void free_device_state(DeviceErrorState*& error, int32_t*& abort_flag) {
 }
 
 struct DeviceId {
+  char host[64];         // hostname: bus ids repeat across machines
   char bus_id[32];
   int32_t ok;            // local setup succeeded
+  int32_t num_sms;
   char error[200];       // first part of the local error, if any
 };
 
@@ -90,6 +95,8 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
     FERRY_CUDA_CHECK(cudaSetDevice(device_));
     FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
     FERRY_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), device_));
+    gethostname(mine.host, sizeof(mine.host) - 1);
+    mine.num_sms = num_sms_;
     void* host = nullptr;
     FERRY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(DeviceErrorState), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(host, 0, sizeof(DeviceErrorState));
@@ -108,6 +115,19 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
     free_device_state(device_error_, device_abort_);
     if (r == rank()) FERRY_THROW(CudaError, "Communicator setup failed on rank " << r << ": " << local_error);
     FERRY_THROW(CudaError, "Communicator setup failed on rank " << r << ": " << all[r].error);
+  }
+
+  // NOTE [SM budget] (communicator.hpp).
+  auto same_gpu = [&](int a, int b) {
+    return std::strncmp(all[a].host, all[b].host, sizeof(all[a].host)) == 0 &&
+           std::strncmp(all[a].bus_id, all[b].bus_id, sizeof(all[a].bus_id)) == 0;
+  };
+  sm_budget_ = num_sms_;
+  for (int r = 0; r < size(); ++r) {
+    int sharing = 0;
+    for (int q = 0; q < size(); ++q) sharing += same_gpu(r, q);
+    if (r == rank()) ranks_sharing_device_ = sharing;
+    sm_budget_ = std::min(sm_budget_, std::max(1, all[r].num_sms / std::max(1, sharing)));
   }
 
   // Every local peer must be reachable over P2P: a clear error now, not a crash in

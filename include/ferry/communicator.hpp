@@ -53,6 +53,17 @@ class Communicator {
   // collectives use it.
   net::Proxy* proxy() const { return proxy_.get(); }
   int num_sms() const { return num_sms_; }
+  // Ranks of this communicator whose process drives the same GPU as this one
+  // (1 on a normal node; more where ranks share GPUs: MPS, test beds).
+  int ranks_sharing_device() const { return ranks_sharing_device_; }
+  // NOTE [SM budget]: the SMs one rank's communication kernels may fill, the
+  // same on every rank: min over ranks of (SMs / ranks sharing that GPU). Blocks
+  // of one rank spin on flags that blocks of other ranks write; where ranks share
+  // a GPU and run concurrently (MPS), grids of all of them must be resident at
+  // once, else the first grid to arrive holds every SM and waits for blocks that
+  // never start. With one rank per GPU it is the GPU's SM count (min over ranks:
+  // blocks pair by index across ranks, so every rank must launch as many).
+  int sm_budget() const { return sm_budget_; }
   uint64_t timeout_ns() const { return timeout_ns_; }
 
   // Device-visible error record (host-mapped). Kernels report timeouts here.
@@ -74,6 +85,8 @@ class Communicator {
   Topology topology_;
   int device_ = 0;
   int num_sms_ = 0;
+  int ranks_sharing_device_ = 1;
+  int sm_budget_ = 0;
   uint64_t timeout_ns_ = 0;
   DeviceErrorState* device_error_ = nullptr;  // cudaHostAlloc(mapped)
   int32_t* device_abort_ = nullptr;           // cudaMalloc

@@ -189,7 +189,7 @@ void setup_hierarchical(Communicator& comm, size_t max_bytes, const AllReduceOpt
   const Topology& topology = comm.topology();
   const int num_nodes = topology.num_nodes, local_size = topology.local_size;
   capacity = hierarchical_capacity(max_bytes, num_nodes, local_size, tuning_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES"));
-  max_blocks = std::min(kHierarchicalMaxBlocks, std::max(comm.num_sms(), 1));
+  max_blocks = std::min(kHierarchicalMaxBlocks, std::max(comm.sm_budget(), 1));
   if (options.max_blocks > 0) max_blocks = std::min(max_blocks, options.max_blocks);
   struct Choice {
     uint64_t capacity;
@@ -345,7 +345,9 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   p.capacity_bytes = state_->capacity[a];
   p.epoch = state_->epoch;
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
-  const int num_sms = options_.max_blocks > 0 ? std::min(options_.max_blocks, comm_.num_sms()) : comm_.num_sms();
+  // Grids within the SM budget, the same on every rank (NOTE [SM budget], communicator.hpp).
+  const int budget = comm_.sm_budget();
+  const int num_sms = options_.max_blocks > 0 ? std::min(options_.max_blocks, budget) : budget;
 
   // Split into launches of at most the algorithm's capacity (a multiple of 16
   // bytes, so every piece keeps the pointers' alignment).

@@ -66,8 +66,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
                                    << W << " in " << comm_.topology().num_nodes << " nodes");
   FERRY_CHECK(W <= ep::kMaxRanks, NotSupported,
               "EpBuffer: at most " << ep::kMaxRanks << " ranks in a node, got " << W);
-  if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.num_sms();
-  config_.num_sms = std::min(config_.num_sms, comm_.num_sms());
+  // At most the communicator's SM budget (NOTE [SM budget]: all SMs with one rank per GPU).
+  if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.sm_budget();
+  config_.num_sms = std::min(config_.num_sms, comm_.sm_budget());
   ep::check_layout_fits(config_.max_tokens_per_rank, config_.num_experts, comm_.num_sms());
 
   const int T = config_.max_tokens_per_rank, H = config_.hidden, K = config_.topk, E = config_.num_experts;
@@ -182,9 +183,7 @@ void EpBuffer::init_cross_node() {
   auto same_gpu = [](const Where& a, const Where& b) {
     return std::strncmp(a.host, b.host, sizeof(a.host)) == 0 && std::strncmp(a.bus, b.bus, sizeof(a.bus)) == 0;
   };
-  int sharing = 0;
   for (size_t r = 0; r < all.size(); ++r) {
-    sharing += same_gpu(all[r], me);
     uint64_t ranks_there = 0;
     for (const Where& w : all) ranks_there += same_gpu(w, all[r]);
     FERRY_CHECK(all[r].free_bytes >= needed * ranks_there, NotSupported,
@@ -194,9 +193,9 @@ void EpBuffer::init_cross_node() {
                     << r << " (" << ranks_there << " rank(s) on it) has " << all[r].free_bytes
                     << " bytes free; lower max_tokens_per_rank or hidden");
   }
-  // Blocks of the ranks on one GPU wait for each other: all of them fit at once.
-  const int fit = std::max(1, comm_.num_sms() / std::max(1, sharing));
-  p.num_blocks = std::max(1, std::min(config_.num_sms, fit));
+  // Blocks of the ranks on one GPU wait for each other: all of them fit at once
+  // (config_.num_sms is within the communicator's SM budget, NOTE [SM budget]).
+  p.num_blocks = std::max(1, config_.num_sms);
   st.overlap = false;
 
   FERRY_CUDA_CHECK(cudaMalloc(&st.local, plan.total));

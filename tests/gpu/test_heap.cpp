@@ -5,6 +5,7 @@
 // Communicator uses the device its caller made current (or named in its options).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "common/test_util.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/communicator.hpp"
+#include "ferry/ep.hpp"
 #include "ferry/symmetric_heap.hpp"
 
 namespace {
@@ -122,6 +124,40 @@ TEST(Heap, OneGpuPerRank) {
       if (c.topology().same_node(a) && c.topology().same_node(b)) {
         EXPECT_STRNE(all.data() + 64 * a, all.data() + 64 * b) << "ranks " << a << " and " << b << " share a GPU";
       }
+}
+
+// NOTE [SM budget] (communicator.hpp): ranks sharing a GPU split its SMs, so
+// their spinning grids fit on it together; one rank per GPU keeps all of them.
+// The same budget on every rank (blocks pair by index across ranks).
+TEST(Heap, SmBudgetSplitsASharedGpu) {
+  FERRY_REQUIRE_GPUS();
+  ferry::Communicator& c = comm();
+  char mine[128] = {};
+  gethostname(mine, 63);
+  CUDA_OK(cudaDeviceGetPCIBusId(mine + 64, 64, c.device()));
+  std::vector<char> all(128 * static_cast<size_t>(mpi_size()));
+  MPI_Allgather(mine, 128, MPI_CHAR, all.data(), 128, MPI_CHAR, MPI_COMM_WORLD);
+  int sharing = 0;
+  for (int r = 0; r < mpi_size(); ++r)
+    sharing += std::strncmp(all.data() + 128 * r, mine, 64) == 0 &&
+               std::strncmp(all.data() + 128 * r + 64, mine + 64, 64) == 0;
+  EXPECT_EQ(c.ranks_sharing_device(), sharing);
+  EXPECT_GE(c.sm_budget(), 1);
+  EXPECT_LE(c.sm_budget(), std::max(1, c.num_sms() / sharing));
+  if (!share_gpus()) EXPECT_EQ(sharing, 1);
+  int budget = c.sm_budget(), lowest = 0, highest = 0;
+  MPI_Allreduce(&budget, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&budget, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lowest, highest) << "every rank has the same SM budget";
+  // EP keeps to it (low-latency asks for every SM by default).
+  ferry::EpConfig cfg;
+  cfg.max_tokens_per_rank = 8;
+  cfg.hidden = 256;
+  cfg.topk = 2;
+  cfg.num_experts = 2 * mpi_size();
+  cfg.mode = ferry::EpMode::kLowLatency;
+  ferry::EpBuffer ep(c, cfg);
+  EXPECT_EQ(ep.config().num_sms, c.sm_budget());
 }
 
 TEST(Heap, AllocatePeersReadEachOther) {
