@@ -37,7 +37,8 @@
 #              FERRY_UCX_PEER_FAILURE=0), CSVs in $OUT/net_<tls>.csv
 #   bench_nodes ferry-bench ep (and allreduce) on ranks sharing GPU 0 as one node and as virtual
 #              nodes, no NCCL (only when FERRY_BENCHES names "nodes"; entries FERRY_BENCH_NODES,
-#              NP:RANKS_PER_NODE[:direct], default "2:2 2:1 4:4 4:2 4:2:direct 4:1")
+#              NP:RANKS_PER_NODE[:direct], default "2:2 2:1 4:4 4:2 4:2:direct 4:1"; ferry-bench ep gets
+#              FERRY_BENCH_NODES_EP_ARGS, default "--warmup 2 --iters 10": time-sliced ranks are slow)
 #   python_nodes the Python GPU tests and examples/moe_layer.py on 2 ranks as 2 virtual nodes
 #              (only with FERRY_NODES_PY=1)
 #   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
@@ -380,7 +381,7 @@ else
       extra=(); [ "$path" = direct ] && extra=(-x FERRY_EP_HIERARCHICAL=0)
       echo "#### $np ranks on one GPU, FERRY_RANKS_PER_NODE=$per_node ${path:-}"
       "$@" -np "$np" -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "${extra[@]}" "$BENCH" ep --no-nccl --halves --check \
-        --csv "$CSV_DIR/ep_$tag.csv" || rc=1
+        ${FERRY_BENCH_NODES_EP_ARGS:---warmup 2 --iters 10} --csv "$CSV_DIR/ep_$tag.csv" || rc=1
       case "$entry" in 2:*|4:2)
         "$@" -np "$np" -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=$per_node "$BENCH" allreduce --no-nccl --sizes 8K,256K,1M,16M --dtypes bf16 --algos auto --check \
           --csv "$CSV_DIR/allreduce_$tag.csv" || rc=1 ;;
