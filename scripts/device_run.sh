@@ -73,8 +73,9 @@
 #   FERRY_SKIP_PIP=1       skip the pip stage
 #   FERRY_SKIP_PYTHON=1    skip the Python stages
 #   FERRY_STAGE_TIMEOUT    seconds before a test/run stage is killed (default 300)
-#   FERRY_MPS=1            start the CUDA MPS daemon (pipe and log folders under the build tree) for the
-#                          whole run, so virtual ranks' kernels run concurrently; stopped at exit
+#   FERRY_MPS              1: start the CUDA MPS daemon (pipe and log folders under the build tree) for the
+#                          whole run, so virtual ranks' kernels run concurrently; stopped at exit. 0: never.
+#                          Default: 1 with FERRY_VIRTUAL_RANKS=1 where the daemon exists
 #   FERRY_WINDOW_CONFIGS   which win_* stages run (default: all of them)
 #   FERRY_SOAK=1           run the soak stages (also with FERRY_SKIP_TESTS=1, so that a run can be only the soak)
 #   FERRY_SOAK_NPS         their rank counts (default "2 4 8"; up to 8; NxK: N virtual nodes of K ranks, e.g. "2x2")
@@ -208,10 +209,13 @@ B="$BUILD_DIR"
 export EX="$B/examples/ferry-example-gpu-put" BENCH="$B/bench/ferry-bench" CSV_DIR="$OUT"
 case "$B" in /*) B_ABS="$B" ;; *) B_ABS="$ROOT/$B" ;; esac
 
-# FERRY_MPS=1: one MPS daemon for the run (virtual ranks' kernels then run at the
-# same time instead of time-sliced), its pipe and log folders under the build tree.
+# MPS: one daemon for the run (virtual ranks' kernels then run at the same time
+# instead of time-sliced), its pipe and log folders under the build tree. Default
+# (FERRY_MPS unset): on with FERRY_VIRTUAL_RANKS=1 where nvidia-cuda-mps-control
+# exists; FERRY_MPS=1 forces it on, FERRY_MPS=0 off. The script says which.
 MPS_STARTED=0
-if [ "${FERRY_MPS:-0}" = 1 ] && [ "$GPUS" -ge 1 ]; then
+MPS_WANTED="${FERRY_MPS:-$([ "$VIRTUAL" = 1 ] && echo 1 || echo 0)}"
+if [ "$MPS_WANTED" = 1 ] && [ "$GPUS" -ge 1 ]; then
   if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
     export CUDA_MPS_PIPE_DIRECTORY="$B_ABS/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$B_ABS/mps/log"
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
@@ -219,11 +223,11 @@ if [ "${FERRY_MPS:-0}" = 1 ] && [ "$GPUS" -ge 1 ]; then
       MPS_STARTED=1
       trap 'echo quit | nvidia-cuda-mps-control' EXIT
       MPIRUN+=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
-      echo "device_run: MPS daemon started (virtual ranks run concurrently)"
     fi
   fi
-  [ "$MPS_STARTED" = 1 ] || echo "device_run: no MPS daemon: virtual ranks are time-sliced"
 fi
+if [ "$MPS_STARTED" = 1 ]; then echo "device_run: MPS daemon started (ranks sharing a GPU run concurrently)"
+else echo "device_run: no MPS daemon (FERRY_MPS=$MPS_WANTED): ranks sharing a GPU are time-sliced"; fi
 
 # ---------------------------------------------------------------- tests
 if [ "${FERRY_SKIP_TESTS:-0}" = 1 ] || [ "${FERRY_SKIP_CTEST:-0}" = 1 ]; then
