@@ -47,6 +47,14 @@ static_assert(sizeof(HelloPayload) == 16);
 // Abort payload: uint32 "is a timeout" flag, then the root's error message.
 constexpr size_t kMaxAbortBytes = 16384;
 
+// Bytes of a complete hello frame: the most rank 0 reads from a connection before
+// it knows which rank (if any) is behind it.
+constexpr size_t kHelloFrameBytes = sizeof(FrameHeader) + sizeof(HelloPayload);
+
+// What a frame of the wrong length usually means, appended to the error.
+constexpr const char* kHelloLengthHint = "a hello is 16 bytes; is the peer another ferry build?";
+constexpr const char* kSameBytesHint = "every rank must pass the same bytes_per_rank";
+
 // ---------------------------------------------------------------- unique id layout
 constexpr uint32_t kIdTag = 0x31444946u;   // "FID1"
 constexpr uint32_t kIdEphemeralPort = 1u;  // the creating process holds the listening socket
@@ -124,7 +132,7 @@ struct TcpBootstrap::Impl {
     }
     if (h.magic == kFrameMagic && h.sender != 0)
       io.malformed("rank 0", "sender field says " + std::to_string(h.sender));
-    io.check_header(h, "rank 0", kind, length);
+    io.check_header(h, "rank 0", kind, length, kind == kResult ? kSameBytesHint : nullptr);
     io.recv_bytes(peers[0].get(), payload, length, deadline, 0, what);
   }
 
@@ -171,6 +179,28 @@ struct TcpBootstrap::Impl {
   bool admit_member(PendingMember& p);
 };
 
+// NOTE [TCP bootstrap frames]
+// Rank 0 reads at most kHelloFrameBytes from a connection before admitting it, into
+// fixed buffers: a length field is checked against the hello's exact size (and
+// max_frame_bytes) before any payload byte is read, so no claim on the wire sizes
+// an allocation. What it does with each kind of bad connection:
+//   - connects and closes (or resets) without a byte: a port probe or health check;
+//     ignored, the root keeps waiting.
+//   - wrong magic, wrong kind, wrong length, rank out of [1, size), a different
+//     protocol version, unique id or world size: BootstrapError naming the field,
+//     its value and the peer; the peer and the ranks already in get an abort frame
+//     with the same text. These fail the group instead of being dropped: the port
+//     is a short-lived one handed out with the unique id, so what writes to it is
+//     almost always a misconfigured rank (another build, another job's id), and
+//     failing now with the reason beats a timeout that only names a missing rank.
+//   - closes mid-frame: BootstrapError ("closed the connection in the middle of a
+//     frame"), at once; one that stalls mid-frame is named in the TimeoutError.
+//   - claims a rank that already joined: only the newcomer is turned away (abort
+//     frame "duplicate rank N", logged on stderr); the group goes on, so a stray
+//     replay cannot kill a healthy group. If the real rank was the newcomer, the
+//     root's TimeoutError names the missing rank and lists the rejected claims.
+// Tests: tests/unit/test_tcp_bootstrap_frames.cpp, tests/mp/test_bootstrap_fuzz.cpp.
+
 // Reads what is available of a candidate's hello; true once it joined as a rank.
 bool TcpBootstrap::Impl::admit_member(PendingMember& p) {
   // A connection that closes before sending anything is a port probe, not a rank.
@@ -181,7 +211,7 @@ bool TcpBootstrap::Impl::admit_member(PendingMember& p) {
   auto check_hello_header = [&] {
     const FrameHeader& h = p.header;
     if (h.magic == kFrameMagic && h.kind == kHello) p.from += " (claims rank " + std::to_string(h.sender) + ")";
-    io.check_header(h, p.from, kHello, sizeof(HelloPayload));
+    io.check_header(h, p.from, kHello, sizeof(HelloPayload), kHelloLengthHint);
     if (h.sender < 1 || h.sender >= size)
       io.malformed(p.from, "rank " + std::to_string(h.sender) + " out of range [1, " + std::to_string(size) + ")");
   };
@@ -232,6 +262,10 @@ void TcpBootstrap::Impl::accept_members() {
         if (!peers[static_cast<size_t>(r)].valid()) missing.push_back(r);
       std::string notes;
       for (const auto& r : rejected) notes += "; earlier: " + r;
+      for (const auto& p : pending)  // connections stuck in the middle of a hello
+        if (p.got > 0)
+          notes += "; " + p.from + " sent " + std::to_string(p.got) + " of the " + std::to_string(kHelloFrameBytes) +
+                   " bytes of a hello, then nothing";
       FERRY_THROW(TimeoutError, me() << " timed out after " << deadline.budget_ms << " ms waiting for "
                                      << rank_list(missing) << " to connect" << notes);
     }
@@ -292,7 +326,7 @@ void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t 
                   io.pump_frame(peers[slot].get(), headers[slot], got[slot], recv + slot * bytes, bytes, from, [&] {
                     if (headers[slot].magic == kFrameMagic && headers[slot].sender != r)
                       io.malformed(from, "sender field says " + std::to_string(headers[slot].sender));
-                    io.check_header(headers[slot], from, kContribution, bytes);
+                    io.check_header(headers[slot], from, kContribution, bytes, kSameBytesHint);
                   });
       if (!done) still_waiting.push_back(r);
     }

@@ -135,16 +135,17 @@ void FrameIo::malformed(const std::string& from, const std::string& why) const {
   FERRY_THROW(BootstrapError, who << ": malformed frame from " << from << ": " << why);
 }
 
-void FrameIo::check_header(const FrameHeader& h, const std::string& from, uint32_t kind, uint64_t length) const {
+void FrameIo::check_header(const FrameHeader& h, const std::string& from, uint32_t kind, uint64_t length,
+                           const char* hint) const {
   std::ostringstream why;
   if (h.magic != kFrameMagic)
     why << "bad magic 0x" << std::hex << h.magic;
   else if (h.kind != kind)
     why << "kind " << h.kind << ", expected " << kind;
-  else if (h.length > max_frame_bytes)
+  else if (h.length > std::max<uint64_t>(max_frame_bytes, length))  // protocol frames fit even a tiny cap
     why << "length " << h.length << " exceeds max_frame_bytes " << max_frame_bytes;
   else if (h.length != length)
-    why << "length " << h.length << ", expected " << length << " (every rank must pass the same bytes_per_rank)";
+    why << "length " << h.length << ", expected " << length << (hint ? std::string(" (") + hint + ")" : "");
   else
     return;
   malformed(from, why.str());

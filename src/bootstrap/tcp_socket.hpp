@@ -86,7 +86,11 @@ struct FrameIo {
   uint64_t max_frame_bytes = 0;  // longest payload check_header accepts
 
   [[noreturn]] void malformed(const std::string& from, const std::string& why) const;
-  void check_header(const FrameHeader& h, const std::string& from, uint32_t kind, uint64_t length) const;
+  // Rejects (BootstrapError naming the field and its value) a header whose magic or
+  // kind is wrong, or whose length is over max_frame_bytes or other than `length`;
+  // `hint`, when given, says what a wrong length usually means.
+  void check_header(const FrameHeader& h, const std::string& from, uint32_t kind, uint64_t length,
+                    const char* hint = nullptr) const;
 
   // One poll(); > 0 when some fd is ready, <= 0 on timeout or EINTR.
   int poll_once(std::vector<pollfd>& fds, const Deadline& deadline) const;
