@@ -155,6 +155,134 @@ __device__ void advance_epoch(const Params& p, EpochKind kind, uint64_t epoch) {
   }
 }
 
+// The receive side both cross-node dispatch paths share (direct:
+// net_dispatch.cu; hierarchical: net_hier_dispatch.cu), after the caller's wait
+// for every source: reads every source's header (its token count and its rows
+// for all E experts), publishes this rank's expert offsets and counts (a
+// high-throughput overflow is seen by every rank, NOTE [EP overflow is
+// collective]), then places the records it owns. `inbox(s)`: where source s's
+// dispatch slot of this call's parity is read. Dynamic shared memory:
+// net_dispatch_recv_smem_bytes.
+template <typename Inbox>
+__device__ void place_dispatch_records(const NetParams& np, Inbox inbox) {
+  const Params& p = np.p;
+  const NetLayout& lay = np.lay;
+  const int W = p.world_size, Le = p.local_experts, K = p.topk, E = p.num_experts;
+  const int mine = p.rank * Le;  // this rank's first global expert
+  extern __shared__ __align__(16) uint8_t recv_smem[];
+  int64_t* offsets = reinterpret_cast<int64_t*>(recv_smem);  // [Le + 1]: first row of each local expert, then the end
+  int32_t* totals = reinterpret_cast<int32_t*>(offsets + Le + 1);  // [E]: rows per expert from all sources
+  int32_t* base = totals + E;                                      // [W][Le]: first row of (source, local expert)
+  __shared__ int32_t token_count[kMaxRanks];
+  __shared__ int32_t max_token_count;
+  __shared__ int64_t needed[kMaxRanks];
+  auto header = [&](int s) { return reinterpret_cast<const volatile int32_t*>(inbox(s)); };
+  for (int i = threadIdx.x; i < E; i += kThreads) {
+    int total = 0;
+    for (int s = 0; s < W; ++s) total += header(s)[kHeaderCounts + i];
+    totals[i] = total;
+  }
+  for (int i = threadIdx.x; i < W * Le; i += kThreads) {
+    const int s = i / Le, le = i % Le;
+    int before = 0;
+    for (int q = 0; q < s; ++q) before += header(q)[kHeaderCounts + mine + le];
+    base[i] = before;
+  }
+  if (threadIdx.x < W) token_count[threadIdx.x] = header(threadIdx.x)[kHeaderTokens];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp < W) {  // warp r: the rows rank r needs (every rank sees every rank's overflow)
+    const int64_t rows = warp_expert_offsets(
+        p, Le, lane, [&](int le) { return int64_t(totals[warp * Le + le]); },
+        [&](int le, int64_t start) {
+          if (warp == p.rank) offsets[le] = start;
+        });
+    if (lane == 0) {
+      needed[warp] = rows;
+      if (warp == p.rank) offsets[Le] = rows;
+    }
+  } else if (warp == kWarps - 1) {
+    const int most = __reduce_max_sync(0xffffffffu, lane < W ? token_count[lane] : 0);
+    if (lane == 0) max_token_count = most;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < W * Le; i += kThreads) base[i] += int32_t(offsets[i % Le]);
+  // NOTE [EP overflow is collective]: the lowest rank whose output would overflow.
+  if (blockIdx.x == 0 && threadIdx.x == 0 && !p.low_latency) {
+    for (int r = 0; r < W; ++r) {
+      if (needed[r] <= p.capacity_rows) continue;
+      if (p.status->code == kEpOk) {
+        p.status->value = needed[r];
+        p.status->rank = r;
+        __threadfence_system();
+        p.status->code = kEpTooManyRows;
+      }
+      break;
+    }
+  }
+  __syncthreads();
+  const bool overflow = !p.low_latency && needed[p.rank] > p.capacity_rows;
+  if (blockIdx.x == 0) {
+    if (!overflow) {
+      for (int le = threadIdx.x; le <= Le; le += kThreads) p.expert_offsets[le] = offsets[le];
+      for (int le = threadIdx.x; le < Le; le += kThreads) p.expert_counts[le] = totals[mine + le];
+    }
+    // An overflowed rank received nothing: its combine sends nothing.
+    if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = overflow ? 0 : token_count[threadIdx.x];
+  }
+  if (!overflow) {
+    __shared__ uint8_t* warp_rows[kWarps][kMaxTopk];
+    const int elem = p.fp8_out ? 1 : 2;
+    const size_t out_row_bytes = size_t(p.hidden) * elem;
+    const int groups = p.hidden / kScaleBlock;
+    const ItemCursor cursor{W, max_token_count, p.num_chunks};
+    const ItemLoop loop(p);
+    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
+      int s, slot, c;
+      if (!cursor.decode(item, token_count, s, slot, c)) continue;
+      const size_t index = size_t(s) * p.max_tokens + slot;
+      const uint8_t* record =
+          reinterpret_cast<const uint8_t*>(inbox(s)) + lay.header_bytes + size_t(slot) * lay.record_bytes;
+      const volatile int32_t* meta = reinterpret_cast<const volatile int32_t*>(record);
+      int row = -1;
+      if (lane < K) {
+        const int le = meta[1 + lane];
+        if (le >= 0) row = base[s * Le + le] + meta[1 + K + lane];
+        if (c == 0) {  // the token's bookkeeping, once
+          if (row >= 0 && p.with_weights)
+            p.out_weights[row] = reinterpret_cast<const volatile float*>(meta)[1 + 2 * K + lane];
+          p.slot_rows[index * K + lane] = row;
+        }
+      }
+      if (lane == 0 && c == 0) p.slot_src_token[index] = meta[0];
+      const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+      int num_rows = 0;
+      for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+        const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
+        if (lane == 0) warp_rows[warp][num_rows] = p.out_tokens + size_t(r) * out_row_bytes;
+        ++num_rows;
+      }
+      __syncwarp();
+      const int begin = chunk_begin(p, c), end = chunk_end(p, c);
+      copy_units_to_rows<kRecvUnroll, true>(record + lay.row_offset + size_t(begin) * elem, warp_rows[warp], num_rows,
+                                       size_t(begin) * elem, (end - begin) * elem / 16, lane);
+      if (p.fp8_out) {
+        const volatile float* scales = reinterpret_cast<const volatile float*>(record + lay.scales_offset);
+        for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+          const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
+          for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32)
+            p.out_scales[size_t(r) * groups + g] = scales[g];
+        }
+      }
+      __syncwarp();
+    }
+  }
+}
+
+__host__ __device__ constexpr size_t net_dispatch_recv_smem_bytes(int world_size, int local_experts, int num_experts) {
+  return sizeof(int64_t) * (local_experts + 1) + sizeof(int32_t) * (num_experts + size_t(world_size) * local_experts);
+}
+
 
 }  // namespace
 }  // namespace ferry::ep
