@@ -5,7 +5,6 @@
 // Python layer wraps with __cuda_array_interface__. This file: errors, enums,
 // TensorView and the Communicator; ops.cpp binds AllReduce and EpBuffer.
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/function.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -123,33 +122,125 @@ void bind_types(nb::module_& m) {
       .def("__repr__", &TensorView::describe);
 }
 
-// Bootstrap from Python callables (the torch.distributed group's collectives).
+// NOTE [Python bootstrap callbacks]: a Communicator made from Python callables
+// (ferry.init wraps the torch.distributed group's collectives) keeps them for its
+// whole life: EpBuffer, AllReduce, Window and Communicator.barrier() use the
+// bootstrap after construction. The references live in this Bootstrap, out of the
+// garbage collector's sight unless the Communicator's type reports them: it does
+// (communicator_traverse), so a cycle through them (a callable that refers back to
+// its Communicator) is collected like any Python cycle instead of keeping the
+// Communicator, and all it holds, alive until (and past) interpreter exit.
+// tp_clear drops them: a Communicator the collector clears is garbage, nothing
+// calls its bootstrap again (a call would raise BootstrapError).
+//
 // all_gather(bytes) must return the concatenation of every rank's bytes, in rank
-// order. Called with the GIL held (nanobind's std::function caster takes it).
-std::shared_ptr<Communicator> communicator_from_callbacks(int rank, int size, nb::callable all_gather,
-                                                           nb::callable barrier, int device, int64_t timeout_ms) {
-  auto gather = [all_gather, size](const void* send, void* recv, size_t bytes_per_rank) {
+// order. The calls take the GIL (their callers may have released it).
+class PyCallbackBootstrap final : public Bootstrap {
+ public:
+  PyCallbackBootstrap(int rank, int size, nb::callable all_gather, nb::callable barrier)
+      : rank_(rank), size_(size), all_gather_(std::move(all_gather)), barrier_(std::move(barrier)) {
+    FERRY_ARG_CHECK(size >= 1, "communicator_from_callbacks: size must be >= 1, got " << size);
+    FERRY_ARG_CHECK(rank >= 0 && rank < size,
+                    "communicator_from_callbacks: rank must be in [0, " << size << "), got " << rank);
+  }
+  PyCallbackBootstrap(const PyCallbackBootstrap&) = delete;
+  PyCallbackBootstrap& operator=(const PyCallbackBootstrap&) = delete;
+
+  ~PyCallbackBootstrap() override {
+    if (!nb::is_alive()) {  // past interpreter teardown: nothing left to release them to
+      all_gather_.release();
+      barrier_.release();
+      return;
+    }
     nb::gil_scoped_acquire gil;
+    all_gather_.reset();
+    barrier_.reset();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_gather(const void* send, void* recv, size_t bytes_per_rank) override {
+    FERRY_ARG_CHECK(bytes_per_rank == 0 || (send != nullptr && recv != nullptr),
+                    "all_gather: null buffer with bytes_per_rank " << bytes_per_rank);
+    nb::gil_scoped_acquire gil;
+    nb::object fn = callback(all_gather_, "all_gather");
     nb::bytes mine(static_cast<const char*>(send), bytes_per_rank);
-    nb::object result = all_gather(mine);
+    nb::object result = fn(mine);
     if (!nb::isinstance<nb::bytes>(result)) {
       FERRY_THROW(BootstrapError, "all_gather callback returned " << nb::inst_name(result).c_str()
                                                                    << ", expected bytes");
     }
     nb::bytes gathered = nb::borrow<nb::bytes>(result);
-    size_t expected = bytes_per_rank * static_cast<size_t>(size);
+    size_t expected = bytes_per_rank * static_cast<size_t>(size_);
     if (gathered.size() != expected) {
       FERRY_THROW(BootstrapError, "all_gather callback returned " << gathered.size() << " bytes, expected "
-                                                                   << expected << " (" << size << " ranks x "
+                                                                   << expected << " (" << size_ << " ranks x "
                                                                    << bytes_per_rank << ")");
     }
     if (expected > 0) std::memcpy(recv, gathered.c_str(), expected);
-  };
-  auto sync = [barrier]() {
+  }
+
+  void barrier() override {
     nb::gil_scoped_acquire gil;
-    barrier();
-  };
-  auto bootstrap = std::make_shared<CallbackBootstrap>(rank, size, gather, sync);
+    callback(barrier_, "barrier")();
+  }
+
+  // The garbage collector's view (GIL held).
+  int traverse(visitproc visit, void* arg) {
+    Py_VISIT(all_gather_.ptr());
+    Py_VISIT(barrier_.ptr());
+    return 0;
+  }
+  void clear() {
+    // Fields first, references after: a callable's teardown may run Python code.
+    nb::object all_gather = std::move(all_gather_);
+    nb::object barrier = std::move(barrier_);
+  }
+
+ private:
+  // A new reference, so a call survives a clear() that the call itself triggers.
+  static nb::object callback(const nb::object& fn, const char* name) {
+    if (!fn.is_valid()) {
+      FERRY_THROW(BootstrapError, "the " << name << " callback of this communicator was released "
+                                            "(the Communicator was garbage-collected)");
+    }
+    return fn;
+  }
+
+  int rank_;
+  int size_;
+  nb::object all_gather_;
+  nb::object barrier_;
+};
+
+PyCallbackBootstrap* callback_bootstrap(PyObject* self) {
+  if (!nb::inst_ready(self)) return nullptr;  // not constructed (or already destroyed)
+  return dynamic_cast<PyCallbackBootstrap*>(&nb::inst_ptr<Communicator>(self)->bootstrap());
+}
+
+int communicator_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));  // heap type instances own a reference to their type
+  PyCallbackBootstrap* bootstrap = callback_bootstrap(self);
+  return bootstrap != nullptr ? bootstrap->traverse(visit, arg) : 0;
+}
+
+int communicator_clear(PyObject* self) {
+  if (PyCallbackBootstrap* bootstrap = callback_bootstrap(self)) bootstrap->clear();
+  return 0;
+}
+
+PyType_Slot communicator_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(communicator_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(communicator_clear)},
+    {0, nullptr},
+};
+
+// Bootstrap from Python callables (the torch.distributed group's collectives).
+// Collective: the Communicator's setup calls them.
+std::shared_ptr<Communicator> communicator_from_callbacks(int rank, int size, nb::callable all_gather,
+                                                           nb::callable barrier, int device, int64_t timeout_ms) {
+  auto bootstrap = std::make_shared<PyCallbackBootstrap>(rank, size, std::move(all_gather), std::move(barrier));
   CommunicatorOptions options;
   options.device = device;
   options.timeout = std::chrono::milliseconds(timeout_ms);
@@ -164,7 +255,7 @@ std::shared_ptr<Communicator> communicator_from_mpi(int device, int64_t timeout_
 }
 
 void bind_communicator(nb::module_& m) {
-  nb::class_<Communicator>(m, "Communicator")
+  nb::class_<Communicator>(m, "Communicator", nb::type_slots(communicator_slots))
       .def_prop_ro("rank", &Communicator::rank)
       .def_prop_ro("size", &Communicator::size)
       .def_prop_ro("local_rank", &Communicator::local_rank)

@@ -1,9 +1,10 @@
 """ferry.EpLayer: expert-parallel dispatch and combine on PyTorch tensors.
 
 The C++ semantics (include/ferry/ep.hpp) with tensors in and out, on the current
-CUDA stream. What dispatch returns are views of the layer's own GPU memory, valid
-until the next dispatch on the same layer (the tensors keep that memory alive,
-not its contents).
+CUDA stream. What dispatch returns are tensors over the layer's own GPU memory,
+valid until the next dispatch on the same layer (the tensors keep that memory
+alive, not its contents). They are not torch views of one another or of the
+layer's cached region tensors (NOTE [no views over library memory], _memory.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from . import _C
 from ._checks import InvalidArgument, check_tensor, current_stream, ferry_dtype, tensor_view
 from ._comm import Communicator, init
-from ._memory import device_tensor
+from ._memory import device_tensor, standalone
 
 MODES = {"high_throughput": _C.EpMode.high_throughput, "low_latency": _C.EpMode.low_latency}
 DISPATCH_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
@@ -181,7 +182,8 @@ class EpLayer:
 
     def _view(self, name: str, pointer: int, shape: Tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """A tensor over one of the buffer's regions, made once: the regions stay put,
-        so later dispatches (and graph captures) only slice it."""
+        so later dispatches (and graph captures) only slice it (into standalone
+        tensors: NOTE [no views over library memory])."""
         cached = self._views.get(name)
         if cached is None or cached[0] != pointer:
             cached = (pointer, device_tensor(pointer, shape, dtype, self.device, self._buffer))
@@ -214,14 +216,15 @@ class EpLayer:
         rows = result.num_rows if high_throughput else capacity_rows
         rows_shape = (rows,) if high_throughput else (local, result.capacity_per_expert)
         output = self._view("tokens", result.tokens, (capacity_rows, spec.hidden), spec.dtype)[:rows]
-        output = output.view(rows_shape + (spec.hidden,))
+        output = standalone(output.view(rows_shape + (spec.hidden,)))
         weights = None
         if weight is not None:
-            weights = self._view("weights", result.weights, (capacity_rows,), torch.float32)[:rows].view(rows_shape)
+            weights = self._view("weights", result.weights, (capacity_rows,), torch.float32)[:rows]
+            weights = standalone(weights.view(rows_shape))
         scales = None
         if spec.dtype == torch.float8_e4m3fn:
             scales = self._view("scales", result.scales, (capacity_rows, spec.hidden // SCALE_BLOCK), torch.float32)
-            scales = scales[:rows]
+            scales = standalone(scales[:rows])
         layout = EpLayout(
             expert_counts=self._view("expert_counts", result.expert_counts, (local,), torch.int32),
             expert_offsets=self._view("expert_offsets", result.expert_offsets, (local + 1,), torch.int64),
