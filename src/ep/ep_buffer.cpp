@@ -69,7 +69,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // At most the communicator's SM budget (NOTE [SM budget]: all SMs with one rank per GPU).
   if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.sm_budget();
   config_.num_sms = std::min(config_.num_sms, comm_.sm_budget());
-  ep::check_layout_fits(config_.max_tokens_per_rank, config_.num_experts, comm_.num_sms());
 
   const int T = config_.max_tokens_per_rank, H = config_.hidden, K = config_.topk, E = config_.num_experts;
   const int Le = E / W;
@@ -324,6 +323,7 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
+  if (st.grids.release_to != nullptr) st.streams.release(st.grids.release_to);  // NOTE [Overlapped halves and free SMs]
   ep::launch_dispatch_send(p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
@@ -392,8 +392,10 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
     ep::launch_hier_combine_send(st.hier(p), stream);
   else if (st.spans_nodes)
     ep::launch_net_combine_send(st.net(p), stream);
-  else
+  else {
+    if (st.grids.release_to != nullptr) st.streams.release(st.grids.release_to);  // NOTE [Overlapped halves and free SMs]
     ep::launch_combine_send(p, stream);
+  }
   st.calls.combine_send_done();
 }
 

@@ -54,7 +54,6 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   l.layout_error = loc.take(sizeof(int32_t));
   l.layout_block_totals =
       loc.take(sizeof(int32_t) * size_t((T + kLayoutThreads - 1) / kLayoutThreads) * (E + W + 1));
-  l.layout_barrier = loc.take(2 * sizeof(unsigned));
   l.slot_rows = loc.take(sizeof(int32_t) * size_t(W) * T * K);
   l.slot_src_token = loc.take(sizeof(int32_t) * size_t(W) * T);
   l.recv_token_count = loc.take(sizeof(int32_t) * W);
@@ -156,7 +155,6 @@ void bind_local(Params& p, const LocalPlan& plan, uint8_t* l, bool with_weights)
   p.send_token_count = reinterpret_cast<int32_t*>(l + plan.send_token_count);
   p.layout_error = reinterpret_cast<int32_t*>(l + plan.layout_error);
   p.layout_block_totals = reinterpret_cast<int32_t*>(l + plan.layout_block_totals);
-  p.layout_barrier = reinterpret_cast<unsigned*>(l + plan.layout_barrier);
   p.slot_rows = reinterpret_cast<int32_t*>(l + plan.slot_rows);
   p.slot_src_token = reinterpret_cast<int32_t*>(l + plan.slot_src_token);
   p.recv_token_count = reinterpret_cast<int32_t*>(l + plan.recv_token_count);

@@ -25,7 +25,7 @@ struct SymmetricPlan {
 // Local regions, in allocation order: layout, receive side, outputs, epochs.
 struct LocalPlan {
   size_t token_slot, pos_in_expert, token_expert, send_expert_count, send_token_count, layout_error,
-      layout_block_totals, layout_barrier, slot_rows, slot_src_token, recv_token_count, out_weights,
+      layout_block_totals, slot_rows, slot_src_token, recv_token_count, out_weights,
       expert_counts, expert_offsets, epochs;
   size_t total;
 };

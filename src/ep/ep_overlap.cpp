@@ -14,20 +14,29 @@ namespace ferry {
 namespace ep {
 
 void SideStream::create() {
-  FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  int least = 0, greatest = 0;
+  FERRY_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  FERRY_CUDA_CHECK(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, greatest));
   FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
 }
 
 void SideStream::destroy() noexcept {
   if (side) cudaStreamDestroy(side);
   if (fork) cudaEventDestroy(fork);
+  if (ready) cudaEventDestroy(ready);
   if (join) cudaEventDestroy(join);
 }
 
 void SideStream::fork_from(cudaStream_t stream) {
   FERRY_CUDA_CHECK(cudaEventRecord(fork, stream));
   FERRY_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+}
+
+void SideStream::release(cudaStream_t stream) {
+  FERRY_CUDA_CHECK(cudaEventRecord(ready, side));
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
 }
 
 void SideStream::join_into(cudaStream_t stream) {
@@ -47,10 +56,11 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
   }
   DispatchResult r;
   {
-    ep::OverlapScope overlap(st.grids, config_.num_sms, st.dispatch_recv_blocks);
+    // NOTE [Overlapped halves and free SMs] (ep_overlap.hpp)
+    ep::OverlapScope overlap(st.grids, config_.num_sms, st.dispatch_recv_blocks, stream);
     st.streams.fork_from(stream);
-    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
-    r = dispatch_recv(handle, st.streams.side, options);
+    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, st.streams.side, options);
+    r = dispatch_recv(handle, stream, options);
     st.streams.join_into(stream);
   }
   // The count synchronization waits for both halves (after the join).
@@ -72,10 +82,10 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
     combine_recv(handle, out, stream);
     return;
   }
-  ep::OverlapScope overlap(st.grids, config_.num_sms, st.combine_recv_blocks);
+  ep::OverlapScope overlap(st.grids, config_.num_sms, st.combine_recv_blocks, stream);
   st.streams.fork_from(stream);
-  combine_send(expert_outputs, handle, stream);
-  combine_recv(handle, out, st.streams.side);
+  combine_send(expert_outputs, handle, st.streams.side);
+  combine_recv(handle, out, stream);
   st.streams.join_into(stream);
 }
 

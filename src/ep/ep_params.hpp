@@ -20,8 +20,8 @@ constexpr int kMaxTopk = 16;
 constexpr int kScaleBlock = 128;  // fp8: one fp32 scale per 128 columns
 constexpr int kThreads = 1024;    // threads of every data kernel (32 warps)
 constexpr int kWarps = kThreads / 32;
-// Layout grid: one block per kLayoutThreads tokens, all resident (a grid
-// barrier). Small blocks spread the routing scan over many SMs: it is a chain
+// Layout grid: one block per kLayoutThreads tokens (NOTE [EP layout scan]).
+// Small blocks spread the routing scan over many SMs: it is a chain
 // of dependent instructions per warp, so SMs, not threads, set its time.
 constexpr int kLayoutThreads = 256;
 constexpr int kMaxLayoutBlocks = 256;
@@ -98,7 +98,6 @@ struct Params {
   int32_t* send_token_count;    // [W]
   int32_t* layout_error;        // device: non-zero when topk_idx held a bad id
   int32_t* layout_block_totals; // [kMaxLayoutBlocks][E + W + 1]: per layout block, then its bad entry
-  unsigned* layout_barrier;     // [2]: arrivals, generation (the layout's grid barrier)
 
   // ---- receive side (local)
   int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1
@@ -142,8 +141,6 @@ inline size_t meta_record_bytes(int topk) {
 constexpr int kMaxExperts = 1024;
 constexpr size_t kDefaultSmemBytes = 48 * 1024;
 
-// Throws NotSupported when the layout grid for max_tokens could not be resident at once.
-void check_layout_fits(int max_tokens, int num_experts, int num_sms);
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);

@@ -28,45 +28,34 @@ static_assert(layout_smem_bytes(kMaxExperts) <= 40 * 1024, "the fused layout lea
 // the warp's tokens of expert e is popc(mask[e] below its lane) and the warp's
 // count is popc(mask[e]); the slot at destination rank r comes from a ballot.
 // An exclusive scan over the block's warps per expert and per rank gives
-// offsets inside the block. With several blocks, they then publish their
-// totals, meet at a grid barrier (all blocks are resident: at most
-// kMaxLayoutBlocks) and add the totals of lower blocks; one block needs none of
-// that. Token order is kept: rows of one expert from one source are ordered by
-// token index. A repeated expert in one token's row is an error (it would need
-// two rows of the same token for one expert).
-__device__ inline bool layout_grid_barrier(const Params& p) {
-  __syncthreads();
-  __shared__ int ok;
-  if (threadIdx.x == 0) {
-    ok = 1;
-    if (gridDim.x > 1) {
-      volatile unsigned* generation = &p.layout_barrier[1];
-      const unsigned gen = *generation;
-      __threadfence();  // this block's totals before its arrival
-      if (atomicAdd(&p.layout_barrier[0], 1u) == gridDim.x - 1) {
-        p.layout_barrier[0] = 0;  // the last one resets, then releases the others
-        __threadfence();
-        atomicAdd(&p.layout_barrier[1], 1u);
-      } else {
-        ok = device::spin_wait(
-            [&](uint64_t& seen) {
-              seen = *generation;
-              return seen != gen;
-            },
-            p.wait, -1, kPhaseEpDispatch, gen + 1);
-      }
-      __threadfence();  // the other blocks' totals after the barrier
-    }
+// offsets inside the block. One block is the whole layout. With several, the
+// layout is two kernels (layout.cu) and no block ever waits for another: the
+// first writes each token's offsets inside its block and each block's totals
+// (and its first bad entry), the second adds the totals of the lower blocks and
+// block 0 writes the rank's totals. Nothing needs the blocks resident together,
+// so the layout progresses on any number of free SMs (issue 15: a user's
+// kernels may hold the rest). Token order is kept: rows of one expert from one
+// source are ordered by token index. A repeated expert in one token's row is an
+// error (it would need two rows of the same token for one expert).
+
+// Block 0, thread 0: records the lowest bad entry (token * K + k) in the status.
+__device__ inline void report_layout_error(const Params& p, int bad) {
+  *p.layout_error = bad != INT32_MAX;
+  if (bad != INT32_MAX && p.status->code == kEpOk) {
+    const int bt = bad / p.topk, bk = bad % p.topk;
+    const int e = load_expert(p, bt, bk);
+    p.status->token = bt;
+    p.status->k = bk;
+    p.status->value = e;
+    __threadfence_system();
+    p.status->code = (e < -1 || e >= p.num_experts) ? kEpBadExpert : kEpRepeatedExpert;
   }
-  __syncthreads();
-  return ok != 0;
 }
 
 // The layout of block `block` of `num_blocks` (num_blocks > 1: the blocks of
 // one grid, blockIdx.x == block). Every thread of the block calls it; the first
 // kLayoutThreads take one token each, any others only help with the scans.
-// Returns false when the grid barrier failed (timeout or abort).
-__device__ inline bool layout_block(const Params& p, uint32_t* smem, int block, int num_blocks) {
+__device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
   uint32_t* warp_expert = smem;                                                             // [kLayoutWarps][E]
   int32_t* expert_base = reinterpret_cast<int32_t*>(warp_expert + size_t(kLayoutWarps) * E);  // [E]
@@ -141,7 +130,6 @@ __device__ inline bool layout_block(const Params& p, uint32_t* smem, int block, 
   }
   __syncthreads();
 
-  int bad = INT32_MAX;  // thread 0 of block 0: the lowest bad entry of all blocks
   if (num_blocks == 1) {
     // The block's totals are the rank's; its offsets start at 0.
     for (int i = threadIdx.x; i < E + W; i += threads) {
@@ -153,33 +141,21 @@ __device__ inline bool layout_block(const Params& p, uint32_t* smem, int block, 
         rank_base[i - E] = 0;
       }
     }
-    bad = bad_entry;
   } else {
-    // Publish this block's totals (experts, ranks, its first bad entry), meet the
-    // other blocks, and turn everything into offsets over the lower blocks.
-    const int stride = E + W + 1;
-    int32_t* totals = p.layout_block_totals;
-    for (int i = threadIdx.x; i < E; i += threads) totals[size_t(block) * stride + i] = expert_base[i];
-    if (threadIdx.x < W) totals[size_t(block) * stride + E + threadIdx.x] = rank_base[threadIdx.x];
-    if (threadIdx.x == 0) totals[size_t(block) * stride + E + W] = bad_entry;
-    if (!layout_grid_barrier(p)) return false;
+    // First pass of several blocks: publish this block's totals and its first
+    // bad entry; the offsets below stay inside the block (the second pass,
+    // layout_add_lower_blocks, adds the lower blocks').
+    int32_t* totals = p.layout_block_totals + size_t(block) * (E + W + 1);
     for (int i = threadIdx.x; i < E + W; i += threads) {
-      int below_blocks = 0, all_blocks = 0;
-      for (int b = 0; b < num_blocks; ++b) {
-        const int c = __ldcg(&totals[size_t(b) * stride + i]);
-        below_blocks += b < block ? c : 0;
-        all_blocks += c;
-      }
       if (i < E) {
-        expert_base[i] = below_blocks;
-        if (block == 0) p.send_expert_count[i] = all_blocks;
+        totals[i] = expert_base[i];
+        expert_base[i] = 0;
       } else {
-        rank_base[i - E] = below_blocks;
-        if (block == 0) p.send_token_count[i - E] = all_blocks;
+        totals[i] = rank_base[i - E];
+        rank_base[i - E] = 0;
       }
     }
-    if (block == 0 && threadIdx.x == 0)
-      for (int b = 0; b < num_blocks; ++b) bad = min(bad, __ldcg(&totals[size_t(b) * stride + E + W]));
+    if (threadIdx.x == 0) totals[E + W] = bad_entry;
   }
   __syncthreads();
   if (has_token) {
@@ -192,19 +168,45 @@ __device__ inline bool layout_block(const Params& p, uint32_t* smem, int block, 
     for (int r = 0; r < kMaxRanks; ++r)
       if (r < W) p.token_slot[size_t(t) * W + r] = slot[r] >= 0 ? slot[r] + warp_rank[warp][r] + rank_base[r] : -1;
   }
-  if (block == 0 && threadIdx.x == 0) {
-    *p.layout_error = bad != INT32_MAX;
-    if (bad != INT32_MAX && p.status->code == kEpOk) {
-      const int bt = bad / K, bk = bad % K;
-      const int e = load_expert(p, bt, bk);
-      p.status->token = bt;
-      p.status->k = bk;
-      p.status->value = e;
-      __threadfence_system();
-      p.status->code = (e < -1 || e >= E) ? kEpBadExpert : kEpRepeatedExpert;
+  if (num_blocks == 1 && threadIdx.x == 0) report_layout_error(p, bad_entry);
+}
+
+// Second pass of a layout of several blocks (num_blocks == gridDim.x of the
+// first): block `block` adds the totals of the blocks below it to its tokens'
+// offsets; block 0 also writes the rank's totals and reports a bad entry.
+// `base` is shared memory for E + W ints.
+__device__ inline void layout_add_lower_blocks(const Params& p, int32_t* base, int block, int num_blocks) {
+  const int E = p.num_experts, K = p.topk, W = p.world_size, stride = E + W + 1;
+  const int32_t* totals = p.layout_block_totals;
+  for (int i = threadIdx.x; i < E + W; i += blockDim.x) {
+    int below_blocks = 0;
+    for (int b = 0; b < block; ++b) below_blocks += totals[size_t(b) * stride + i];
+    base[i] = below_blocks;
+    if (block == 0) {
+      int all_blocks = 0;
+      for (int b = 0; b < num_blocks; ++b) all_blocks += totals[size_t(b) * stride + i];
+      if (i < E)
+        p.send_expert_count[i] = all_blocks;
+      else
+        p.send_token_count[i - E] = all_blocks;
     }
   }
-  return true;
+  if (block == 0 && threadIdx.x == 0) {
+    int bad = INT32_MAX;
+    for (int b = 0; b < num_blocks; ++b) bad = min(bad, totals[size_t(b) * stride + E + W]);
+    report_layout_error(p, bad);
+  }
+  __syncthreads();
+  const int t = block * kLayoutThreads + threadIdx.x;
+  if (threadIdx.x >= kLayoutThreads || t >= p.num_tokens) return;
+  for (int k = 0; k < K; ++k) {
+    const int e = p.token_expert[size_t(t) * K + k];
+    if (e >= 0) p.pos_in_expert[size_t(t) * K + k] += base[e];
+  }
+  for (int r = 0; r < W; ++r) {
+    int32_t& slot = p.token_slot[size_t(t) * W + r];
+    if (slot >= 0) slot += base[E + r];
+  }
 }
 
 }  // namespace ferry::ep

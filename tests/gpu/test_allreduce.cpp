@@ -31,6 +31,7 @@
 #include "common/allreduce_reference.hpp"
 #include "common/host_types.hpp"
 #include "common/test_util.hpp"
+#include "gpu/sm_hog.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/error.hpp"
@@ -479,6 +480,28 @@ TEST(AllReduce, BackToBack) {
   EXPECT_TRUE(ok);
   cudaStreamSynchronize(s.stream);
   CK(cudaFree(pool));
+}
+
+// Every algorithm while a stand-in for the user's compute kernel holds all SMs
+// but one or a few (issue 15): blocks pair with the same block of each peer,
+// so the calls must progress on any number of free SMs. Ranks sharing a GPU
+// under MPS skip (SmHog::unusable_reason).
+TEST(AllReduce, RestrictedSms) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  const std::string why = SmHog::unusable_reason(s.comm->ranks_sharing_device());
+  if (!why.empty()) GTEST_SKIP() << "RESTRICTED-SM TEST SKIPPED: " << why;
+  for (int free_sms : {1, 3}) {
+    std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
+    ASSERT_TRUE(hog != nullptr);
+    for (AllReduceAlgorithm algo : supported(s))
+      for (size_t count : {size_t{4099}, size_t{1} << 19, size_t{3} << 21}) {
+        SCOPED_TRACE(std::string(algo_id(algo)) + ", " + std::to_string(free_sms) + " free SMs, count " +
+                     std::to_string(count));
+        ASSERT_TRUE(check_call(s, algo, DataType::kBFloat16, ReduceOp::kSum, count));
+        ASSERT_TRUE(check_call(s, algo, DataType::kFloat32, ReduceOp::kMax, count / 2 + 1));
+      }
+  }
 }
 
 // 1000 calls queued back to back on one stream with no host synchronization

@@ -1,0 +1,49 @@
+// EP dispatch/combine while a stand-in for the user's compute kernel holds all
+// SMs but one or a few (issue 15): every EP kernel must progress on whatever
+// SMs are free. Covers both modes, the overlapped halves (dispatch()/combine():
+// NOTE [Overlapped halves and free SMs]) and the separate halves, a layout of
+// several blocks (NOTE [EP layout scan]), skewed routing and -1 experts.
+// AllReduce has its own case in test_allreduce.cpp (AllReduce.RestrictedSms).
+// Ranks sharing a GPU under MPS skip (SmHog::unusable_reason); the device
+// script restricts them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE instead.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "common/ep_reference.hpp"
+#include "common/test_util.hpp"
+#include "gpu/ep_harness.hpp"
+#include "gpu/sm_hog.hpp"
+
+namespace {
+
+using namespace ferry::testing;
+using namespace ferry::testing::ep_gpu;
+
+TEST(EpRestrictedSms, DispatchAndCombineOnFewFreeSms) {
+  REQUIRE_EP();
+  const std::string why = SmHog::unusable_reason(shared().comm->ranks_sharing_device());
+  if (!why.empty()) GTEST_SKIP() << "RESTRICTED-SM TEST SKIPPED: " << why;
+  for (EpMode mode : kModes) {
+    // High-throughput: 1024 tokens, a layout of 4 blocks; low-latency: fp8.
+    const bool ht = mode == EpMode::kHighThroughput;
+    const EpConfig cfg = ht ? make_config(mode, DataType::kBFloat16, 1024, 1024, 8, 4)
+                            : make_config(mode, DataType::kFloat8E4M3, 64, 2048, 6, 3);
+    Harness h(shared(), cfg);
+    ASSERT_TRUE(h.alive());
+    for (int free_sms : {1, 3}) {
+      SCOPED_TRACE(std::string(mode_id(mode)) + ", " + std::to_string(free_sms) + " free SMs");
+      std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
+      ASSERT_TRUE(hog != nullptr);
+      Harness::Options overlapped;  // dispatch() and combine(): both halves at once
+      Harness::Options halves;
+      halves.halves = true;
+      ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull, overlapped));
+      ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
+      ASSERT_TRUE(run_case(h, ep::Routing::kOneRank, ep::TokenCounts::kSomeZero, overlapped, false, 0));
+    }
+  }
+}
+
+}  // namespace
