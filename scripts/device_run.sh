@@ -77,6 +77,9 @@
 #                          whole run, so virtual ranks' kernels run concurrently; stopped at exit. 0: never.
 #                          Default: 1 with FERRY_VIRTUAL_RANKS=1 where the daemon exists
 #   FERRY_WINDOW_CONFIGS   which win_* stages run (default: all of them)
+#   FERRY_RESTRICTED_CONFIGS  the restricted_* stages, NAME:RANKS:RANKS_PER_NODE (time-sliced RestrictedSms tests)
+#   FERRY_MPS_PCT          CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of stage mps_pct_np2 (25; FERRY_MPS_PCT_SKIP=1 skips it,
+#                          FERRY_MPS_PCT_FILTER its gtest filter, default "Ep*:AllReduce*")
 #   FERRY_SOAK=1           run the soak stages (also with FERRY_SKIP_TESTS=1, so that a run can be only the soak)
 #   FERRY_SOAK_NPS         their rank counts (default "2 4 8"; up to 8; NxK: N virtual nodes of K ranks, e.g. "2x2")
 #   FERRY_SOAK_TIMEOUT     seconds before one soak run is killed (default 1200)
@@ -245,6 +248,31 @@ for n in "${NPS[@]}"; do
   if [ "$BUILT" -ne 1 ]; then skip "gpu_np$n" "build failed"; continue; fi
   run_stage "gpu_np$n" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "$B/tests/ferry_gpu_tests"
 done
+
+# EP and AllReduce with the SMs restricted (issue 15). NAME:RANKS:RANKS_PER_NODE
+# entries run the RestrictedSms tests time-sliced (no MPS for that stage: a
+# stand-in compute kernel per rank holds all SMs but 1 or 3, which ranks sharing
+# a GPU under MPS would fight over). With the MPS daemon up, stage mps_pct_np2
+# runs the suite (FERRY_MPS_PCT_FILTER) with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=
+# FERRY_MPS_PCT (25) per rank: each rank's kernels get a quarter of the SMs.
+RESTRICTED_CONFIGS="${FERRY_RESTRICTED_CONFIGS:-restricted_np1:1:0 restricted_np2:2:0 restricted_2x1:2:1}"
+for cfg in $RESTRICTED_CONFIGS; do
+  IFS=: read -r stage n per_node <<<"$cfg"
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
+  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+  [ "$n" -gt "$GPUS" ] && [ "$VIRTUAL" != 1 ] && { skip "$stage" "$n ranks, $GPUS GPUs"; continue; }
+  env_args=(-x FERRY_TEST_SHARE_GPUS=1); [ "$per_node" != 0 ] && env_args+=(-x FERRY_RANKS_PER_NODE="$per_node")
+  run_stage "$stage" "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
+    mpirun --allow-run-as-root --bind-to none -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
+    --gtest_filter='*RestrictedSms*'
+done
+if [ "$MPS_STARTED" != 1 ] || [ "${FERRY_MPS_PCT_SKIP:-0}" = 1 ]; then skip mps_pct_np2 "no MPS daemon, or FERRY_MPS_PCT_SKIP=1"
+elif [ "$BUILT" -ne 1 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip mps_pct_np2 "build failed or FERRY_SKIP_TESTS=1"
+else
+  run_stage mps_pct_np2 "${TO[@]}" "${MPIRUN[@]}" -np 2 -x FERRY_TEST_SHARE_GPUS=1 \
+    -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="${FERRY_MPS_PCT:-25}" "$B/tests/ferry_gpu_tests" \
+    --gtest_filter="${FERRY_MPS_PCT_FILTER:-Ep*:AllReduce*}"
+fi
 
 # The device API across virtual nodes (ranks share the GPU): NAME:RANKS:RANKS_PER_NODE:UCX_TLS
 # (RANKS_PER_NODE 0: one node; UCX_TLS all: UCX's choice).
