@@ -14,6 +14,7 @@ constexpr int kUnroll = kCombineUnroll;
 
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
+  allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   const int W = p.world_size, K = p.topk, H = p.hidden;
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
@@ -111,8 +112,7 @@ void launch_combine_send(const Params& p, cudaStream_t stream) {
 }
 
 void launch_combine_recv(const Params& p, cudaStream_t stream) {
-  combine_recv_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);
-  FERRY_CUDA_CHECK(cudaGetLastError());
+  launch_receive_grid(combine_recv_kernel, p, 0, stream);
 }
 
 }  // namespace ferry::ep

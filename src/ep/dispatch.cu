@@ -163,6 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   extern __shared__ __align__(16) uint8_t send_smem[];
   DestinationRows& rows = *reinterpret_cast<DestinationRows*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
+  allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   if (blockIdx.x == 0) {
     if (p.fuse_layout) {
       layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
@@ -329,8 +330,7 @@ void launch_dispatch_send(const Params& p, cudaStream_t stream) {
 
 void launch_dispatch_recv(const Params& p, cudaStream_t stream) {
   const size_t smem = dispatch_recv_smem_bytes(p.world_size, p.local_experts);
-  dispatch_recv_kernel<<<p.num_blocks, kThreads, smem, stream>>>(p);
-  FERRY_CUDA_CHECK(cudaGetLastError());
+  launch_receive_grid(dispatch_recv_kernel, p, smem, stream);
 }
 
 }  // namespace ferry::ep

@@ -96,8 +96,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const int default_chunk = ll ? 2048 : 8192;
   p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
-  // dispatch()/combine() run both halves at once on two streams (the receive
-  // half consumes tokens as they land): receive blocks + send blocks = num_sms.
+  // dispatch()/combine() run both halves at once (the receive half consumes
+  // tokens as they land): receive blocks + send blocks = num_sms.
   // Measured on 4xH200 (T=4096, H=7168, 24 SMs): dispatch is bound by the
   // receive half (it writes every expert row), combine by the send half (it
   // reads every expert row), so each gets the larger share there.
@@ -145,7 +145,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.status = state_->status_device;
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_offsets), sizeof(int64_t) * (Le + 1)));
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_counts), sizeof(int32_t) * Le));
-  state_->streams.create();
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
@@ -254,7 +253,6 @@ EpBuffer::~EpBuffer() {
   if (state_->status) cudaFreeHost(state_->status);
   if (state_->host_offsets) cudaFreeHost(state_->host_offsets);
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
-  state_->streams.destroy();
 }
 
 int EpBuffer::local_experts() const { return config_.num_experts / comm_.size(); }
@@ -323,7 +321,6 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
-  if (st.grids.release_to != nullptr) st.streams.release(st.grids.release_to);  // NOTE [Overlapped halves and free SMs]
   ep::launch_dispatch_send(p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
@@ -336,6 +333,7 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
+  p.overlapped_receive = st.grids.recv_blocks > 0;
   if (st.spans_nodes && st.hierarchical)
     ep::launch_hier_dispatch_recv(st.hier(p), stream);
   else if (st.spans_nodes)
@@ -392,10 +390,8 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
     ep::launch_hier_combine_send(st.hier(p), stream);
   else if (st.spans_nodes)
     ep::launch_net_combine_send(st.net(p), stream);
-  else {
-    if (st.grids.release_to != nullptr) st.streams.release(st.grids.release_to);  // NOTE [Overlapped halves and free SMs]
+  else
     ep::launch_combine_send(p, stream);
-  }
   st.calls.combine_send_done();
 }
 
@@ -413,6 +409,7 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
+  p.overlapped_receive = st.grids.recv_blocks > 0;
   if (st.spans_nodes && st.hierarchical)
     ep::launch_hier_combine_recv(st.hier(p), stream);
   else if (st.spans_nodes)

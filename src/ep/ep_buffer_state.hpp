@@ -29,7 +29,6 @@ struct EpBuffer::State {
   bool fuse_layout = true;           // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
   int dispatch_recv_blocks = 1;      // of num_sms, when overlapping
   int combine_recv_blocks = 1;
-  ep::SideStream streams;
   ep::HalfGrids grids;
   // Ranks in several nodes: the cross-node path (net_dispatch.cu, net_combine.cu) on `window`, with
   // the layout kernel and base's local arrays; nothing symmetric otherwise.

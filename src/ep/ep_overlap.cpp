@@ -1,5 +1,5 @@
 // EpBuffer::dispatch() and combine(): both halves at once (ep_overlap.hpp), or
-// one after the other on the caller's stream when overlapping is off
+// one after the other when overlapping is off
 // (FERRY_EP_OVERLAP=0, or num_sms < 2).
 #include "ep/ep_overlap.hpp"
 
@@ -11,40 +11,6 @@
 #include "ferry/error.hpp"
 
 namespace ferry {
-namespace ep {
-
-void SideStream::create() {
-  int least = 0, greatest = 0;
-  FERRY_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  FERRY_CUDA_CHECK(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, greatest));
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-}
-
-void SideStream::destroy() noexcept {
-  if (side) cudaStreamDestroy(side);
-  if (fork) cudaEventDestroy(fork);
-  if (ready) cudaEventDestroy(ready);
-  if (join) cudaEventDestroy(join);
-}
-
-void SideStream::fork_from(cudaStream_t stream) {
-  FERRY_CUDA_CHECK(cudaEventRecord(fork, stream));
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
-}
-
-void SideStream::release(cudaStream_t stream) {
-  FERRY_CUDA_CHECK(cudaEventRecord(ready, side));
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
-}
-
-void SideStream::join_into(cudaStream_t stream) {
-  FERRY_CUDA_CHECK(cudaEventRecord(join, side));
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
-}
-
-}  // namespace ep
 
 DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& topk_idx,
                                   const TensorView& topk_weights, const TensorView& scales, cudaStream_t stream,
@@ -56,14 +22,12 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
   }
   DispatchResult r;
   {
-    // NOTE [Overlapped halves and free SMs] (ep_overlap.hpp)
-    ep::OverlapScope overlap(st.grids, config_.num_sms, st.dispatch_recv_blocks, stream);
-    st.streams.fork_from(stream);
-    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, st.streams.side, options);
+    // The receive grid starts while the send grid runs (NOTE [Overlapped halves and free SMs]).
+    ep::OverlapScope overlap(st.grids, config_.num_sms, st.dispatch_recv_blocks);
+    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
     r = dispatch_recv(handle, stream, options);
-    st.streams.join_into(stream);
   }
-  // The count synchronization waits for both halves (after the join).
+  // The count synchronization waits for both halves.
   if (config_.mode == EpMode::kHighThroughput && options.sync_counts) sync_counts(r, stream);
   return r;
 }
@@ -82,11 +46,9 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
     combine_recv(handle, out, stream);
     return;
   }
-  ep::OverlapScope overlap(st.grids, config_.num_sms, st.combine_recv_blocks, stream);
-  st.streams.fork_from(stream);
-  combine_send(expert_outputs, handle, st.streams.side);
+  ep::OverlapScope overlap(st.grids, config_.num_sms, st.combine_recv_blocks);
+  combine_send(expert_outputs, handle, stream);
   combine_recv(handle, out, stream);
-  st.streams.join_into(stream);
 }
 
 }  // namespace ferry

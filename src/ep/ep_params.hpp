@@ -74,6 +74,7 @@ struct Params {
   bool idx_int64;
   bool with_weights;
   bool fuse_layout;      // the send kernel computes the layout (NOTE [EP fused layout])
+  bool overlapped_receive;  // a receive grid launched while its send grid runs (NOTE [Overlapped halves and free SMs])
   bool spread_items;     // work items across blocks first (NOTE [EP item order])
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert

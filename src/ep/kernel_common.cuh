@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ep/ep_params.hpp"
+#include "ferry/cuda_check.hpp"
 #include "ferry/device/nvlink.cuh"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
@@ -37,10 +38,58 @@ __device__ __forceinline__ uint64_t current_epoch(const Params& p, EpochKind kin
   return *reinterpret_cast<const volatile uint64_t*>(counters + kind) + 1;
 }
 
+// NOTE [Overlapped halves and free SMs]
+// dispatch() and combine() run the receive grid while the send grid runs. The
+// receive grid waits for what send grids write (this rank's and its peers');
+// a send grid never waits for a receive grid of the same call. So the halves
+// progress on any number of free SMs (a user's kernels may hold the rest) as
+// long as no receive block takes an SM a pending send block of this rank needs.
+// Programmatic dependent launch (Hopper) gives exactly that: both grids go on
+// the caller's stream, the receive grid with programmatic stream serialization
+// allowed (launch_receive_grid), and every send block first executes
+// griddepcontrol.launch_dependents (allow_receive_grid), so receive blocks are
+// dispatched only once every send block is resident or done. The receive grid
+// must not wait for the send grid at its start (it would lose the overlap), so
+// it waits at its end, in finish_launch (griddepcontrol.wait: the send grid is
+// complete and its memory visible), and the stream's next work, which waits
+// for the receive grid, also comes after the send grid. Outside such a launch
+// both instructions return at once. Where the runtime does not overlap them the
+// halves just run one after the other. (A side stream with event fork/join did
+// not give this: its receive blocks could take the free SMs before the send
+// grid's, seen as a combine timeout with 3 free SMs in EpRestrictedSms.)
+__device__ __forceinline__ void allow_receive_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_send_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launches an EP kernel of p.num_blocks x kThreads; with p.overlapped_receive,
+// as the dependent grid of the send grid before it on `stream`.
+template <typename... Args>
+void launch_receive_grid(void (*kernel)(Args...), const Params& p, size_t smem, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(p.num_blocks);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = p.overlapped_receive ? 1 : 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FERRY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+}
+
 // Last block of the grid: advances the counter of `kind`; with consumed_slot
 // >= 0 it also tells every source it may reuse what this rank just read.
 __device__ __forceinline__ void finish_launch(const Params& p, EpochKind kind, uint64_t epoch,
                                               int consumed_slot) {
+  wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
