@@ -38,8 +38,9 @@ class SmHog {
  private:
   int free_sms_ = 0;
   int blocks_ = 0;
-  cudaStream_t stream_ = nullptr;
-  int* flags_ = nullptr;  // pinned, mapped: [0] stop, [1] resident blocks
+  cudaStream_t stream_ = nullptr, control_ = nullptr;
+  int* stop_ = nullptr;      // device memory the hog polls
+  int* resident_ = nullptr;  // pinned, mapped: hog blocks that started
 };
 
 // Holds all SMs but `free_sms` on every rank (collective: every rank gets a hog,

@@ -8,6 +8,8 @@
 // script restricts them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE instead.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -39,9 +41,13 @@ TEST(EpRestrictedSms, DispatchAndCombineOnFewFreeSms) {
       Harness::Options overlapped;  // dispatch() and combine(): both halves at once
       Harness::Options halves;
       halves.halves = true;
+      const auto start = std::chrono::steady_clock::now();
       ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull, overlapped));
       ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
       ASSERT_TRUE(run_case(h, ep::Routing::kOneRank, ep::TokenCounts::kSomeZero, overlapped, false, 0));
+      if (mpi_rank() == 0)  // for the log: progress, never checked
+        std::printf("[ferry] %s with %d free SMs: 3 rounds in %.2f s\n", mode_id(mode), free_sms,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   }
 }
