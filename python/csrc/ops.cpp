@@ -1,6 +1,7 @@
 // ferry._C: AllReduce and EpBuffer. Pointers and streams are integers; the
-// Python layer (python/ferry/_allreduce.py, _ep.py) checks tensors first and wraps
-// the returned pointers into tensors. Both objects keep their Communicator alive
+// Python layer (python/ferry/_allreduce.py, _ep.py) checks AllReduce's tensors,
+// leaves EpBuffer's to its own checks (src/ep/validate.hpp) and wraps the
+// returned pointers into tensors. Both objects keep their Communicator alive
 // (keep_alive), as the C++ objects hold a reference to it.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "../../src/ep/validate.hpp"  // the EP argument checks (public headers only; libferry exports them)
 #include "bindings.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
@@ -23,6 +25,31 @@ namespace {
 
 cudaStream_t as_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
 uintptr_t as_int(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// NOTE [EP argument names]: _C.EpBuffer exists for ferry.EpLayer, so the checks
+// name EpLayer's calls and arguments.
+constexpr ep::ArgNames kEpLayerNames{
+    .dispatch = "EpLayer.dispatch",
+    .dispatch_recv = "EpLayer.dispatch",
+    .combine = "EpLayer.combine",
+    .combine_recv = "EpLayer.combine",
+    .tokens = "input",
+    .scales = "input[1] (scales)",
+    .topk_idx = "exp_indices",
+    .topk_weights = "weight",
+    .expert_outputs = "expert_output",
+    .out = "out",
+    .handle = "layout",
+    .max_tokens = "max_tokens",
+    .dispatch_type = "the EpLayer's dtype",
+    .with_weights = "with_weights",
+    .owner = "EpLayer",
+};
+
+// The checks of an EpLayer call without a buffer; device < 0: the device is not checked.
+ep::CallContext layer_context(const EpConfig& config, int world_size, int device) {
+  return ep::CallContext{config, world_size, ep::DeviceRule{device, ep::cuda_pointer_device}, kEpLayerNames};
+}
 
 }  // namespace
 
@@ -82,6 +109,33 @@ void bind_ep(nb::module_& m) {
   // layer runs them before anything collective).
   m.def("validate_ep_config", &validate_ep_config, nb::arg("config"), nb::arg("world_size"));
 
+  nb::class_<ep::EpDims>(m, "EpDims")
+      .def_ro("local_experts", &ep::EpDims::local_experts)
+      .def_ro("capacity_per_expert", &ep::EpDims::capacity_per_expert)
+      .def_ro("capacity_rows", &ep::EpDims::capacity_rows);
+  m.def("ep_dims", &ep::ep_dims, nb::arg("config"), nb::arg("world_size"));
+
+  // What EpBuffer.dispatch/combine check before launching, without a buffer (the
+  // Python layer's checks without a GPU). num_rows: the dispatch's rows, -1 unknown.
+  m.def(
+      "validate_ep_dispatch",
+      [](const EpConfig& config, int world_size, const TensorView& tokens, const TensorView& topk_idx,
+         const TensorView& topk_weights, const TensorView& scales, int device) {
+        ep::validate_dispatch_args(layer_context(config, world_size, device),
+                                   {tokens, topk_idx, topk_weights, scales, nullptr});
+      },
+      nb::arg("config"), nb::arg("world_size"), nb::arg("tokens"), nb::arg("topk_idx"), nb::arg("topk_weights"),
+      nb::arg("scales"), nb::arg("device") = -1);
+  m.def(
+      "validate_ep_combine",
+      [](const EpConfig& config, int world_size, const TensorView& expert_outputs, const TensorView& out,
+         int num_tokens, int64_t num_rows, int device) {
+        ep::validate_combine_args(layer_context(config, world_size, device), num_tokens, num_rows, expert_outputs,
+                                  out);
+      },
+      nb::arg("config"), nb::arg("world_size"), nb::arg("expert_outputs"), nb::arg("out"), nb::arg("num_tokens"),
+      nb::arg("num_rows") = -1, nb::arg("device") = -1);
+
   nb::class_<EpHandle>(m, "EpHandle")
       .def_ro("generation", &EpHandle::generation)
       .def_ro("num_tokens", &EpHandle::num_tokens)
@@ -109,6 +163,7 @@ void bind_ep(nb::module_& m) {
             DispatchOptions options;
             options.sync_counts = sync_counts;
             if (reuse) options.reuse = &*reuse;
+            const ep::ScopedArgNames names(kEpLayerNames);
             nb::gil_scoped_release release;  // sync_counts waits for the stream
             return b.dispatch(tokens, topk_idx, topk_weights, scales, as_stream(stream), options);
           },
@@ -117,7 +172,10 @@ void bind_ep(nb::module_& m) {
       .def(
           "combine",
           [](EpBuffer& b, const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
-             uintptr_t stream) { b.combine(expert_outputs, handle, out, as_stream(stream)); },
+             uintptr_t stream) {
+            const ep::ScopedArgNames names(kEpLayerNames);
+            b.combine(expert_outputs, handle, out, as_stream(stream));
+          },
           nb::arg("expert_outputs"), nb::arg("handle"), nb::arg("out"), nb::arg("stream"))
       .def("check_errors", &EpBuffer::check_errors)
       .def_prop_ro("local_experts", &EpBuffer::local_experts)

@@ -1,9 +1,11 @@
 """Argument checks shared by the PyTorch layer, and the torch <-> ferry dtype map.
 
-Every check names the call, the argument and what was expected. They run before
-anything reaches the compiled module, in a fixed order: type, dtype, shape (rank,
-then sizes), contiguity, device; so a CPU tensor with the right dtype and shape
-fails on its device, and a test without a GPU can still check the others.
+Every check names the call, the argument and what was expected. check_tensor
+(AllReduce) checks in a fixed order: type, dtype, shape (rank, then sizes),
+contiguity, device; so a CPU tensor with the right dtype and shape fails on its
+device, and a test without a GPU can still check the others. EP leaves all but
+the torch side (tensor_view: Python types, torch dtypes) to the compiled
+module's checks (src/ep/validate.hpp), which run once per call.
 """
 
 from __future__ import annotations
@@ -73,12 +75,21 @@ def check_tensor(where: str, name: str, tensor, *, dtypes: Sequence[torch.dtype]
     return tensor
 
 
-def tensor_view(tensor: Optional[torch.Tensor]) -> "_C.TensorView":
-    """The compiled module's view of a checked tensor (empty for None)."""
-    if tensor is None:
+def tensor_view(tensor: Optional[torch.Tensor], where: str = "", name: str = "tensor", *,
+                required: bool = False) -> "_C.TensorView":
+    """The compiled module's view of `tensor` (empty for None unless `required`).
+    What the module cannot see is checked here: a non-tensor is a TypeError, a
+    torch dtype ferry has no counterpart for an InvalidArgument."""
+    if tensor is None and not required:
         return _C.TensorView()
-    return _C.TensorView(tensor.data_ptr(), ferry_dtype(tensor.dtype), list(tensor.shape),
-                         list(tensor.stride()))
+    prefix = f"{where}: " if where else ""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{prefix}{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    dtype = TORCH_TO_FERRY.get(tensor.dtype)
+    if dtype is None:
+        raise InvalidArgument(f"{prefix}{name} has dtype {tensor.dtype}, which ferry does not take "
+                              f"(it takes {_names(TORCH_TO_FERRY)})")
+    return _C.TensorView(tensor.data_ptr(), dtype, list(tensor.shape), list(tensor.stride()))
 
 
 def current_stream(device: torch.device) -> int:

@@ -13,16 +13,20 @@ import dataclasses
 from typing import List, Optional, Tuple, Union
 
 import torch
+import torch.distributed as dist
 
 from . import _C
-from ._checks import InvalidArgument, check_tensor, current_stream, ferry_dtype, tensor_view
+from ._checks import InvalidArgument, current_stream, ferry_dtype, tensor_view
 from ._comm import Communicator, init
 from ._memory import device_tensor, standalone
 
 MODES = {"high_throughput": _C.EpMode.high_throughput, "low_latency": _C.EpMode.low_latency}
 DISPATCH_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
-INDEX_DTYPES = (torch.int32, torch.int64)
 SCALE_BLOCK = 128  # fp8: one float32 scale per 128 columns
+# Call and argument names, as the compiled module's checks name them too
+# (python/csrc/ops.cpp, NOTE [EP argument names]).
+_DISPATCH, _COMBINE = "EpLayer.dispatch", "EpLayer.combine"
+_SCALES = "input[1] (scales)"
 
 
 @dataclasses.dataclass
@@ -41,14 +45,14 @@ class EpSpec:
     expert_alignment: int = 1
     max_recv_rows: int = 0
 
-    @property
-    def local_experts(self) -> int:
-        return self.num_experts // self.world_size
+    def dims(self) -> "_C.EpDims":
+        """Sizes derived from the config (local_experts, capacity_per_expert,
+        capacity_rows), by the one C++ rule (src/ep/validate.hpp)."""
+        return _C.ep_dims(self.config(), self.world_size)
 
     @property
-    def capacity(self) -> int:
-        """Low-latency: rows per expert slab."""
-        return self.world_size * self.max_tokens
+    def local_experts(self) -> int:
+        return self.dims().local_experts
 
     def config(self) -> "_C.EpConfig":
         """The C++ EpConfig of this spec (mode and dtype must be valid)."""
@@ -89,38 +93,53 @@ def split_input(where: str, input) -> Tuple[torch.Tensor, Optional[torch.Tensor]
     return input, None
 
 
-def check_dispatch_args(spec: EpSpec, input, exp_indices, weight) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """Checks dispatch's arguments; returns (tokens, scales)."""
-    where = "EpLayer.dispatch"
-    tokens, scales = split_input(where, input)
-    if scales is None:
-        check_tensor(where, "input", tokens, dtypes=(torch.bfloat16,), shape=(None, spec.hidden), device=spec.device)
-    else:
-        if spec.dtype != torch.float8_e4m3fn:
-            raise InvalidArgument(f"{where}: input (tokens, scales) pairs need an EpLayer built with "
-                                  f"dtype=torch.float8_e4m3fn (this one has {spec.dtype})")
-        check_tensor(where, "input[0]", tokens, dtypes=(torch.float8_e4m3fn,), shape=(None, spec.hidden),
-                     device=spec.device)
-    num_tokens = tokens.shape[0]
-    if num_tokens > spec.max_tokens:
-        raise InvalidArgument(f"{where}: input has {num_tokens} tokens, more than max_tokens ({spec.max_tokens})")
-    if scales is not None:
-        check_tensor(where, "input[1] (scales)", scales, dtypes=(torch.float32,),
-                     shape=(num_tokens, spec.hidden // SCALE_BLOCK), device=spec.device)
-    check_tensor(where, "exp_indices", exp_indices, dtypes=INDEX_DTYPES, shape=(num_tokens, spec.topk),
-                 device=spec.device)
-    if weight is not None:
-        check_tensor(where, "weight", weight, dtypes=(spec.weight_dtype,), shape=(num_tokens, spec.topk),
-                     device=spec.device)
-    return tokens, scales
+def _rows(tokens: torch.Tensor) -> int:
+    return tokens.shape[0] if tokens.dim() > 0 else 0
 
 
-def check_combine_args(spec: EpSpec, expert_output, num_tokens: int, expected_rows_shape, out) -> None:
-    where = "EpLayer.combine"
-    check_tensor(where, "expert_output", expert_output, dtypes=(torch.bfloat16,), shape=tuple(expected_rows_shape),
-                 device=spec.device)
-    if out is not None:
-        check_tensor(where, "out", out, dtypes=(torch.bfloat16,), shape=(num_tokens, spec.hidden), device=spec.device)
+def _dispatch_views(input, exp_indices, weight):
+    """The torch side of dispatch's checks; -> (tokens, [tokens, exp_indices,
+    weight, scales] views). The C++ checks do the rest."""
+    tokens, scales = split_input(_DISPATCH, input)
+    views = [tensor_view(tokens, _DISPATCH, "input", required=True),
+             tensor_view(exp_indices, _DISPATCH, "exp_indices", required=True),
+             tensor_view(weight, _DISPATCH, "weight"),
+             tensor_view(scales, _DISPATCH, _SCALES, required=scales is not None)]
+    return tokens, views
+
+
+def _device_index(device: Optional[torch.device]) -> int:
+    return -1 if device is None else device.index
+
+
+def check_dispatch_args(spec: EpSpec, input, exp_indices, weight) -> None:
+    """EpLayer.dispatch's checks without a layer (no GPU needed): the torch side,
+    then the C++ checks EpBuffer.dispatch runs. spec.device None: the tensors'
+    device is not checked."""
+    tokens, views = _dispatch_views(input, exp_indices, weight)
+    if weight is None:  # NOTE [EpLayer unweighted dispatch]
+        views[2] = tensor_view(torch.ones((_rows(tokens), spec.topk), dtype=torch.float32, device=tokens.device))
+    _C.validate_ep_dispatch(spec.config(), spec.world_size, *views, device=_device_index(spec.device))
+
+
+def check_combine_args(spec: EpSpec, expert_output, num_tokens: int, num_rows: int, out) -> None:
+    """EpLayer.combine's checks without a layer, after a dispatch of `num_tokens`
+    tokens into `num_rows` rows (high-throughput; -1: unknown): the torch side,
+    then the C++ checks EpBuffer.combine runs. `out` is checked when given."""
+    _C.validate_ep_combine(spec.config(), spec.world_size,
+                           tensor_view(expert_output, _COMBINE, "expert_output", required=True),
+                           tensor_view(out, _COMBINE, "out"), num_tokens, num_rows,
+                           device=_device_index(spec.device))
+
+
+def _group_size(group) -> Optional[int]:
+    """The size of the group init(group) uses, without a collective; None for an
+    MPI launch (MPI tells once it runs)."""
+    if isinstance(group, Communicator):
+        return group.size
+    if group is not None or dist.is_initialized():
+        return dist.get_world_size(group)
+    return None
 
 
 @dataclasses.dataclass
@@ -133,8 +152,7 @@ class EpLayout:
     scales: Optional[torch.Tensor]     # fp8: float32 [rows, hidden // 128]; else None
     num_tokens: int                    # tokens this rank dispatched
     local_experts: int
-    handle: "_C.EpHandle" = dataclasses.field(repr=False)
-    layer_id: int = dataclasses.field(repr=False, default=0)
+    handle: "_C.EpHandle" = dataclasses.field(repr=False)  # the buffer rejects another layer's or a stale one
 
 
 class EpLayer:
@@ -146,16 +164,23 @@ class EpLayer:
                  num_sms: int = 0, mode: str = "high_throughput", *, expert_alignment: int = 1,
                  max_recv_rows: int = 0) -> None:
         self._owns_comm = not isinstance(group, Communicator)
+        size = _group_size(group)
+        spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), size or 0, dtype, weight_dtype,
+                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows))
+        if size is not None:
+            spec.validate()  # before anything touches the group (init is collective)
         comm = init(group)
-        device = torch.device("cuda", comm.device)
-        self.spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), comm.size, dtype,
-                           weight_dtype, device, mode, int(num_sms), int(expert_alignment),
-                           int(max_recv_rows)).validate()
+        spec.world_size, spec.device = comm.size, torch.device("cuda", comm.device)
+        self.spec = spec if size is not None else spec.validate()
         self.comm = comm
-        self.device = device
+        self.device = spec.device
         self._rank = comm.rank
-        self._buffer = _C.EpBuffer(comm, self.spec.config())
-        self._ones: Optional[torch.Tensor] = None
+        self._buffer = _C.EpBuffer(comm, spec.config())
+        # NOTE [EpLayer unweighted dispatch]: the buffer always carries weights, so a
+        # dispatch without them sends 1.0 per (token, expert): combine's fp32 sum of
+        # 1.0 * x is exactly the unweighted sum. Made here, not in a call (nothing is
+        # launched before a call's checks), and only read, so graph captures may use it.
+        self._ones = torch.ones((spec.max_tokens, spec.topk), dtype=torch.float32, device=self.device)
         self._views: dict = {}  # region name -> (pointer, tensor over the whole region)
 
     # ---------------------------------------------------------------- properties
@@ -190,28 +215,20 @@ class EpLayer:
             self._views[name] = cached
         return cached[1]
 
-    def _unit_weights(self, num_tokens: int) -> torch.Tensor:
-        # NOTE [EpLayer unweighted dispatch]: the buffer always carries weights, so a
-        # dispatch without them sends 1.0 per (token, expert): combine's fp32 sum of
-        # 1.0 * x is exactly the unweighted sum. One tensor, allocated once (it is
-        # only read), so graph captures may use it.
-        if self._ones is None:
-            self._ones = torch.ones((self.spec.max_tokens, self.spec.topk), dtype=torch.float32, device=self.device)
-        return self._ones[:num_tokens]
-
     # ---------------------------------------------------------------- operations
     def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]], exp_indices: torch.Tensor,
                  weight: Optional[torch.Tensor] = None):
         """-> (output, weights, layout). See docs/python.md for the shapes per mode."""
         buffer = self._live("dispatch")
         spec = self.spec
-        tokens, scales = check_dispatch_args(spec, input, exp_indices, weight)
-        num_tokens = tokens.shape[0]
-        sent_weights = weight if weight is not None else self._unit_weights(num_tokens)
+        tokens, views = _dispatch_views(input, exp_indices, weight)
+        num_tokens = _rows(tokens)
+        if weight is None:  # NOTE [EpLayer unweighted dispatch]
+            views[2] = tensor_view(self._ones[:num_tokens])
         high_throughput = spec.mode == "high_throughput"
-        result = buffer.dispatch(tensor_view(tokens), tensor_view(exp_indices), tensor_view(sent_weights),
-                                 tensor_view(scales), current_stream(self.device), sync_counts=high_throughput)
-        local = spec.local_experts
+        # The buffer checks the arguments (src/ep/validate.hpp) before launching anything.
+        result = buffer.dispatch(*views, current_stream(self.device), sync_counts=high_throughput)
+        local = result.local_experts
         capacity_rows = result.capacity_rows
         rows = result.num_rows if high_throughput else capacity_rows
         rows_shape = (rows,) if high_throughput else (local, result.capacity_per_expert)
@@ -230,23 +247,22 @@ class EpLayer:
             expert_offsets=self._view("expert_offsets", result.expert_offsets, (local + 1,), torch.int64),
             host_expert_counts=list(result.host_expert_counts) if high_throughput else None,
             num_rows=result.num_rows if high_throughput else -1,
-            scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle, layer_id=id(self))
+            scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle)
         return output, weights, layout
 
     def combine(self, expert_output: torch.Tensor, layout: EpLayout, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """-> [num_tokens, hidden] bf16: per token, the (weighted) sum of its experts' outputs."""
         buffer = self._live("combine")
-        spec = self.spec
-        if not isinstance(layout, EpLayout) or layout.layer_id != id(self):
-            raise InvalidArgument("EpLayer.combine: layout must be the EpLayout this layer's dispatch returned")
-        if spec.mode == "high_throughput":
-            rows_shape = (layout.num_rows, spec.hidden)
-        else:
-            rows_shape = (spec.local_experts, spec.capacity, spec.hidden)
-        check_combine_args(spec, expert_output, layout.num_tokens, rows_shape, out)
+        if not isinstance(layout, EpLayout):
+            raise InvalidArgument(f"{_COMBINE}: layout must be the EpLayout this layer's dispatch returned, got "
+                                  f"{type(layout).__name__}")
+        expert_view = tensor_view(expert_output, _COMBINE, "expert_output", required=True)
+        out_view = tensor_view(out, _COMBINE, "out")
         if out is None:
-            out = torch.empty((layout.num_tokens, spec.hidden), dtype=torch.bfloat16, device=self.device)
-        buffer.combine(tensor_view(expert_output), layout.handle, tensor_view(out), current_stream(self.device))
+            out = torch.empty((layout.num_tokens, self.spec.hidden), dtype=torch.bfloat16, device=self.device)
+            out_view = tensor_view(out)
+        # The buffer checks the arguments, the layout's handle included, before launching anything.
+        buffer.combine(expert_view, layout.handle, out_view, current_stream(self.device))
         return out
 
     def barrier(self) -> None:

@@ -36,21 +36,28 @@ int env_int(const char* name, int fallback) { return static_cast<int>(env_size(n
 
 namespace ep {
 
-void check_on_device(const char* where, const char* name, const TensorView& t, int device) {
-  if (t.empty() || t.numel() == 0) return;
+int cuda_pointer_device(const void* ptr) {
   cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, t.data);
-  if (err != cudaSuccess) cudaGetLastError();  // clear: an unknown pointer is a host pointer here
-  const bool ok = err == cudaSuccess &&
-                  (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) &&
-                  attr.device == device;
-  FERRY_ARG_CHECK(ok, where << ": " << name << " must be memory of CUDA device " << device << " (got "
-                            << (err != cudaSuccess || attr.type == cudaMemoryTypeUnregistered ||
-                                        attr.type == cudaMemoryTypeHost
-                                    ? std::string("host memory")
-                                    : "memory of device " + std::to_string(attr.device))
-                            << ")");
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear: an unknown pointer is a host pointer here
+    return -1;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
 }
+
+void check_on_device(const char* where, const char* name, const TensorView& t, int device) {
+  check_device(where, name, t, DeviceRule{device, cuda_pointer_device});
+}
+
+namespace {
+
+// What the checks of this buffer's calls know (validate.hpp), named as the caller names them.
+CallContext call_context(const EpConfig& config, const Communicator& comm) {
+  return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
+}
+
+}  // namespace
 
 }  // namespace ep
 
@@ -289,16 +296,9 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
                                  const DispatchOptions& options) {
   check_errors();
   State& st = *state_;
-  const char* where = "EpBuffer::dispatch";
-  st.calls.check_dispatch_send(where, options.reuse);
+  const ep::DispatchCall call = ep::validate_dispatch(ep::call_context(config_, comm_), st.calls,
+                                                      {tokens, topk_idx, topk_weights, scales, options.reuse});
   const bool reusing = options.reuse != nullptr;
-  const ep::DispatchCall call = ep::validate_dispatch(config_, tokens, topk_idx, topk_weights, scales, reusing);
-  if (reusing) ep::CallState::check_reused_tokens(where, *options.reuse, call.num_tokens);
-  const int device = comm_.device();
-  ep::check_on_device(where, "tokens", tokens, device);
-  ep::check_on_device(where, "scales", scales, device);
-  if (!reusing) ep::check_on_device(where, "topk_idx", topk_idx, device);
-  ep::check_on_device(where, "topk_weights", topk_weights, device);
 
   Params p = st.base;
   p.num_tokens = call.num_tokens;
@@ -326,9 +326,9 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
 }
 
 DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stream, const DispatchOptions& options) {
+  comm_.check();  // an aborted communicator refuses the call before anything launches
   State& st = *state_;
-  const char* where = "EpBuffer::dispatch_recv";
-  st.calls.check_dispatch_recv(where, handle);
+  ep::validate_dispatch_recv(ep::call_context(config_, comm_), st.calls, handle);
   Params p = st.base;
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
@@ -374,13 +374,17 @@ void EpBuffer::sync_counts(DispatchResult& r, cudaStream_t stream) {
 
 void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream) {
   check_errors();
+  ep::validate_combine_send(ep::call_context(config_, comm_), state_->calls, handle, expert_outputs);
+  launch_combine_send_half(expert_outputs, stream);
+}
+
+void EpBuffer::check_combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out) {
+  check_errors();
+  ep::validate_combine(ep::call_context(config_, comm_), state_->calls, handle, expert_outputs, out);
+}
+
+void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream) {
   State& st = *state_;
-  const char* where = "EpBuffer::combine";
-  st.calls.check_combine_send(where, handle);
-  FERRY_ARG_CHECK(expert_outputs.given(), where << ": expert_outputs is null");
-  ep::validate_combine(config_, comm_.size(), expert_outputs, std::max<int64_t>(st.calls.synced_rows(), 0),
-                       TensorView{}, st.calls.num_tokens());
-  ep::check_on_device(where, "expert_outputs", expert_outputs, comm_.device());
   Params p = st.base;
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
@@ -396,15 +400,14 @@ void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& ha
 }
 
 void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaStream_t stream) {
+  comm_.check();  // an aborted communicator refuses the call before anything launches
+  ep::validate_combine_recv(ep::call_context(config_, comm_), state_->calls, handle, out);
+  launch_combine_recv_half(out, stream);
+}
+
+void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stream) {
   State& st = *state_;
-  const char* where = "EpBuffer::combine_recv";
-  st.calls.check_combine_recv(where, handle);
   const int num_tokens = st.calls.num_tokens();
-  FERRY_ARG_CHECK(!out.empty() || num_tokens == 0, where << ": out is null (" << num_tokens << " tokens)");
-  if (out.given()) {
-    ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, num_tokens);
-    ep::check_on_device(where, "out", out, comm_.device());
-  }
   Params p = st.base;
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);

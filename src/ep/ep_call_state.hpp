@@ -1,9 +1,11 @@
 // Where an EpBuffer's call sequence stands, on the host, and the checks that
 // each call fits it (a misuse is an InvalidArgument here, not a device hang).
+// validate.cpp runs these checks as part of each call's validation.
 #pragma once
 
 #include <cstdint>
 
+#include "ep/validate.hpp"
 #include "ferry/ep.hpp"
 
 namespace ferry::ep {
@@ -16,31 +18,39 @@ namespace ferry::ep {
 // safe, NOTE [EP epochs]). Every rank must make the same calls in the same order.
 enum class Stage { kIdle, kDispatchSent, kDispatched, kCombineSent };
 
-// `where` names the public call in messages ("EpBuffer::dispatch", ...). The
-// check_* functions throw InvalidArgument and change nothing; the *_done
-// functions record a half once it is launched.
+// NOTE [EP handle owner]: a handle's generation carries its buffer's id in the
+// high 32 bits (ids are unique in the process), so a handle of another buffer is
+// told apart from a stale one of this buffer.
+//
+// The check_* functions throw InvalidArgument, naming the call `where` and the
+// arguments by `names`, and change nothing; the *_done functions record a half
+// once it is launched.
 class CallState {
  public:
+  CallState();
+
   // dispatch_send, before the tensors are checked: no half-done call, and a
   // reused handle is the latest layout.
-  void check_dispatch_send(const char* where, const EpHandle* reuse) const;
+  void check_dispatch_send(const ArgNames& names, const EpHandle* reuse) const;
   // dispatch_send with a reused handle, once the tokens are counted.
-  static void check_reused_tokens(const char* where, const EpHandle& reuse, int num_tokens);
+  static void check_reused_tokens(const ArgNames& names, const EpHandle& reuse, int num_tokens);
   // A new layout (unless reusing) of num_tokens tokens; returns its handle.
   EpHandle dispatch_send_done(bool reusing, int num_tokens, bool with_weights);
 
-  void check_dispatch_recv(const char* where, const EpHandle& handle) const;
+  void check_dispatch_recv(const ArgNames& names, const EpHandle& handle) const;
   void dispatch_recv_done() { stage_ = Stage::kDispatched; }
   // High-throughput: the dispatch output's rows, learnt by a host synchronization.
   void set_synced_rows(int64_t rows) { synced_rows_ = rows; }
 
-  // The handle is this buffer's latest dispatch (combine_send, and combine()
-  // before its send half).
+  // `handle` (called `what` in messages) is this buffer's latest dispatch: not a
+  // default handle, another buffer's (`owner` names the kind) or an older one.
+  void check_handle(const char* where, const char* what, const char* owner, const EpHandle& handle) const;
+  // check_handle with the C++ API's names (EpBuffer::combine(), ep_overlap.cpp).
   void check_latest_layout(const char* where, const EpHandle& handle) const;
-  // combine_send: check_latest_layout, then a completed dispatch and no combine half done.
-  void check_combine_send(const char* where, const EpHandle& handle) const;
+  // combine_send: the latest handle, then a completed dispatch and no combine half done.
+  void check_combine_send(const ArgNames& names, const EpHandle& handle) const;
   void combine_send_done() { stage_ = Stage::kCombineSent; }
-  void check_combine_recv(const char* where, const EpHandle& handle) const;
+  void check_combine_recv(const ArgNames& names, const EpHandle& handle) const;
   void combine_recv_done() { stage_ = Stage::kDispatched; }
 
   uint64_t generation() const { return generation_; }
@@ -49,8 +59,9 @@ class CallState {
   int64_t synced_rows() const { return synced_rows_; }
 
  private:
-  uint64_t generation_ = 0;  // of the current layout
-  int num_tokens_ = 0;       // of the current layout
+  uint64_t owner_;       // this buffer's id, shifted into the high bits (NOTE [EP handle owner])
+  uint64_t generation_;  // of the current layout; owner_ alone: none yet
+  int num_tokens_ = 0;   // of the current layout
   bool with_weights_ = false;
   Stage stage_ = Stage::kIdle;
   int64_t synced_rows_ = -1;  // rows of the current dispatch output, when known on the host

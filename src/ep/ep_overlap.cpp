@@ -34,21 +34,17 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
 
 void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
                        cudaStream_t stream) {
-  // Checked before the send half so a bad `out` fails before any communication.
-  const char* where = "EpBuffer::combine";
-  state_->calls.check_latest_layout(where, handle);
-  if (out.given())
-    ep::validate_combine(config_, comm_.size(), TensorView{}, 0, out, handle.num_tokens);
-  ep::check_on_device(where, "out", out, comm_.device());
+  // Both halves' arguments before the send half, so a bad `out` fails before any communication.
+  check_combine(expert_outputs, handle, out);
   State& st = *state_;
   if (!st.overlap) {
-    combine_send(expert_outputs, handle, stream);
-    combine_recv(handle, out, stream);
+    launch_combine_send_half(expert_outputs, stream);
+    launch_combine_recv_half(out, stream);
     return;
   }
   ep::OverlapScope overlap(st.grids, config_.num_sms, st.combine_recv_blocks);
-  combine_send(expert_outputs, handle, stream);
-  combine_recv(handle, out, stream);
+  launch_combine_send_half(expert_outputs, stream);
+  launch_combine_recv_half(out, stream);
 }
 
 }  // namespace ferry

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string>
 
+#include "ep/ep_call_state.hpp"
 #include "ep/ep_params.hpp"
 #include "ferry/error.hpp"
 
@@ -45,31 +47,150 @@ const char* ep_mode_name(EpMode mode) {
 namespace ep {
 namespace {
 
-// Checks a tensor argument's type, rank, sizes (-1: any) and contiguity.
+thread_local const ArgNames* t_arg_names = nullptr;  // NOTE [EP argument names]
+const ArgNames kCppArgNames{};
+
+int local_experts_of(const EpConfig& c, int world_size) { return world_size > 0 ? c.num_experts / world_size : 0; }
+
+std::string sizes_text(std::initializer_list<int64_t> shape) {
+  std::ostringstream os;
+  os << "[";
+  size_t i = 0;
+  for (int64_t d : shape) os << (i++ ? ", " : "") << (d < 0 ? std::string("*") : std::to_string(d));
+  os << "]";
+  return os.str();
+}
+
+std::string strides_text(const TensorView& t) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < t.strides.size(); ++i) os << (i ? ", " : "") << t.strides[i];
+  os << "]";
+  return os.str();
+}
+
+// A tensor argument: present, its type, rank and sizes (-1: any), contiguous.
 void check_tensor(const char* where, const char* name, const TensorView& t, DataType dtype,
                   std::initializer_list<int64_t> shape) {
+  FERRY_ARG_CHECK(t.given(), where << ": " << name << " is missing");
   // A null pointer is fine for a tensor with no elements (PyTorch gives those).
-  FERRY_ARG_CHECK(t.data != nullptr || (!t.shape.empty() && t.numel() == 0), where << ": " << name << " is null");
+  FERRY_ARG_CHECK(t.data != nullptr || (!t.shape.empty() && t.numel() == 0),
+                  where << ": " << name << " is null (" << t.describe() << ")");
   FERRY_ARG_CHECK(t.dtype == dtype, where << ": " << name << " must be " << dtype_name(dtype) << ", got "
                                           << t.describe());
-  std::ostringstream want;
-  want << "[";
-  size_t i = 0;
-  for (int64_t d : shape) want << (i++ ? ", " : "") << (d < 0 ? std::string("*") : std::to_string(d));
-  want << "]";
   FERRY_ARG_CHECK(t.shape.size() == shape.size(),
-                  where << ": " << name << " must have shape " << want.str() << ", got " << t.describe());
-  i = 0;
+                  where << ": " << name << " must have shape " << sizes_text(shape) << ", got " << t.describe());
+  size_t i = 0;
   for (int64_t d : shape) {
-    FERRY_ARG_CHECK(d < 0 || t.shape[i] == d,
-                    where << ": " << name << " must have shape " << want.str() << ", got " << t.describe());
     FERRY_ARG_CHECK(t.shape[i] >= 0, where << ": " << name << " has a negative size: " << t.describe());
+    FERRY_ARG_CHECK(d < 0 || t.shape[i] == d,
+                    where << ": " << name << " must have shape " << sizes_text(shape) << ", got " << t.describe());
     ++i;
   }
-  FERRY_ARG_CHECK(t.is_contiguous(), where << ": " << name << " must be contiguous, got " << t.describe());
+  FERRY_ARG_CHECK(t.is_contiguous(), where << ": " << name << " must be contiguous (row-major), got strides "
+                                           << strides_text(t) << " for " << t.describe());
+}
+
+DispatchCall check_dispatch_tensors(const CallContext& ctx, const DispatchArgs& a) {
+  const EpConfig& c = ctx.config;
+  const ArgNames& n = ctx.names;
+  const char* where = n.dispatch;
+  const bool reusing = a.reuse != nullptr;
+  const TensorView& tokens = a.tokens;
+  DispatchCall call;
+  FERRY_ARG_CHECK(tokens.given(), where << ": " << n.tokens << " is missing");
+  FERRY_ARG_CHECK(tokens.dtype == DataType::kBFloat16 || tokens.dtype == DataType::kFloat8E4M3,
+                  where << ": " << n.tokens << " must be bfloat16 or float8_e4m3, got " << tokens.describe());
+  FERRY_ARG_CHECK(tokens.shape.size() == 2, where << ": " << n.tokens << " must be 2-D [tokens, " << c.hidden
+                                                  << "], got " << tokens.describe());
+  check_tensor(where, n.tokens, tokens, tokens.dtype, {-1, c.hidden});
+  const int64_t num_tokens = tokens.shape[0];
+  FERRY_ARG_CHECK(num_tokens <= c.max_tokens_per_rank, where << ": " << n.tokens << " has " << num_tokens
+                                                               << " tokens, more than " << n.max_tokens << " ("
+                                                               << c.max_tokens_per_rank << ")");
+  call.num_tokens = static_cast<int>(num_tokens);
+  if (reusing) CallState::check_reused_tokens(n, *a.reuse, call.num_tokens);
+
+  call.fp8_input = tokens.dtype == DataType::kFloat8E4M3;
+  if (call.fp8_input) {
+    FERRY_ARG_CHECK(c.dispatch_type == DataType::kFloat8E4M3,
+                    where << ": " << n.tokens << " is float8_e4m3, which needs " << n.dispatch_type
+                          << " float8_e4m3 (it is " << dtype_name(c.dispatch_type) << ")");
+    FERRY_ARG_CHECK(a.scales.given(), where << ": " << n.tokens << " is float8_e4m3, so " << n.scales << " float32"
+                                            << sizes_text({num_tokens, c.hidden / kScaleBlock})
+                                            << " must be given");
+    check_tensor(where, n.scales, a.scales, DataType::kFloat32, {num_tokens, c.hidden / kScaleBlock});
+  } else {
+    FERRY_ARG_CHECK(!a.scales.given(), where << ": " << n.scales << " are only taken with float8_e4m3 " << n.tokens
+                                             << ", got " << a.scales.describe());
+  }
+  // Reusing a layout: topk_idx may be omitted (it is ignored), but if given it must fit.
+  if (!reusing || a.topk_idx.given()) {
+    const TensorView& idx = a.topk_idx;
+    FERRY_ARG_CHECK(idx.given(), where << ": " << n.topk_idx << " is missing");
+    FERRY_ARG_CHECK(idx.dtype == DataType::kInt32 || idx.dtype == DataType::kInt64,
+                    where << ": " << n.topk_idx << " must be int32 or int64, got " << idx.describe());
+    check_tensor(where, n.topk_idx, idx, idx.dtype, {num_tokens, c.topk});
+    call.idx_is_int64 = idx.dtype == DataType::kInt64;
+  }
+  call.has_weights = a.topk_weights.given();
+  if (call.has_weights) {
+    FERRY_ARG_CHECK(c.with_weights, where << ": " << n.topk_weights << " given, but " << n.with_weights
+                                          << " is false");
+    check_tensor(where, n.topk_weights, a.topk_weights, DataType::kFloat32, {num_tokens, c.topk});
+  } else {
+    FERRY_ARG_CHECK(!c.with_weights, where << ": " << n.topk_weights << " is missing (" << n.with_weights
+                                           << " is true)");
+  }
+  // Last: a tensor of the right form in the wrong place.
+  check_device(where, n.tokens, tokens, ctx.device);
+  check_device(where, n.scales, a.scales, ctx.device);
+  if (!reusing) check_device(where, n.topk_idx, a.topk_idx, ctx.device);
+  check_device(where, n.topk_weights, a.topk_weights, ctx.device);
+  return call;
+}
+
+// rows_needed: high-throughput rows of the dispatch output (0: unknown).
+void check_expert_outputs(const CallContext& ctx, const char* where, const TensorView& eo, int64_t rows_needed) {
+  const EpConfig& c = ctx.config;
+  const char* name = ctx.names.expert_outputs;
+  if (c.mode == EpMode::kLowLatency) {
+    const EpDims dims = ep_dims(c, ctx.world_size);
+    check_tensor(where, name, eo, DataType::kBFloat16, {dims.local_experts, dims.capacity_per_expert, c.hidden});
+  } else {
+    check_tensor(where, name, eo, DataType::kBFloat16, {-1, c.hidden});
+    FERRY_ARG_CHECK(eo.shape[0] >= rows_needed,
+                    where << ": " << name << " has " << eo.shape[0] << " rows, the dispatch produced " << rows_needed);
+  }
+  check_device(where, name, eo, ctx.device);
+}
+
+void check_out(const CallContext& ctx, const char* where, const TensorView& out, int num_tokens) {
+  const char* name = ctx.names.out;
+  FERRY_ARG_CHECK(out.given() || num_tokens == 0,
+                  where << ": " << name << " is missing (" << num_tokens << " tokens to combine)");
+  if (!out.given()) return;
+  check_tensor(where, name, out, DataType::kBFloat16, {num_tokens, ctx.config.hidden});
+  check_device(where, name, out, ctx.device);
 }
 
 }  // namespace
+
+const ArgNames& arg_names() { return t_arg_names != nullptr ? *t_arg_names : kCppArgNames; }
+ScopedArgNames::ScopedArgNames(const ArgNames& names) : previous_(t_arg_names) { t_arg_names = &names; }
+ScopedArgNames::~ScopedArgNames() { t_arg_names = previous_; }
+
+EpDims ep_dims(const EpConfig& c, int world_size) {
+  EpDims d;
+  d.local_experts = local_experts_of(c, world_size);
+  if (c.mode == EpMode::kLowLatency) {
+    d.capacity_per_expert = int64_t{world_size} * c.max_tokens_per_rank;
+    d.capacity_rows = d.local_experts * d.capacity_per_expert;
+  } else {
+    d.capacity_rows = c.max_recv_rows > 0 ? c.max_recv_rows : worst_case_recv_rows(c, world_size);
+  }
+  return d;
+}
 
 void validate_config(const EpConfig& c, int world_size) {
   FERRY_ARG_CHECK(c.max_tokens_per_rank > 0 && c.max_tokens_per_rank <= kMaxTokensPerRank,
@@ -101,69 +222,61 @@ void validate_config(const EpConfig& c, int world_size) {
 }
 
 int64_t worst_case_recv_rows(const EpConfig& c, int world_size) {
-  const int64_t local = world_size > 0 ? c.num_experts / world_size : 0;
+  const int64_t local = local_experts_of(c, world_size);
   return int64_t{world_size} * c.max_tokens_per_rank * std::min<int64_t>(c.topk, local) +
          local * (c.expert_alignment - 1);
 }
 
-DispatchCall validate_dispatch(const EpConfig& c, const TensorView& tokens, const TensorView& topk_idx,
-                               const TensorView& topk_weights, const TensorView& scales, bool reusing) {
-  const char* where = "EpBuffer::dispatch";
-  DispatchCall call;
-  FERRY_ARG_CHECK(tokens.data != nullptr || (tokens.shape.size() == 2 && tokens.numel() == 0),
-                  where << ": tokens is null");
-  FERRY_ARG_CHECK(tokens.dtype == DataType::kBFloat16 || tokens.dtype == DataType::kFloat8E4M3,
-                  where << ": tokens must be bfloat16 or float8_e4m3, got " << tokens.describe());
-  FERRY_ARG_CHECK(tokens.shape.size() == 2, where << ": tokens must be 2-D [tokens, " << c.hidden << "], got "
-                                                  << tokens.describe());
-  call.num_tokens = static_cast<int>(tokens.shape[0]);
-  check_tensor(where, "tokens", tokens, tokens.dtype, {-1, c.hidden});
-  FERRY_ARG_CHECK(tokens.shape[0] <= c.max_tokens_per_rank,
-                  where << ": " << tokens.shape[0] << " tokens exceed max_tokens_per_rank ("
-                        << c.max_tokens_per_rank << ")");
-  call.fp8_input = tokens.dtype == DataType::kFloat8E4M3;
-  if (call.fp8_input) {
-    FERRY_ARG_CHECK(c.dispatch_type == DataType::kFloat8E4M3,
-                    where << ": float8_e4m3 tokens need dispatch_type float8_e4m3 in the EpConfig (it is "
-                          << dtype_name(c.dispatch_type) << ")");
-    check_tensor(where, "scales", scales, DataType::kFloat32, {tokens.shape[0], c.hidden / kScaleBlock});
-  } else {
-    FERRY_ARG_CHECK(scales.empty(), where << ": scales are only taken with float8_e4m3 tokens, got "
-                                          << scales.describe());
-  }
-  if (!(reusing && !topk_idx.given())) {
-    FERRY_ARG_CHECK(topk_idx.dtype == DataType::kInt32 || topk_idx.dtype == DataType::kInt64,
-                    where << ": topk_idx must be int32 or int64, got " << topk_idx.describe());
-    check_tensor(where, "topk_idx", topk_idx, topk_idx.dtype, {tokens.shape[0], c.topk});
-    call.idx_is_int64 = topk_idx.dtype == DataType::kInt64;
-  }
-  // Given = a pointer or a shape: PyTorch's tensors without elements have no pointer.
-  call.has_weights = topk_weights.given();
-  if (call.has_weights) {
-    FERRY_ARG_CHECK(c.with_weights, where << ": topk_weights given but the EpConfig has with_weights = false");
-    check_tensor(where, "topk_weights", topk_weights, DataType::kFloat32, {tokens.shape[0], c.topk});
-  } else {
-    FERRY_ARG_CHECK(!c.with_weights, where << ": topk_weights missing (the EpConfig has with_weights = true)");
-  }
-  return call;
+void check_device(const char* where, const char* name, const TensorView& t, const DeviceRule& rule) {
+  if (rule.device < 0 || rule.locate == nullptr || t.data == nullptr || t.numel() == 0) return;
+  const int got = rule.locate(t.data);
+  FERRY_ARG_CHECK(got == rule.device,
+                  where << ": " << name << " must be memory of CUDA device " << rule.device
+                        << " (the communicator's), got "
+                        << (got < 0 ? std::string("host memory") : "memory of CUDA device " + std::to_string(got)));
 }
 
-void validate_combine(const EpConfig& c, int world_size, const TensorView& expert_outputs, int64_t rows_needed,
-                      const TensorView& out, int num_tokens) {
-  const char* where = "EpBuffer::combine";
-  if (!expert_outputs.given()) {
-    // not part of this call (the receive half)
-  } else if (c.mode == EpMode::kLowLatency) {
-    const int64_t local = c.num_experts / world_size;
-    check_tensor(where, "expert_outputs", expert_outputs, DataType::kBFloat16,
-                 {local, int64_t{world_size} * c.max_tokens_per_rank, c.hidden});
-  } else {
-    check_tensor(where, "expert_outputs", expert_outputs, DataType::kBFloat16, {-1, c.hidden});
-    FERRY_ARG_CHECK(expert_outputs.shape[0] >= rows_needed,
-                    where << ": expert_outputs has " << expert_outputs.shape[0] << " rows, the dispatch produced "
-                          << rows_needed);
-  }
-  if (!out.empty()) check_tensor(where, "out", out, DataType::kBFloat16, {num_tokens, c.hidden});
+DispatchCall validate_dispatch(const CallContext& ctx, const CallState& calls, const DispatchArgs& args) {
+  calls.check_dispatch_send(ctx.names, args.reuse);
+  return check_dispatch_tensors(ctx, args);
+}
+
+void validate_dispatch_recv(const CallContext& ctx, const CallState& calls, const EpHandle& handle) {
+  calls.check_dispatch_recv(ctx.names, handle);
+}
+
+void validate_combine_send(const CallContext& ctx, const CallState& calls, const EpHandle& handle,
+                           const TensorView& expert_outputs) {
+  calls.check_combine_send(ctx.names, handle);
+  check_expert_outputs(ctx, ctx.names.combine, expert_outputs, std::max<int64_t>(calls.synced_rows(), 0));
+}
+
+void validate_combine_recv(const CallContext& ctx, const CallState& calls, const EpHandle& handle,
+                           const TensorView& out) {
+  calls.check_combine_recv(ctx.names, handle);
+  check_out(ctx, ctx.names.combine_recv, out, calls.num_tokens());
+}
+
+void validate_combine(const CallContext& ctx, const CallState& calls, const EpHandle& handle,
+                      const TensorView& expert_outputs, const TensorView& out) {
+  validate_combine_send(ctx, calls, handle, expert_outputs);
+  check_out(ctx, ctx.names.combine, out, calls.num_tokens());
+}
+
+DispatchCall validate_dispatch_args(const CallContext& ctx, const DispatchArgs& args) {
+  return validate_dispatch(ctx, CallState{}, args);
+}
+
+void validate_combine_args(const CallContext& ctx, int num_tokens, int64_t num_rows,
+                           const TensorView& expert_outputs, const TensorView& out) {
+  CallState calls;
+  const EpHandle handle = calls.dispatch_send_done(false, num_tokens, ctx.config.with_weights);
+  calls.dispatch_recv_done();
+  if (num_rows >= 0) calls.set_synced_rows(num_rows);
+  if (out.given())
+    validate_combine(ctx, calls, handle, expert_outputs, out);
+  else
+    validate_combine_send(ctx, calls, handle, expert_outputs);
 }
 
 }  // namespace ep

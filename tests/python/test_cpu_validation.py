@@ -1,13 +1,14 @@
 """ferry's Python argument checks, no GPU needed (CPU tensors only).
 
-The validators are the ones the GPU entry points call before any device work:
-ferry._checks.check_tensor, ferry._ep.EpSpec(.validate), check_dispatch_args,
-check_combine_args and ferry._allreduce.check_allreduce_args. Tensors are
-checked in the order type, dtype, shape, contiguity, device; a non-tensor is a
-TypeError, anything else a ferry.InvalidArgument naming the argument and what
-was expected. Specs here use device=None (no device check) so that the checks
-before it can be reached one by one with CPU tensors; the device check itself
-is exercised with device=cuda:0 (a CPU tensor must then be rejected).
+The validators are the ones the GPU entry points run before any device work:
+ferry._checks.check_tensor and ferry._allreduce.check_allreduce_args (AllReduce),
+ferry._ep.EpSpec(.validate), and for EP calls check_dispatch_args and
+check_combine_args: the torch side (ferry._checks.tensor_view) then the C++
+checks EpBuffer runs itself (src/ep/validate.hpp, reached through ferry._C).
+A non-tensor is a TypeError, anything else a ferry.InvalidArgument naming the
+argument and what was expected. Specs here use device=None (no device check) so
+that the checks before it can be reached one by one with CPU tensors; the device
+check itself is exercised with device=cuda:0 (a CPU tensor must then be rejected).
 """
 import dataclasses
 
@@ -277,9 +278,11 @@ def test_dispatch_args_device():
 
 # ---------------------------------------------------------------- combine arguments
 def _combine(spec, y, num_tokens, rows_shape, out):
+    """rows_shape: expert_output's shape after the dispatch (high-throughput: its rows)."""
     from ferry._ep import check_combine_args
 
-    return check_combine_args(spec, y, num_tokens, rows_shape, out)
+    num_rows = rows_shape[0] if spec.mode == "high_throughput" else -1
+    return check_combine_args(spec, y, num_tokens, num_rows, out)
 
 
 @pytest.mark.parametrize("mode,rows_shape", [("high_throughput", (11, H)), ("low_latency", (4, 16, H))],
@@ -291,6 +294,12 @@ def test_combine_args(mode, rows_shape):
     _combine(spec, y, T, rows_shape, None)
     _combine(spec, y, T, rows_shape, out)
     _combine(spec, y, 0, rows_shape, torch.zeros(0, H, dtype=BF16))
+    if mode == "high_throughput":
+        _combine(spec, torch.zeros(12, H, dtype=BF16), T, rows_shape, out)  # more rows than the dispatch made
+        expect_invalid(lambda: _combine(spec, y[:10], T, rows_shape, None), "expert_output", "10", "11")
+    else:
+        expect_invalid(lambda: _combine(spec, y[:, :15].contiguous(), T, rows_shape, None), "expert_output", "16")
+        expect_invalid(lambda: _combine(spec, y[:3].contiguous(), T, rows_shape, None), "expert_output", "4")
 
     expect_error(TypeError, lambda: _combine(spec, y.tolist(), T, rows_shape, None), name="expert_output")
     for dt in (F32, torch.float16, FP8):
@@ -369,3 +378,58 @@ def test_allreduce_args_device():
 def test_names_helper_matches_whole_words():
     assert names("EpLayer.combine: out must be bfloat16", "out")
     assert not names("EpLayer.combine: expert_output must be bfloat16", "out")
+
+
+# ---------------------------------------------------------------- the EP checks are the C++ ones
+def test_ep_dims_come_from_the_cpp_rule():
+    for mode, capacity in (("high_throughput", 0), ("low_latency", 2 * 8)):
+        spec = _spec(mode=mode)
+        dims = spec.dims()
+        assert spec.local_experts == dims.local_experts == 8 // 2
+        assert dims.capacity_per_expert == capacity
+        assert dims.capacity_rows > 0
+    assert _spec(max_recv_rows=100).dims().capacity_rows == 100
+
+
+def test_ep_messages_name_the_values():
+    spec = _spec()
+    msg = expect_invalid(lambda: _dispatch(spec, _x(n=9), _idx(n=9), _w(n=9)), "max_tokens", "9", "8")
+    assert "EpLayer.dispatch" in msg, msg
+    expect_invalid(lambda: _dispatch(spec, _x(h=H + 128), _idx(), _w()), "input", str(H), str(H + 128))
+    expect_invalid(lambda: _dispatch(spec, _x(), _idx(k=K + 1), _w()), "exp_indices", str(K), str(K + 1))
+    strided = torch.zeros(T, 2 * H, dtype=BF16)[:, :H]
+    expect_invalid(lambda: _dispatch(spec, strided, _idx(), _w()), "input", "contiguous", str(2 * H))
+    # A torch dtype ferry has no counterpart for: named by the torch side.
+    expect_invalid(lambda: _dispatch(spec, _x(), _idx(dtype=torch.int16), _w()), "exp_indices", "torch.int16")
+    expect_error(TypeError, lambda: _dispatch(spec, _x(), None, _w()), name="exp_indices")
+    expect_error(TypeError, lambda: _combine(spec, None, T, (11, H), None), name="expert_output")
+
+
+def test_ep_checks_are_the_compiled_modules():
+    """check_dispatch_args leaves all but the torch side to the checks EpBuffer
+    runs (ferry._C.validate_ep_dispatch): the same message either way."""
+    from ferry._checks import tensor_view
+
+    spec = _spec()
+    x, idx, w = _x(), _idx(dtype=torch.float32), _w()
+    via_layer = expect_invalid(lambda: _dispatch(spec, x, idx, w), "exp_indices")
+    direct = expect_invalid(lambda: ferry._C.validate_ep_dispatch(
+        spec.config(), spec.world_size, tensor_view(x), tensor_view(idx), tensor_view(w), tensor_view(None)),
+        "exp_indices")
+    assert via_layer == direct
+
+
+def test_ep_layer_checks_before_the_group(monkeypatch):
+    """EpLayer's config checks run before init(group) (collective) is called."""
+    import ferry._ep as ep
+
+    def init(group):
+        raise AssertionError("init(group) was called before the arguments were checked")
+
+    monkeypatch.setattr(ep, "init", init)
+    monkeypatch.setattr(ep, "_group_size", lambda group: 2)
+    group = object()
+    expect_invalid(lambda: ep.EpLayer(group, 8, 100, 2, 8), "hidden", "128")
+    expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 7), "num_experts")
+    expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, mode="bogus"), "mode")
+    expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, dtype=torch.float16), "dtype")

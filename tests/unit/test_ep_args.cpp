@@ -1,75 +1,27 @@
 // EP argument checks at the API boundary (src/ep/validate.hpp) and TensorView,
-// no GPU: every rejection is an InvalidArgument whose message names the argument
-// (and, where it is a plain number, the value it got); valid configs and calls
-// pass and report what they found. Pointers are fake device addresses: the checks
-// must not dereference them.
+// no GPU: the config, the derived sizes, and the tensors of dispatch and combine.
+// Every rejection is an InvalidArgument whose message names the argument and the
+// value it got; valid configs and calls pass and report what they found.
+// Pointers are fake device addresses (ep_args_fixtures.hpp): the checks must not
+// dereference them. Call order, handles, devices and names: test_ep_calls.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <regex>
 #include <string>
-#include <vector>
 
-#include "common/expect_error.hpp"
 #include "ep/validate.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
+#include "unit/ep_args_fixtures.hpp"
 
 namespace {
 
-using ferry::DataType;
-using ferry::EpConfig;
-using ferry::EpMode;
-using ferry::TensorView;
-using ferry::ep::DispatchCall;
-using ferry::ep::validate_combine;
+using namespace ferry::testing::ep_args;
 using ferry::ep::validate_config;
-using ferry::ep::validate_dispatch;
 using ferry::ep::worst_case_recv_rows;
 using ferry::testing::contains_ci;
 using ferry::testing::names_number;
-using ferry::testing::user_part;
-
-const void* fake(uintptr_t offset) { return reinterpret_cast<const void*>(uintptr_t{0x7f0000000000} + offset); }
-const void* const kTok = fake(0x100000);
-const void* const kIdx = fake(0x900000);
-const void* const kW = fake(0xa00000);
-const void* const kScales = fake(0xb00000);
-const void* const kExp = fake(0x1000000);
-const void* const kOut = fake(0x9000000);
-
-EpConfig config(int T = 64, int H = 1024, int K = 4, int E = 16, DataType dt = DataType::kBFloat16,
-                EpMode mode = EpMode::kHighThroughput, bool weights = true, int align = 1) {
-  EpConfig c;
-  c.max_tokens_per_rank = T;
-  c.hidden = H;
-  c.topk = K;
-  c.num_experts = E;
-  c.dispatch_type = dt;
-  c.mode = mode;
-  c.with_weights = weights;
-  c.expert_alignment = align;
-  return c;
-}
-
-// `name` appears in the message as a whole word ("out" is not matched by "expert_outputs").
-bool names_word(const std::string& what, const std::string& name) {
-  const std::regex re("(^|[^A-Za-z0-9_])" + name + "([^A-Za-z0-9_]|$)", std::regex::icase);
-  return std::regex_search(user_part(what), re);
-}
-
-// Expects InvalidArgument from fn whose message contains one of `names`.
-template <typename Fn>
-std::string rejected(Fn&& fn, std::initializer_list<const char*> names) {
-  const std::string msg = ferry::testing::error_message<ferry::InvalidArgument>(std::forward<Fn>(fn));
-  bool named = false;
-  for (const char* n : names) named = named || contains_ci(user_part(msg), n);
-  std::string list;
-  for (const char* n : names) list += std::string(list.empty() ? "" : " or ") + n;
-  EXPECT_TRUE(named) << "message should name " << list << ": " << msg;
-  return msg;
-}
 
 std::string config_rejected(const EpConfig& c, int world, std::initializer_list<const char*> names) {
   return rejected([&] { validate_config(c, world); }, names);
@@ -219,59 +171,68 @@ TEST(EpArgs, WorstCaseRecvRows) {
   }
 }
 
+// ---------------------------------------------------------------- derived sizes
+TEST(EpArgs, DimsFollowTheConfig) {
+  // High-throughput: no slabs; the output holds the worst case unless max_recv_rows says less.
+  EpConfig c = config(64, 1024, 4, 16, DataType::kBFloat16, EpMode::kHighThroughput, true, 8);
+  ferry::ep::EpDims d = ferry::ep::ep_dims(c, kWorld);
+  EXPECT_EQ(d.local_experts, 4);
+  EXPECT_EQ(d.capacity_per_expert, 0);
+  EXPECT_EQ(d.capacity_rows, worst_case_recv_rows(c, kWorld));
+  c.max_recv_rows = 1000;
+  EXPECT_EQ(ferry::ep::ep_dims(c, kWorld).capacity_rows, 1000);
+  // Low-latency: one slab of world * T rows per local expert.
+  d = ferry::ep::ep_dims(config(64, 1024, 4, 48, DataType::kBFloat16, EpMode::kLowLatency), 3);
+  EXPECT_EQ(d.local_experts, 16);
+  EXPECT_EQ(d.capacity_per_expert, 3 * 64);
+  EXPECT_EQ(d.capacity_rows, 16 * 3 * 64);
+}
+
 // ---------------------------------------------------------------- dispatch
-constexpr int kT = 64, kH = 1024, kK = 4, kG = kH / 128;
-
-TensorView tok(int n, DataType t = DataType::kBFloat16) { return TensorView(kTok, t, {n, kH}); }
-TensorView idx(int n, DataType t = DataType::kInt32) { return TensorView(kIdx, t, {n, kK}); }
-TensorView wts(int n) { return TensorView(kW, DataType::kFloat32, {n, kK}); }
-TensorView scl(int n) { return TensorView(kScales, DataType::kFloat32, {n, kG}); }
-
 TEST(EpArgs, ValidDispatchCalls) {
   const EpConfig c = config(kT, kH, kK, 16);
   for (int n : {0, 1, 17, kT}) {
     SCOPED_TRACE("tokens " + std::to_string(n));
-    DispatchCall d = validate_dispatch(c, tok(n), idx(n), wts(n), TensorView(), false);
+    DispatchCall d = dispatch(c, tok(n), idx(n), wts(n));
     EXPECT_EQ(d.num_tokens, n);
     EXPECT_FALSE(d.fp8_input);
     EXPECT_TRUE(d.has_weights);
     EXPECT_FALSE(d.idx_is_int64);
-    d = validate_dispatch(c, tok(n), idx(n, DataType::kInt64), wts(n), TensorView(), false);
+    d = dispatch(c, tok(n), idx(n, DataType::kInt64), wts(n));
     EXPECT_TRUE(d.idx_is_int64);
     EXPECT_EQ(d.num_tokens, n);
   }
   // Explicit contiguous strides are contiguous.
-  DispatchCall d = validate_dispatch(c, TensorView(kTok, DataType::kBFloat16, {8, kH}, {kH, 1}),
-                                     TensorView(kIdx, DataType::kInt32, {8, kK}, {kK, 1}),
-                                     TensorView(kW, DataType::kFloat32, {8, kK}, {kK, 1}), TensorView(), false);
+  DispatchCall d = dispatch(c, TensorView(kTok, kBf16, {8, kH}, {kH, 1}), TensorView(kIdx, kI32, {8, kK}, {kK, 1}),
+                            TensorView(kW, kF32, {8, kK}, {kK, 1}));
   EXPECT_EQ(d.num_tokens, 8);
   // Without weights.
-  const EpConfig nw = config(kT, kH, kK, 16, DataType::kBFloat16, EpMode::kHighThroughput, false);
-  d = validate_dispatch(nw, tok(5), idx(5), TensorView(), TensorView(), false);
+  const EpConfig nw = config(kT, kH, kK, 16, kBf16, EpMode::kHighThroughput, false);
+  d = dispatch(nw, tok(5), idx(5), TensorView());
   EXPECT_FALSE(d.has_weights);
   EXPECT_EQ(d.num_tokens, 5);
   // No tokens, as PyTorch passes them: every tensor has its shape but no pointer.
-  d = validate_dispatch(c, TensorView(nullptr, DataType::kBFloat16, {0, kH}),
-                        TensorView(nullptr, DataType::kInt64, {0, kK}),
-                        TensorView(nullptr, DataType::kFloat32, {0, kK}), TensorView(), false);
+  d = dispatch(c, TensorView(nullptr, kBf16, {0, kH}), TensorView(nullptr, DataType::kInt64, {0, kK}),
+               TensorView(nullptr, kF32, {0, kK}));
   EXPECT_EQ(d.num_tokens, 0);
   EXPECT_TRUE(d.has_weights);
   EXPECT_TRUE(d.idx_is_int64);
-  d = validate_dispatch(config(kT, kH, kK, 16, DataType::kFloat8E4M3), TensorView(nullptr, DataType::kFloat8E4M3, {0, kH}),
-                        TensorView(nullptr, DataType::kInt32, {0, kK}), TensorView(nullptr, DataType::kFloat32, {0, kK}),
-                        TensorView(nullptr, DataType::kFloat32, {0, kG}), false);
+  d = dispatch(config(kT, kH, kK, 16, DataType::kFloat8E4M3), TensorView(nullptr, DataType::kFloat8E4M3, {0, kH}),
+               TensorView(nullptr, kI32, {0, kK}), TensorView(nullptr, kF32, {0, kK}),
+               TensorView(nullptr, kF32, {0, kG}));
   EXPECT_TRUE(d.fp8_input);
   EXPECT_TRUE(d.has_weights);
-  // Reusing a layout: topk_idx may be omitted (T' from the tokens) or given.
-  d = validate_dispatch(c, tok(9), TensorView(), wts(9), TensorView(), true);
-  EXPECT_EQ(d.num_tokens, 9);
-  d = validate_dispatch(c, tok(9), idx(9, DataType::kInt64), wts(9), TensorView(), true);
-  EXPECT_EQ(d.num_tokens, 9);
+  // Reusing the latest layout: topk_idx may be omitted (T' from the tokens) or given.
+  Dispatched nine(9);
+  for (const TensorView& i : {TensorView(), idx(9, DataType::kInt64)}) {
+    const DispatchCall reused =
+        ferry::ep::validate_dispatch(ctx(c), nine.calls, {tok(9), i, wts(9), TensorView(), &nine.handle});
+    EXPECT_EQ(reused.num_tokens, 9);
+  }
   // fp8 dispatch: bf16 input (quantized in the kernel) or fp8 input with scales.
   const EpConfig f8 = config(kT, kH, kK, 16, DataType::kFloat8E4M3);
-  d = validate_dispatch(f8, tok(12), idx(12), wts(12), TensorView(), false);
-  EXPECT_FALSE(d.fp8_input);
-  d = validate_dispatch(f8, tok(12, DataType::kFloat8E4M3), idx(12), wts(12), scl(12), false);
+  EXPECT_FALSE(dispatch(f8, tok(12), idx(12), wts(12)).fp8_input);
+  d = dispatch(f8, tok(12, DataType::kFloat8E4M3), idx(12), wts(12), scl(12));
   EXPECT_TRUE(d.fp8_input);
   EXPECT_EQ(d.num_tokens, 12);
 }
@@ -283,53 +244,59 @@ TEST(EpArgs, DispatchRejectsBadTokens) {
   auto bad = [&](const TensorView& t, const char* label, int rows = -1) {
     SCOPED_TRACE(label);
     if (rows < 0) rows = n;
-    return rejected([&] { return validate_dispatch(c, t, idx(rows), wts(rows), TensorView(), false).num_tokens; },
-                    {"tokens"});
+    return rejected([&] { return dispatch(c, t, idx(rows), wts(rows)).num_tokens; }, {"tokens"});
   };
   std::string msg = bad(tok(kT + 1), "more than max_tokens_per_rank", kT + 1);
-  EXPECT_TRUE(names_number(msg, kT + 1) || names_number(msg, kT)) << msg;
-  bad(tok(n, DataType::kFloat32), "fp32");
+  EXPECT_TRUE(names_number(msg, kT + 1) && names_number(msg, kT)) << msg;
+  EXPECT_TRUE(contains_ci(msg, "max_tokens_per_rank")) << msg;
+  msg = bad(tok(n, DataType::kFloat32), "fp32");
+  EXPECT_TRUE(contains_ci(msg, "float32")) << msg;
   bad(tok(n, DataType::kFloat16), "fp16");
-  bad(tok(n, DataType::kInt32), "int32");
-  bad(TensorView(kTok, DataType::kBFloat16, {n, kH - 128}), "hidden mismatch");
-  bad(TensorView(kTok, DataType::kBFloat16, {n, kH + 128}), "hidden mismatch (larger)");
-  bad(TensorView(kTok, DataType::kBFloat16, {int64_t{n} * kH}), "1-D");
-  bad(TensorView(kTok, DataType::kBFloat16, {1, n, kH}), "3-D");
-  bad(TensorView(kTok, DataType::kBFloat16, {n, kH}, {2 * kH, 1}), "row stride");
-  bad(TensorView(kTok, DataType::kBFloat16, {n, kH}, {1, n}), "transposed");
-  bad(TensorView(kTok, DataType::kBFloat16, {n, kH}, {kH}), "strides of the wrong rank");
-  bad(TensorView(nullptr, DataType::kBFloat16, {n, kH}), "null data");
+  bad(tok(n, kI32), "int32");
+  msg = bad(TensorView(kTok, kBf16, {n, kH - 128}), "hidden mismatch");
+  EXPECT_TRUE(names_number(msg, kH) && names_number(msg, kH - 128)) << msg;
+  bad(TensorView(kTok, kBf16, {n, kH + 128}), "hidden mismatch (larger)");
+  bad(TensorView(kTok, kBf16, {int64_t{n} * kH}), "1-D");
+  bad(TensorView(kTok, kBf16, {1, n, kH}), "3-D");
+  msg = bad(TensorView(kTok, kBf16, {n, kH}, {2 * kH, 1}), "row stride");
+  EXPECT_TRUE(names_number(msg, 2 * kH) && contains_ci(msg, "contiguous")) << "should name the strides: " << msg;
+  bad(TensorView(kTok, kBf16, {n, kH}, {1, n}), "transposed");
+  bad(TensorView(kTok, kBf16, {n, kH}, {kH}), "strides of the wrong rank");
+  bad(TensorView(nullptr, kBf16, {n, kH}), "null data");
   bad(TensorView(), "empty");
+  bad(TensorView(kTok, kBf16, {-1, kH}), "negative size");
   // fp8 tokens on a bf16 dispatch_type.
-  rejected([&] { return validate_dispatch(c, tok(n, DataType::kFloat8E4M3), idx(n), wts(n), scl(n), false).num_tokens; },
-           {"tokens", "dispatch_type", "float8"});
+  msg = rejected([&] { return dispatch(c, tok(n, DataType::kFloat8E4M3), idx(n), wts(n), scl(n)).num_tokens; },
+                 {"tokens"});
+  EXPECT_TRUE(contains_ci(msg, "dispatch_type")) << msg;
 }
 
 TEST(EpArgs, DispatchRejectsBadTopkIdx) {
   const EpConfig c = config(kT, kH, kK, 16);
   const int n = 16;
-  auto bad = [&](const TensorView& i, const char* label, std::initializer_list<const char*> names = {"topk_idx"}) {
+  auto bad = [&](const TensorView& i, const char* label) {
     SCOPED_TRACE(label);
-    rejected([&] { return validate_dispatch(c, tok(n), i, wts(n), TensorView(), false).num_tokens; }, names);
+    return rejected([&] { return dispatch(c, tok(n), i, wts(n)).num_tokens; }, {"topk_idx"});
   };
   bad(idx(n, DataType::kFloat32), "fp32");
-  bad(idx(n, DataType::kBFloat16), "bf16");
+  bad(idx(n, kBf16), "bf16");
   bad(idx(n, DataType::kFloat64), "fp64");
-  bad(TensorView(kIdx, DataType::kInt32, {n, kK + 1}), "topk mismatch", {"topk"});
-  bad(TensorView(kIdx, DataType::kInt32, {n, kK - 1}), "topk mismatch (smaller)", {"topk"});
-  bad(TensorView(kIdx, DataType::kInt32, {n - 1, kK}), "rows mismatch", {"topk_idx", "tokens"});
-  bad(TensorView(kIdx, DataType::kInt32, {n + 1, kK}), "rows mismatch (larger)", {"topk_idx", "tokens"});
-  bad(TensorView(kIdx, DataType::kInt32, {int64_t{n} * kK}), "1-D");
+  std::string msg = bad(TensorView(kIdx, kI32, {n, kK + 1}), "topk mismatch");
+  EXPECT_TRUE(names_number(msg, kK) && names_number(msg, kK + 1)) << msg;
+  bad(TensorView(kIdx, kI32, {n, kK - 1}), "topk mismatch (smaller)");
+  msg = bad(TensorView(kIdx, kI32, {n - 1, kK}), "rows mismatch");
+  EXPECT_TRUE(names_number(msg, n) && names_number(msg, n - 1)) << msg;
+  bad(TensorView(kIdx, kI32, {n + 1, kK}), "rows mismatch (larger)");
+  bad(TensorView(kIdx, kI32, {int64_t{n} * kK}), "1-D");
   bad(TensorView(kIdx, DataType::kInt64, {n, kK}, {1, n}), "transposed");
-  bad(TensorView(kIdx, DataType::kInt32, {n, kK}, {2 * kK, 1}), "row stride");
+  bad(TensorView(kIdx, kI32, {n, kK}, {2 * kK, 1}), "row stride");
   bad(TensorView(), "missing (not reusing)");
   // Given while reusing, it must still be well formed.
   SCOPED_TRACE("reusing");
-  rejected([&] { return validate_dispatch(c, tok(n), idx(n, DataType::kFloat32), wts(n), TensorView(), true).num_tokens; },
-           {"topk_idx"});
-  rejected([&] {
-    return validate_dispatch(c, tok(n), TensorView(kIdx, DataType::kInt32, {n, kK + 1}), wts(n), TensorView(), true).num_tokens;
-  }, {"topk"});
+  Dispatched d(n);
+  for (const TensorView& i : {idx(n, DataType::kFloat32), TensorView(kIdx, kI32, {n, kK + 1})})
+    rejected([&] { ferry::ep::validate_dispatch(ctx(c), d.calls, {tok(n), i, wts(n), TensorView(), &d.handle}); },
+             {"topk_idx"});
 }
 
 TEST(EpArgs, DispatchRejectsBadWeights) {
@@ -337,17 +304,17 @@ TEST(EpArgs, DispatchRejectsBadWeights) {
   const int n = 16;
   auto bad = [&](const EpConfig& cfg, const TensorView& w, const char* label) {
     SCOPED_TRACE(label);
-    rejected([&] { return validate_dispatch(cfg, tok(n), idx(n), w, TensorView(), false).num_tokens; }, {"weights"});
+    return rejected([&] { return dispatch(cfg, tok(n), idx(n), w).num_tokens; }, {"topk_weights"});
   };
-  bad(c, TensorView(kW, DataType::kFloat64, {n, kK}), "fp64");
-  bad(c, TensorView(kW, DataType::kBFloat16, {n, kK}), "bf16");
-  bad(c, TensorView(kW, DataType::kFloat32, {n, kK + 1}), "topk mismatch");
-  bad(c, TensorView(kW, DataType::kFloat32, {n - 1, kK}), "rows mismatch");
-  bad(c, TensorView(kW, DataType::kFloat32, {int64_t{n} * kK}), "1-D");
-  bad(c, TensorView(kW, DataType::kFloat32, {n, kK}, {2 * kK, 1}), "non-contiguous");
-  bad(c, TensorView(), "missing with with_weights");
-  const EpConfig nw = config(kT, kH, kK, 16, DataType::kBFloat16, EpMode::kHighThroughput, false);
-  bad(nw, wts(n), "given without with_weights");
+  EXPECT_TRUE(contains_ci(bad(c, TensorView(kW, DataType::kFloat64, {n, kK}), "fp64"), "float64"));
+  bad(c, TensorView(kW, kBf16, {n, kK}), "bf16");
+  bad(c, TensorView(kW, kF32, {n, kK + 1}), "topk mismatch");
+  bad(c, TensorView(kW, kF32, {n - 1, kK}), "rows mismatch");
+  bad(c, TensorView(kW, kF32, {int64_t{n} * kK}), "1-D");
+  bad(c, TensorView(kW, kF32, {n, kK}, {2 * kK, 1}), "non-contiguous");
+  EXPECT_TRUE(contains_ci(bad(c, TensorView(), "missing with with_weights"), "with_weights"));
+  const EpConfig nw = config(kT, kH, kK, 16, kBf16, EpMode::kHighThroughput, false);
+  EXPECT_TRUE(contains_ci(bad(nw, wts(n), "given without with_weights"), "with_weights"));
 }
 
 TEST(EpArgs, DispatchRejectsBadScales) {
@@ -355,79 +322,86 @@ TEST(EpArgs, DispatchRejectsBadScales) {
   const int n = 16;
   auto bad = [&](const TensorView& s, const char* label) {
     SCOPED_TRACE(label);
-    rejected([&] { return validate_dispatch(f8, tok(n, DataType::kFloat8E4M3), idx(n), wts(n), s, false).num_tokens; },
-             {"scales"});
+    return rejected([&] { return dispatch(f8, tok(n, DataType::kFloat8E4M3), idx(n), wts(n), s).num_tokens; },
+                    {"scales"});
   };
   bad(TensorView(), "fp8 input without scales");
-  bad(TensorView(kScales, DataType::kBFloat16, {n, kG}), "bf16 scales");
-  bad(TensorView(kScales, DataType::kFloat32, {n, kH / 64}), "one scale per 64 columns");
-  bad(TensorView(kScales, DataType::kFloat32, {n + 1, kG}), "rows mismatch");
-  bad(TensorView(kScales, DataType::kFloat32, {int64_t{n} * kG}), "1-D");
-  bad(TensorView(kScales, DataType::kFloat32, {n, kG}, {1, n}), "transposed");
+  bad(TensorView(kScales, kBf16, {n, kG}), "bf16 scales");
+  const std::string msg = bad(TensorView(kScales, kF32, {n, kH / 64}), "one scale per 64 columns");
+  EXPECT_TRUE(names_number(msg, kG) && names_number(msg, kH / 64)) << msg;
+  bad(TensorView(kScales, kF32, {n + 1, kG}), "rows mismatch");
+  bad(TensorView(kScales, kF32, {int64_t{n} * kG}), "1-D");
+  bad(TensorView(kScales, kF32, {n, kG}, {1, n}), "transposed");
   // Scales come only with fp8 tokens.
   SCOPED_TRACE("scales with bf16 tokens");
-  rejected([&] { return validate_dispatch(f8, tok(n), idx(n), wts(n), scl(n), false).num_tokens; }, {"scales"});
+  rejected([&] { return dispatch(f8, tok(n), idx(n), wts(n), scl(n)).num_tokens; }, {"scales"});
 }
 
 // ---------------------------------------------------------------- combine
 TEST(EpArgs, CombineHighThroughput) {
-  const int world = 4;
   const EpConfig c = config(kT, kH, kK, 16);  // 4 local experts
-  const TensorView out(kOut, DataType::kBFloat16, {10, kH});
-  const TensorView eo(kExp, DataType::kBFloat16, {100, kH});
-  EXPECT_NO_THROW(validate_combine(c, world, eo, 100, out, 10));
-  EXPECT_NO_THROW(validate_combine(c, world, TensorView(kExp, DataType::kBFloat16, {150, kH}), 100, out, 10));
-  EXPECT_NO_THROW(validate_combine(c, world, eo, 100, TensorView(), 10));  // the send half
-  EXPECT_NO_THROW(validate_combine(c, world, eo, 0, TensorView(kOut, DataType::kBFloat16, {0, kH}), 0));
+  const TensorView out(kOut, kBf16, {10, kH});
+  const TensorView eo(kExp, kBf16, {100, kH});
+  auto check = [&](const TensorView& e, int64_t rows, const TensorView& o, int n = 10) {
+    ferry::ep::validate_combine_args(ctx(c), n, rows, e, o);
+  };
+  EXPECT_NO_THROW(check(eo, 100, out));
+  EXPECT_NO_THROW(check(TensorView(kExp, kBf16, {150, kH}), 100, out));
+  EXPECT_NO_THROW(check(eo, -1, out));  // rows unknown (no host synchronization)
+  EXPECT_NO_THROW(check(eo, 100, TensorView()));  // out: the caller's to make
+  EXPECT_NO_THROW(check(eo, 0, TensorView(kOut, kBf16, {0, kH}), 0));
 
   auto bad_eo = [&](const TensorView& e, const char* label) {
     SCOPED_TRACE(label);
-    rejected([&] { validate_combine(c, world, e, 100, out, 10); }, {"expert_outputs"});
+    return rejected([&] { check(e, 100, out); }, {"expert_outputs"});
   };
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {99, kH}), "fewer rows than dispatched");
-  bad_eo(TensorView(kExp, DataType::kFloat32, {100, kH}), "fp32");
+  const std::string msg = bad_eo(TensorView(kExp, kBf16, {99, kH}), "fewer rows than dispatched");
+  EXPECT_TRUE(names_number(msg, 99) && names_number(msg, 100)) << msg;
+  bad_eo(TensorView(kExp, kF32, {100, kH}), "fp32");
   bad_eo(TensorView(kExp, DataType::kFloat8E4M3, {100, kH}), "fp8");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {100, kH - 128}), "hidden mismatch");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {100, kH}, {2 * kH, 1}), "non-contiguous");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {int64_t{100} * kH}), "1-D");
+  bad_eo(TensorView(kExp, kBf16, {100, kH - 128}), "hidden mismatch");
+  bad_eo(TensorView(kExp, kBf16, {100, kH}, {2 * kH, 1}), "non-contiguous");
+  bad_eo(TensorView(kExp, kBf16, {int64_t{100} * kH}), "1-D");
+  bad_eo(TensorView(), "missing");
 
   auto bad_out = [&](const TensorView& o, const char* label) {
     SCOPED_TRACE(label);
-    const std::string msg = ferry::testing::error_message<ferry::InvalidArgument>([&] { validate_combine(c, world, eo, 100, o, 10); });
-    EXPECT_TRUE(names_word(msg, "out")) << "should name out: " << msg;
+    const std::string m = ferry::testing::error_message<ferry::InvalidArgument>([&] { check(eo, 100, o); });
+    EXPECT_TRUE(names_word(m, "out")) << "should name out: " << m;
+    return m;
   };
-  bad_out(TensorView(kOut, DataType::kFloat32, {10, kH}), "fp32");
+  bad_out(TensorView(kOut, kF32, {10, kH}), "fp32");
   bad_out(TensorView(kOut, DataType::kFloat16, {10, kH}), "fp16");
-  bad_out(TensorView(kOut, DataType::kBFloat16, {11, kH}), "rows mismatch");
-  bad_out(TensorView(kOut, DataType::kBFloat16, {9, kH}), "rows mismatch (fewer)");
-  bad_out(TensorView(kOut, DataType::kBFloat16, {10, kH + 128}), "hidden mismatch");
-  bad_out(TensorView(kOut, DataType::kBFloat16, {int64_t{10} * kH}), "1-D");
-  bad_out(TensorView(kOut, DataType::kBFloat16, {10, kH}, {2 * kH, 1}), "non-contiguous");
+  EXPECT_TRUE(names_number(bad_out(TensorView(kOut, kBf16, {11, kH}), "rows mismatch"), 11));
+  bad_out(TensorView(kOut, kBf16, {9, kH}), "rows mismatch (fewer)");
+  bad_out(TensorView(kOut, kBf16, {10, kH + 128}), "hidden mismatch");
+  bad_out(TensorView(kOut, kBf16, {int64_t{10} * kH}), "1-D");
+  bad_out(TensorView(kOut, kBf16, {10, kH}, {2 * kH, 1}), "non-contiguous");
+  bad_out(TensorView(nullptr, kBf16, {10, kH}), "null");
 }
 
 TEST(EpArgs, CombineLowLatency) {
-  const int world = 4;
-  const EpConfig c = config(kT, kH, kK, 16, DataType::kBFloat16, EpMode::kLowLatency);
+  const EpConfig c = config(kT, kH, kK, 16, kBf16, EpMode::kLowLatency);
   const int Le = 4;
-  const int64_t cap = int64_t{world} * kT;
-  const TensorView out(kOut, DataType::kBFloat16, {kT, kH});
-  const TensorView eo(kExp, DataType::kBFloat16, {Le, cap, kH});
-  EXPECT_NO_THROW(validate_combine(c, world, eo, Le * cap, out, kT));
-  EXPECT_NO_THROW(validate_combine(c, world, eo, Le * cap, TensorView(), kT));
+  const int64_t cap = int64_t{kWorld} * kT;
+  const TensorView out(kOut, kBf16, {kT, kH});
+  const TensorView eo(kExp, kBf16, {Le, cap, kH});
+  EXPECT_NO_THROW(ferry::ep::validate_combine_args(ctx(c), kT, -1, eo, out));
+  EXPECT_NO_THROW(ferry::ep::validate_combine_args(ctx(c), kT, -1, eo, TensorView()));
   // fp8 dispatch still combines bf16 expert outputs.
   const EpConfig f8 = config(kT, kH, kK, 16, DataType::kFloat8E4M3, EpMode::kLowLatency);
-  EXPECT_NO_THROW(validate_combine(f8, world, eo, Le * cap, out, kT));
+  EXPECT_NO_THROW(ferry::ep::validate_combine_args(ctx(f8), kT, -1, eo, out));
 
   auto bad_eo = [&](const TensorView& e, const char* label) {
     SCOPED_TRACE(label);
-    rejected([&] { validate_combine(c, world, e, Le * cap, out, kT); }, {"expert_outputs"});
+    return rejected([&] { ferry::ep::validate_combine_args(ctx(c), kT, -1, e, out); }, {"expert_outputs"});
   };
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {Le, cap - 1, kH}), "capacity mismatch");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {Le + 1, cap, kH}), "local experts mismatch");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {Le - 1, cap, kH}), "local experts mismatch (fewer)");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {Le, cap, kH - 128}), "hidden mismatch");
-  bad_eo(TensorView(kExp, DataType::kFloat32, {Le, cap, kH}), "fp32");
-  bad_eo(TensorView(kExp, DataType::kBFloat16, {Le, cap, kH}, {cap * kH * 2, kH, 1}), "non-contiguous");
+  EXPECT_TRUE(names_number(bad_eo(TensorView(kExp, kBf16, {Le, cap - 1, kH}), "capacity mismatch"), cap));
+  EXPECT_TRUE(names_number(bad_eo(TensorView(kExp, kBf16, {Le + 1, cap, kH}), "local experts mismatch"), Le));
+  bad_eo(TensorView(kExp, kBf16, {Le - 1, cap, kH}), "local experts mismatch (fewer)");
+  bad_eo(TensorView(kExp, kBf16, {Le, cap, kH - 128}), "hidden mismatch");
+  bad_eo(TensorView(kExp, kF32, {Le, cap, kH}), "fp32");
+  bad_eo(TensorView(kExp, kBf16, {Le, cap, kH}, {cap * kH * 2, kH, 1}), "non-contiguous");
 }
 
 }  // namespace
