@@ -13,6 +13,8 @@
 #   gpus       nvidia-smi -L and the topology matrix
 #   ctest      the CPU tests: ctest -R 'unit|mp|net' (net: the proxy over UCX tcp and shm, killed peers)
 #   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
+#   gpu_faults build-device/tests/ferry_gpu_fault_tests (not mpirun: it forks its own ranks and SIGKILLs
+#              one mid AllReduce / EP call; ranks share the GPUs, time-sliced; FERRY_FAULT_* knobs)
 #   win_*      the device API (ferry_gpu_window_tests) across virtual nodes: win_n2 (one node),
 #              win_2x1_tcp, win_2x1_sm, win_2x1, win_4x1, win_2x2, win_2x2_tcp (NxK: N nodes of K
 #              ranks through FERRY_RANKS_PER_NODE; _tcp/_sm: UCX_TLS, else UCX's choice)
@@ -272,6 +274,25 @@ else
   run_stage mps_pct_np2 "${TO[@]}" "${MPIRUN[@]}" -np 2 -x FERRY_TEST_SHARE_GPUS=1 \
     -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="${FERRY_MPS_PCT:-25}" "$B/tests/ferry_gpu_tests" \
     --gtest_filter="${FERRY_MPS_PCT_FILTER:-Ep*:AllReduce*}"
+fi
+
+# Killed peers (issue 15): the test forks its own ranks (TCP bootstrap; mpirun would
+# end the job when one dies), kills one with SIGKILL in the middle of AllReduce and
+# EP calls (one node, virtual nodes) and checks the survivors' errors and clean
+# exits. Time-sliced like the restricted_* stages (without the MPS variables the
+# ranks do not join the daemon): a client killed mid-kernel under MPS is untried.
+if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip gpu_faults "FERRY_SKIP_TESTS=1"
+elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip gpu_faults "build failed or no GPU"
+else
+  run_stage gpu_faults "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
+    "$B/tests/ferry_gpu_fault_tests" --gtest_filter='KilledPeer.*'
+fi
+# The same from Python (tests/python/test_gpu_killed_peer.py, skipped under torchrun).
+if [ "${FERRY_SKIP_TESTS:-0}" = 1 ] || [ "${FERRY_SKIP_PYTHON:-0}" = 1 ]; then skip python_faults "skipped"
+elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ] || [ ! -d "$B/python/ferry" ]; then skip python_faults "no module or no GPU"
+else
+  run_stage python_faults "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
+    PYTHONPATH="$B_ABS/python" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu_killed_peer.py
 fi
 
 # The device API across virtual nodes (ranks share the GPU): NAME:RANKS:RANKS_PER_NODE:UCX_TLS

@@ -216,14 +216,48 @@ void Communicator::abort(const std::string& reason) const {
   }
 }
 
+// NOTE [Naming the dead rank]
+// A device wait names the peer it waited for, which is not always the rank that
+// died: with three or more ranks a survivor can wait on another survivor that
+// itself waits on the dead rank (ring steps, hierarchical forwarding). So the
+// first error of a communicator (a device timeout, or the proxy's transport
+// failure) also asks the bootstrap which ranks are gone (Bootstrap::
+// probe_liveness: not collective, bounded by min(timeout, 500 ms), never throws;
+// NOTE [Bootstrap liveness] for TcpBootstrap) and adds "rank N is gone" (or that
+// every rank answered, or which did not). Bootstraps that cannot tell (MPI, the
+// Python callbacks) add nothing: there the message names the waited-for peer.
+// Runs once per communicator: the error aborts it, later calls rethrow the text.
+namespace {
+std::string liveness_note(Bootstrap& bootstrap, uint64_t timeout_ns) {
+  const auto budget = std::chrono::milliseconds(std::max<uint64_t>(1, std::min<uint64_t>(timeout_ns / 1000000, 500)));
+  const PeerLiveness live = bootstrap.probe_liveness(budget);
+  auto ranks = [](const std::vector<int>& list, const char* one, const char* many) {
+    std::ostringstream os;
+    os << (list.size() == 1 ? "rank " : "ranks ");
+    for (size_t i = 0; i < list.size(); ++i) os << (i ? ", " : "") << list[i];
+    os << (list.size() == 1 ? one : many);
+    return os.str();
+  };
+  std::ostringstream os;
+  if (!live.gone.empty())
+    os << "; " << ranks(live.gone, " is gone", " are gone")
+       << " (its bootstrap connection or listener is closed: the process exited or left the group)";
+  if (!live.silent.empty())
+    os << "; " << ranks(live.silent, " did not", " did not") << " answer a liveness probe within "
+       << budget.count() << " ms";
+  if (live.known && live.gone.empty() && live.silent.empty()) os << "; every other rank is alive (liveness probe)";
+  return os.str();
+}
+}  // namespace
+
 void Communicator::check() const {
   if (!aborted_ && proxy_ && proxy_->failed()) {
-    try {
-      proxy_->check();  // throws the TransportError naming rank, peer and phase
-    } catch (const TransportError& e) {
-      abort(e.what());
-      throw;
-    }
+    // Proxy::check's TransportError, plus the ranks that are gone.
+    std::ostringstream os;
+    os << "inter-node transfer failed on rank " << rank() << " in phase '" << phase_name(kPhaseProxyTransfer)
+       << "': " << proxy_->failure() << liveness_note(*bootstrap_, timeout_ns_) << "; the communicator is aborted";
+    abort(os.str());
+    FERRY_THROW(TransportError, os.str());
   }
   if (!aborted_ && device_error_ != nullptr && device_error_->code != kDeviceOk) {
     std::ostringstream os;
@@ -231,6 +265,7 @@ void Communicator::check() const {
        << device_error_->peer << " in phase '" << phase_name(device_error_->phase) << "' (expected flag >= "
        << device_error_->expected << ", saw " << device_error_->observed << ", timeout "
        << timeout_ns_ / 1000000 << " ms)";
+    os << liveness_note(*bootstrap_, timeout_ns_);
     if (proxy_) os << "; " << proxy_->state();
     os << "; the communicator is aborted";
     abort(os.str());

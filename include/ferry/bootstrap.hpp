@@ -13,6 +13,14 @@
 
 namespace ferry {
 
+// What a bootstrap can tell about the other ranks' processes (Bootstrap::probe_liveness).
+struct PeerLiveness {
+  bool known = false;       // every other rank was checked (false: MPI, callbacks; then `gone`
+                            // holds only what could be seen, often nothing)
+  std::vector<int> gone;    // ranks whose process exited or left the group (ascending)
+  std::vector<int> silent;  // ranks that did not answer within the budget (a host down, or overloaded)
+};
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
@@ -23,6 +31,17 @@ class Bootstrap {
   // Every rank must pass the same bytes_per_rank.
   virtual void all_gather(const void* send, void* recv, size_t bytes_per_rank) = 0;
   virtual void barrier() = 0;
+
+  // Not collective, for error paths: which other ranks are gone, found within
+  // about `budget` without the other ranks' help and without disturbing what
+  // they are doing; never throws. The default cannot tell (known = false).
+  // TcpBootstrap can: NOTE [Bootstrap liveness] (src/bootstrap/tcp_bootstrap.cpp).
+  // Communicator::check calls it, also where the Python bindings released the
+  // GIL: an override that calls into Python must take the GIL itself.
+  virtual PeerLiveness probe_liveness(std::chrono::milliseconds budget) noexcept {
+    (void)budget;
+    return {};
+  }
 
   // Convenience: gather one trivially copyable value from every rank.
   template <typename T>
@@ -85,6 +104,10 @@ class TcpBootstrap : public Bootstrap {
   int size() const override { return size_; }
   void all_gather(const void* send, void* recv, size_t bytes_per_rank) override;
   void barrier() override;
+  // Gone: a rank whose bootstrap connection hung up or whose liveness listener
+  // refuses connections (NOTE [Bootstrap liveness]); known = false on a member when
+  // the group formed with a peer that advertised no listener (an older build).
+  PeerLiveness probe_liveness(std::chrono::milliseconds budget) noexcept override;
 
  private:
   struct Impl;

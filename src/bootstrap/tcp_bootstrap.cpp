@@ -6,6 +6,7 @@
 // tells the members why (an abort frame), so they report the same cause.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,7 +30,7 @@ using tcp::Socket;
 // ---------------------------------------------------------------- wire format
 // Frames are a tcp::FrameHeader (tcp_socket.hpp) and `length` payload bytes; these
 // are the kinds and payloads of the bootstrap protocol.
-enum FrameKind : uint32_t { kHello = 1, kReady = 2, kContribution = 3, kResult = 4, kAbort = 5 };
+enum FrameKind : uint32_t { kHello = 1, kReady = 2, kContribution = 3, kResult = 4, kAbort = 5, kPeers = 6 };
 
 // Bumped whenever frames or payloads change meaning, so that ranks built from
 // different ferry versions fail with a message naming both versions instead of
@@ -43,6 +44,14 @@ struct HelloPayload {
   uint32_t version;  // kProtocolVersion of the member
 };
 static_assert(sizeof(HelloPayload) == 16);
+
+// Peers payload (NOTE [Bootstrap liveness]): one entry per rank, by rank.
+struct PeersEntry {
+  uint32_t address_be;  // IPv4, network byte order; rank 0's own entry: 0 (the address it was reached at)
+  uint16_t port;        // its liveness listener
+  uint16_t reserved;
+};
+static_assert(sizeof(PeersEntry) == 8);
 
 // Abort payload: uint32 "is a timeout" flag, then the root's error message.
 constexpr size_t kMaxAbortBytes = 16384;
@@ -109,6 +118,10 @@ struct TcpBootstrap::Impl {
   std::string failure;        // what broke this group; it refuses work afterwards
   std::vector<std::string> rejected;  // rank 0: intruders turned away while the group formed
   tcp::FrameIo io;            // framed I/O; its errors start with me()
+  // NOTE [Bootstrap liveness]: this rank's listener, and every rank's (by rank;
+  // port 0: unknown). Rank 0's entry on a member has address 0 until filled in.
+  Socket liveness_listener;
+  std::vector<tcp::Ipv4Endpoint> liveness;
 
   std::string me() const { return "TcpBootstrap: rank " + std::to_string(rank); }
 
@@ -116,8 +129,9 @@ struct TcpBootstrap::Impl {
   // is missing the root's verdict (which names the missing ranks) arrives first.
   std::chrono::milliseconds member_wait() const { return options.timeout + options.timeout / 2; }
 
-  // Members: one frame from the root, or the root's abort message rethrown here.
-  void recv_from_root(uint32_t kind, void* payload, uint64_t length, const char* what) const {
+  // Members: one frame from the root (its header returned), or the root's abort
+  // message rethrown here.
+  FrameHeader recv_from_root(uint32_t kind, void* payload, uint64_t length, const char* what) const {
     const Deadline deadline = Deadline::in(member_wait());
     FrameHeader h{};
     io.recv_bytes(peers[0].get(), &h, sizeof h, deadline, 0, what);
@@ -134,11 +148,13 @@ struct TcpBootstrap::Impl {
       io.malformed("rank 0", "sender field says " + std::to_string(h.sender));
     io.check_header(h, "rank 0", kind, length, kind == kResult ? kSameBytesHint : nullptr);
     io.recv_bytes(peers[0].get(), payload, length, deadline, 0, what);
+    return h;
   }
 
   // ---------------------------------------------------------------- setup
   void accept_members();
   void connect_to_root();
+  PeerLiveness probe(std::chrono::milliseconds budget);
   void gather_at_root(const void* send, uint8_t* recv, size_t bytes);
 
   // Runs one operation; after any failure the group is unusable, and the root
@@ -242,6 +258,10 @@ bool TcpBootstrap::Impl::admit_member(PendingMember& p) {
   if (p.hello.world_size != size)
     FERRY_THROW(BootstrapError, me() << ": " << p.from << " was created with size " << p.hello.world_size
                                      << ", rank 0 with size " << size);
+  // NOTE [Bootstrap liveness]: the member's listener port (0: none), at the
+  // address this connection comes from.
+  liveness[static_cast<size_t>(member)] = {tcp::ipv4_endpoint(p.sock.get()).address_be,
+                                           static_cast<uint16_t>(p.header.reserved <= 0xFFFF ? p.header.reserved : 0)};
   peers[static_cast<size_t>(member)] = std::move(p.sock);
   return true;
 }
@@ -249,6 +269,7 @@ bool TcpBootstrap::Impl::admit_member(PendingMember& p) {
 void TcpBootstrap::Impl::accept_members() {
   const Deadline deadline = Deadline::in(options.timeout);
   peers.resize(static_cast<size_t>(size));
+  liveness.assign(static_cast<size_t>(size), tcp::Ipv4Endpoint{});
   std::vector<PendingMember> pending;
   int connected = 0;
   while (connected < size - 1) {
@@ -287,17 +308,106 @@ void TcpBootstrap::Impl::accept_members() {
       }
     }
   }
+  // NOTE [Bootstrap liveness]: a listener of our own, on the address the members
+  // reached us at; the table goes out only when every member advertised one.
+  const tcp::Ipv4Endpoint reached = tcp::ipv4_endpoint(listener.get(), false);
   listener.reset();  // everyone is here: free the port
+  bool table = std::all_of(liveness.begin() + 1, liveness.end(), [](const tcp::Ipv4Endpoint& e) { return e.port; });
+  if (table) {
+    liveness_listener = tcp::listen_ephemeral(reached.address_be);
+    liveness[0] = {0, static_cast<uint16_t>(liveness_listener.valid() ? tcp::bound_port(liveness_listener.get()) : 0)};
+    table = liveness[0].port != 0;
+  }
+  std::vector<PeersEntry> entries(static_cast<size_t>(size));
+  for (size_t r = 0; r < entries.size(); ++r) entries[r] = {liveness[r].address_be, liveness[r].port, 0};
   const Deadline ready_deadline = Deadline::in(options.timeout);
-  for (int r = 1; r < size; ++r)
-    io.send_frame(peers[static_cast<size_t>(r)].get(), kReady, nullptr, 0, ready_deadline, r, "the group confirmation");
+  for (int r = 1; r < size; ++r) {
+    const int fd = peers[static_cast<size_t>(r)].get();
+    io.send_frame(fd, kReady, nullptr, 0, ready_deadline, r, "the group confirmation", table ? 1 : 0);
+    if (table)
+      io.send_frame(fd, kPeers, entries.data(), entries.size() * sizeof(PeersEntry), ready_deadline, r,
+                    "the liveness table");
+  }
 }
 
+// NOTE [Bootstrap liveness]
+// Which ranks are gone, asked on error paths (Communicator::check adds it to a
+// device timeout's message): a survivor's wait can name a live peer that waits in
+// turn on the dead rank (a ring, world >= 3), and the error must name the dead one.
+//  - Every rank keeps a listening socket for the life of the bootstrap, bound to
+//    the address it reaches rank 0 from (rank 0: the address its members reached
+//    it at), port picked by the kernel. Nothing is ever read from it.
+//  - Formation: a member puts its listener's port in the hello header's
+//    `reserved` field; rank 0 takes the member's IPv4 address from that
+//    connection. When every member advertised a port (and rank 0 has a listener
+//    too), rank 0's ready frame carries reserved = 1 and a peers frame follows
+//    (kind 6, size x PeersEntry; rank 0's own address is 0: "where you reached
+//    rank 0"). The field was reserved and zero, and builds before this ignore it,
+//    so groups still form across such builds (kProtocolVersion stays 1): a member
+//    that advertised nothing, or raw peers in tests, get a plain ready frame.
+//  - probe_liveness(budget), any time, on any rank, with no help from others:
+//    a rank whose connection to this one hung up is gone (rank 0 holds every
+//    member's connection, a member only rank 0's); so is a rank whose listener
+//    refuses a connection (every other rank's listener at once, nonblocking
+//    connects polled against the budget): the kernel closes the listener of a
+//    process that exited, SIGKILL included. A connection that completes means the
+//    process is there (the kernel completes it, the process does nothing); no
+//    answer within the budget is "silent" (a host down, or overloaded). Nothing is
+//    sent on the framed connections, so probing never disturbs a collective. Each
+//    probe first accepts and closes what others' probes left in our queue.
+//  - Limits: a process that forked children (without exec) which still hold the
+//    listener looks alive while they live; a rank that destroyed its bootstrap
+//    (finished normally) looks gone, which is what "left the group" means.
+// Tests: tests/gpu/test_killed_peer.cpp (BootstrapLiveness.*: CPU, forked ranks;
+// KilledPeer.*: the GPU collectives' messages).
 void TcpBootstrap::Impl::connect_to_root() {
   peers.push_back(io.connect_with_retry(id.address, id.port, Deadline::in(options.timeout), "rank 0"));
+  // NOTE [Bootstrap liveness]: a listener on the address we reach rank 0 from;
+  // its port rides in the hello header's reserved field (0: none).
+  liveness_listener = tcp::listen_ephemeral(tcp::ipv4_endpoint(peers[0].get(), false).address_be);
+  const uint32_t advertised =
+      liveness_listener.valid() ? static_cast<uint32_t>(tcp::bound_port(liveness_listener.get())) : 0;
   const HelloPayload hello{id.magic, size, kProtocolVersion};
-  io.send_frame(peers[0].get(), kHello, &hello, sizeof hello, Deadline::in(options.timeout), 0, "the hello");
-  recv_from_root(kReady, nullptr, 0, "the confirmation that all ranks connected");
+  io.send_frame(peers[0].get(), kHello, &hello, sizeof hello, Deadline::in(options.timeout), 0, "the hello",
+                advertised);
+  const FrameHeader ready = recv_from_root(kReady, nullptr, 0, "the confirmation that all ranks connected");
+  if (ready.reserved != 1) return;  // no table: liveness unknown but for rank 0's connection
+  std::vector<PeersEntry> entries(static_cast<size_t>(size));
+  recv_from_root(kPeers, entries.data(), entries.size() * sizeof(PeersEntry), "the liveness table");
+  liveness.assign(static_cast<size_t>(size), tcp::Ipv4Endpoint{});
+  for (size_t r = 0; r < entries.size(); ++r) liveness[r] = {entries[r].address_be, entries[r].port};
+  liveness[0].address_be = tcp::ipv4_endpoint(peers[0].get()).address_be;  // where we reached rank 0
+}
+
+PeerLiveness TcpBootstrap::Impl::probe(std::chrono::milliseconds budget) {
+  PeerLiveness out;
+  if (liveness_listener.valid()) tcp::drain_accept_queue(liveness_listener.get());  // others' earlier probes
+  std::vector<char> gone(static_cast<size_t>(size), 0);
+  // The connections we hold: rank 0 holds every member's, a member rank 0's.
+  for (size_t r = 0; r < peers.size(); ++r) {
+    const int peer = rank == 0 ? static_cast<int>(r) : 0;
+    if (peer != rank && peers[r].valid() && tcp::hung_up(peers[r].get())) gone[static_cast<size_t>(peer)] = 1;
+  }
+  // Every other rank's listener.
+  std::vector<tcp::Ipv4Endpoint> targets;
+  std::vector<int> target_rank;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank || gone[static_cast<size_t>(r)] || static_cast<size_t>(r) >= liveness.size() ||
+        liveness[static_cast<size_t>(r)].port == 0)
+      continue;
+    targets.push_back(liveness[static_cast<size_t>(r)]);
+    target_rank.push_back(r);
+  }
+  const std::vector<tcp::ProbeResult> results = tcp::probe_listeners(targets, Deadline::in(budget));
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i] == tcp::ProbeResult::kRefused) gone[static_cast<size_t>(target_rank[i])] = 1;
+    if (results[i] == tcp::ProbeResult::kSilent) out.silent.push_back(target_rank[i]);
+  }
+  for (int r = 0; r < size; ++r)
+    if (gone[static_cast<size_t>(r)]) out.gone.push_back(r);
+  // Rank 0 sees every member's connection; with the table, everyone sees every listener.
+  out.known = rank == 0 || liveness.size() == static_cast<size_t>(size);
+  return out;
 }
 
 void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t bytes) {
@@ -451,6 +561,15 @@ void TcpBootstrap::all_gather(const void* send, void* recv, size_t bytes_per_ran
       impl_->recv_from_root(kResult, out, bytes_per_rank * ranks, "the all_gather result");
     }
   });
+}
+
+PeerLiveness TcpBootstrap::probe_liveness(std::chrono::milliseconds budget) noexcept {
+  if (size_ == 1) return {true, {}, {}};
+  try {
+    return impl_->probe(std::max(budget, std::chrono::milliseconds(1)));
+  } catch (...) {  // allocation failure: cannot tell
+    return {};
+  }
 }
 
 void TcpBootstrap::barrier() {

@@ -113,6 +113,94 @@ bool closed_before_sending(int fd) {
   return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
+Ipv4Endpoint ipv4_endpoint(int fd, bool remote) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                  : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0 || addr.sin_family != AF_INET) return {};
+  return {addr.sin_addr.s_addr, ntohs(addr.sin_port)};
+}
+
+Socket listen_ephemeral(uint32_t address_be) {
+  Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return sock;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = address_be;
+  addr.sin_port = 0;
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(sock.get(), SOMAXCONN) != 0)
+    sock.reset();
+  return sock;
+}
+
+bool hung_up(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, 0);
+  } while (rc < 0 && errno == EINTR);
+  return rc > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void drain_accept_queue(int listen_fd) {
+  for (int fd; (fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) ::close(fd);
+}
+
+std::vector<ProbeResult> probe_listeners(const std::vector<Ipv4Endpoint>& targets, const Deadline& deadline) {
+  std::vector<ProbeResult> result(targets.size(), ProbeResult::kSilent);
+  std::vector<Socket> socks(targets.size());
+  std::vector<size_t> pending;
+  // Connected: alive, unless the socket connected to itself (TCP simultaneous
+  // open: the kernel picked the target port as the local one, which happens
+  // only when nothing listens there).
+  auto connected = [](int fd) {
+    const Ipv4Endpoint local = ipv4_endpoint(fd, false), remote = ipv4_endpoint(fd, true);
+    return local.address_be == remote.address_be && local.port == remote.port ? ProbeResult::kRefused
+                                                                              : ProbeResult::kAlive;
+  };
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].port == 0) continue;
+    Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!sock.valid()) continue;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = targets[i].address_be;
+    addr.sin_port = htons(targets[i].port);
+    if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+      result[i] = connected(sock.get());
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+      socks[i] = std::move(sock);
+      pending.push_back(i);
+    } else if (errno == ECONNREFUSED) {
+      result[i] = ProbeResult::kRefused;
+    }
+  }
+  while (!pending.empty()) {
+    std::vector<pollfd> fds;
+    for (size_t i : pending) fds.push_back({socks[i].get(), POLLOUT, 0});
+    const int rc = ::poll(fds.data(), fds.size(), deadline.poll_ms());
+    if (rc < 0 && errno != EINTR) break;
+    std::vector<size_t> still;
+    for (size_t k = 0; k < pending.size(); ++k) {
+      const size_t i = pending[k];
+      if (rc <= 0 || fds[k].revents == 0) {
+        still.push_back(i);
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(socks[i].get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      result[i] = err == 0 ? connected(socks[i].get()) : err == ECONNREFUSED ? ProbeResult::kRefused
+                                                                              : ProbeResult::kSilent;
+      socks[i].reset();
+    }
+    pending = std::move(still);
+    if (deadline.passed()) break;
+  }
+  return result;  // still pending: kSilent (closed with `socks`)
+}
+
 void park_listener(uint64_t key, Socket sock) {
   auto& registry = listen_registry();
   std::lock_guard lock(registry.mutex);
@@ -219,8 +307,8 @@ void FrameIo::send_bytes(int fd, const void* data, size_t n, const Deadline& dea
 }
 
 void FrameIo::send_frame(int fd, uint32_t kind, const void* payload, size_t n, const Deadline& deadline, int peer,
-                         const char* what) const {
-  FrameHeader header{kFrameMagic, kind, sender, 0, n};
+                         const char* what, uint32_t reserved) const {
+  FrameHeader header{kFrameMagic, kind, sender, reserved, n};
   send_bytes(fd, &header, sizeof header, deadline, peer, what);
   if (n > 0) send_bytes(fd, payload, n, deadline, peer, what);
 }

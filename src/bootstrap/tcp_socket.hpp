@@ -72,6 +72,29 @@ Socket accept_nonblocking(int listen_fd);
 // True when the peer closed (or reset) the connection before sending anything.
 bool closed_before_sending(int fd);
 
+// An IPv4 address (network byte order) and a port (host byte order).
+struct Ipv4Endpoint {
+  uint32_t address_be = 0;
+  uint16_t port = 0;
+};
+// The remote (or local) end of a connected socket; address 0 when unknown.
+Ipv4Endpoint ipv4_endpoint(int fd, bool remote = true);
+// A nonblocking listener on `address_be` (IPv4, network order), port chosen by the
+// kernel; an invalid Socket when that fails (callers treat it as optional).
+Socket listen_ephemeral(uint32_t address_be);
+
+// Liveness (NOTE [Bootstrap liveness], tcp_bootstrap.cpp). True when the peer of a
+// connected socket hung up (closed or reset it), without reading from it.
+bool hung_up(int fd);
+// Accepts and closes every connection waiting on a nonblocking listener.
+void drain_accept_queue(int listen_fd);
+enum class ProbeResult { kAlive, kRefused, kSilent };
+// Nonblocking connects to every target at once, each closed as soon as it is
+// decided: completed -> kAlive (the kernel accepts for a listening process),
+// refused -> kRefused (nothing listens there), anything else, or still pending at
+// the deadline -> kSilent. Never throws; returns within the deadline.
+std::vector<ProbeResult> probe_listeners(const std::vector<Ipv4Endpoint>& targets, const Deadline& deadline);
+
 // Listening sockets of ids created with port 0, until rank 0 of that id claims them.
 void park_listener(uint64_t key, Socket sock);
 Socket claim_listener(uint64_t key);  // invalid when none is parked under `key`
@@ -102,8 +125,9 @@ struct FrameIo {
                             const std::string& peer) const;
 
   void send_bytes(int fd, const void* data, size_t n, const Deadline& deadline, int peer, const char* what) const;
+  // `reserved`: the header field of that name (0 unless a protocol NOTE gives it a meaning).
   void send_frame(int fd, uint32_t kind, const void* payload, size_t n, const Deadline& deadline, int peer,
-                  const char* what) const;
+                  const char* what, uint32_t reserved = 0) const;
 
   // One nonblocking recv: the bytes read, 0 when nothing is there yet; EOF and errors throw.
   size_t recv_some(int fd, void* at, size_t want, const std::string& from, bool mid_frame) const;
