@@ -114,7 +114,6 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
       pw.local = d.local;
       pw.local_is_cuda = true;
       pw.data_region = transport.register_region(d.local, bytes, true, proxy->lock());
-      pw.source = transport.register_source(d.local, bytes, true, proxy->lock());
       d.net_recv = d.local;
       d.net_send = nullptr;
     } else {
@@ -123,7 +122,6 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
       pw.local = s.send_mirror;
       pw.local_is_cuda = false;
       pw.data_region = transport.register_region(s.landing, bytes, false, proxy->lock());
-      pw.source = transport.register_source(s.send_mirror, bytes, false, proxy->lock());  // NOTE [Registered put sources]
       d.net_recv = device_pointer(s.landing);
       d.net_send = device_pointer(s.send_mirror);
     }

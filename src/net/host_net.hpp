@@ -61,7 +61,6 @@ struct HostNet {
     pw.num_signals = num_signals;
     pw.data_region = proxy->transport().register_region(window, bytes, false, proxy->lock());
     pw.signal_region = proxy->transport().register_region(signals, signal_bytes, false, proxy->lock());
-    pw.source = proxy->transport().register_source(window, bytes, false, proxy->lock());
     id = proxy->add_window(pw);
     bootstrap.barrier();  // every window exists before anyone puts
   }

@@ -115,10 +115,7 @@ uint32_t Proxy::add_window(const ProxyWindow& window) {
 
 void Proxy::remove_window(uint32_t id) {
   std::lock_guard<std::mutex> guard(lock_);
-  if (id < windows_.size() && windows_[id]) {
-    if (windows_[id]->source >= 0) transport_->deregister_source(windows_[id]->source);
-    windows_[id].reset();
-  }
+  if (id < windows_.size()) windows_[id].reset();
   for (auto it = signal_totals_.begin(); it != signal_totals_.end();)
     it = (it->first >> 44) == id ? signal_totals_.erase(it) : std::next(it);
 }
@@ -237,7 +234,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     activity_.store(kIssuing, std::memory_order_relaxed);
     InFlight f;
     f.request = transport_->put(entry.peer, window.local + entry.src_offset + done, n, window.data_region,
-                                entry.dst_offset + done, window.local_is_cuda, window.source);
+                                entry.dst_offset + done, window.local_is_cuda);
     in_flight_.push_back(std::move(f));
     put_bytes_.fetch_add(n, std::memory_order_relaxed);
     done += n;

@@ -37,7 +37,6 @@ struct ProxyWindow {
   size_t bytes = 0;
   bool local_is_cuda = false;  // local is device memory (the transport moves it itself)
   int data_region = -1;        // transport region where puts land at the peer
-  int source = -1;             // transport source registration of `local`, or -1 (released with the window)
   int signal_region = -1;      // transport region of the network signal words
   uint32_t num_signals = 0;    // per source rank
 };

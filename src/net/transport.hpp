@@ -41,24 +41,13 @@ class Transport {
   virtual int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) = 0;
   // Local: drops the region (its remote keys and registration).
   virtual void deregister_region(int region) = 0;
-  // Local, not collective: registers memory puts are read from, so that a put
-  // from it needs no registration lookup (NOTE [Registered put sources],
-  // ucx_transport.cpp). Returns a source id for put(), or -1 where
-  // FERRY_UCX_REGISTER_SOURCES=0 or the registration failed (puts then work
-  // unregistered). Released with the transport.
-  virtual int register_source(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) = 0;
-  // Local: drops a source registration (its puts have completed). Called
-  // with the proxy's lock held.
-  virtual void deregister_source(int source) = 0;
 
   // True when `peer` is reached through this transport (a rank of another node).
   virtual bool reaches(int peer) const = 0;
 
   // Non-blocking operations. `src` stays valid and unchanged until the
-  // returned request completes (test()). `source`: the register_source() id
-  // that covers [src, src + bytes), or -1.
-  virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source,
-                      int source = -1) = 0;
+  // returned request completes (test()).
+  virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) = 0;
   // Orders every operation issued before it before every operation after it,
   // per target (never lets a signal overtake the data before it).
   virtual void fence() = 0;

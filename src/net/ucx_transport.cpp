@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "common/env.hpp"
 #include "ferry/error.hpp"
 #include "net/transport.hpp"
 
@@ -154,8 +153,6 @@ class UcxTransport final : public Transport {
     }
     for (auto& region : regions_)
       if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
-    for (auto& source : sources_)
-      if (source.memh != nullptr) ucp_mem_unmap(context_, source.memh);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     if (context_ != nullptr) ucp_cleanup(context_);
   }
@@ -216,37 +213,6 @@ class UcxTransport final : public Transport {
     return static_cast<int>(regions_.size()) - 1;
   }
 
-  // NOTE [Registered put sources]
-  // A put from memory UCX has no registration for makes UCX look one up (its
-  // registration cache) or register the range on the fly, per put; staged
-  // windows put from a pinned host mirror as large as the window, so those
-  // lookups span the whole window. The proxy registers each window's source
-  // memory once and passes its handle with every put (UCP_OP_ATTR_FIELD_MEMH),
-  // as the protocols of RDMA libraries do. FERRY_UCX_REGISTER_SOURCES=0 turns
-  // it off (an A/B knob for ferry-bench).
-  int register_source(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
-    if (env_size("FERRY_UCX_REGISTER_SOURCES", 1) == 0) return -1;
-    std::lock_guard<std::mutex> guard(lock);
-    ucp_mem_map_params_t map{};
-    map.field_mask =
-        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-    map.address = ptr;
-    map.length = bytes;
-    map.memory_type = cuda_memory ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-    Source source;
-    source.base = static_cast<const char*>(ptr);
-    source.bytes = bytes;
-    if (ucp_mem_map(context_, &map, &source.memh) != UCS_OK) return -1;
-    sources_.push_back(source);
-    return static_cast<int>(sources_.size()) - 1;
-  }
-
-  void deregister_source(int id) override {
-    Source& source = sources_.at(static_cast<size_t>(id));
-    if (source.memh != nullptr) ucp_mem_unmap(context_, source.memh);
-    source = Source{};
-  }
-
   void deregister_region(int id) override {
     Region& region = regions_.at(static_cast<size_t>(id));
     drop_keys(region);
@@ -258,21 +224,12 @@ class UcxTransport final : public Transport {
   // the worker (the communicator is aborted anyway): UCX aborts the process on
   // some operations that meet a failed endpoint (seen: a fence after a peer's
   // death, "Fatal: unexpected error: Endpoint timeout").
-  Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source,
-              int source) override {
+  Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) override {
     if (failed_) return nullptr;
     const Region& target = checked_target(peer, region, offset, bytes);
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no guessing from the address
     param.memory_type = cuda_source ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-    if (source >= 0) {
-      const Source& s = sources_.at(static_cast<size_t>(source));
-      const auto* p = static_cast<const char*>(src);
-      FERRY_CHECK(s.memh != nullptr && p >= s.base && p + bytes <= s.base + s.bytes, InvalidArgument,
-                  "a put source of " << bytes << " bytes is outside its registered source " << source);
-      param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-      param.memh = s.memh;
-    }
     return keep(ucp_put_nbx(endpoints_[peer], src, bytes, target.base[peer] + offset, target.keys[peer], &param),
                 peer);
   }
@@ -401,12 +358,6 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   std::vector<Region> regions_;
-  struct Source {
-    const char* base = nullptr;
-    size_t bytes = 0;
-    ucp_mem_h memh = nullptr;
-  };
-  std::vector<Source> sources_;  // register_source(); released with the transport
   bool moves_cuda_memory_ = false;
   bool peer_failure_detection_ = true;
   std::string description_;
