@@ -2,7 +2,9 @@
 // SMs while ferry runs (issue 15: EP and AllReduce must progress with any
 // number of free SMs). Each hog block takes a whole SM (all of its shared
 // memory), so exactly `free_sms` SMs stay free for everything else of this
-// process, until the hog is destroyed.
+// process, until the hog is destroyed. While it runs, nothing may synchronize
+// the whole device (cudaDeviceSynchronize, or cudaFree, which does): that waits
+// for the hog, i.e. its 120 s limit.
 #pragma once
 
 #include <cuda_runtime.h>
