@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
@@ -227,10 +229,20 @@ void Communicator::abort(const std::string& reason) const {
 // every rank answered, or which did not). Bootstraps that cannot tell (MPI, the
 // Python callbacks) add nothing: there the message names the waited-for peer.
 // Runs once per communicator: the error aborts it, later calls rethrow the text.
+// A transport failure ("Connection reset by remote peer") can come before the
+// dead process has finished exiting, its bootstrap sockets still open (seen on
+// the H100: every rank answered 20 ms after the reset), so then the probe is
+// repeated until a rank is gone, for at most min(timeout, 2 s).
 namespace {
-std::string liveness_note(Bootstrap& bootstrap, uint64_t timeout_ns) {
+std::string liveness_note(Bootstrap& bootstrap, uint64_t timeout_ns, bool expect_gone) {
   const auto budget = std::chrono::milliseconds(std::max<uint64_t>(1, std::min<uint64_t>(timeout_ns / 1000000, 500)));
-  const PeerLiveness live = bootstrap.probe_liveness(budget);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(std::min<uint64_t>(timeout_ns / 1000000, 2000));
+  PeerLiveness live = bootstrap.probe_liveness(budget);
+  while (expect_gone && live.known && live.gone.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    live = bootstrap.probe_liveness(budget);
+  }
   auto ranks = [](const std::vector<int>& list, const char* one, const char* many) {
     std::ostringstream os;
     os << (list.size() == 1 ? "rank " : "ranks ");
@@ -255,7 +267,7 @@ void Communicator::check() const {
     // Proxy::check's TransportError, plus the ranks that are gone.
     std::ostringstream os;
     os << "inter-node transfer failed on rank " << rank() << " in phase '" << phase_name(kPhaseProxyTransfer)
-       << "': " << proxy_->failure() << liveness_note(*bootstrap_, timeout_ns_) << "; the communicator is aborted";
+       << "': " << proxy_->failure() << liveness_note(*bootstrap_, timeout_ns_, true) << "; the communicator is aborted";
     abort(os.str());
     FERRY_THROW(TransportError, os.str());
   }
@@ -265,7 +277,7 @@ void Communicator::check() const {
        << device_error_->peer << " in phase '" << phase_name(device_error_->phase) << "' (expected flag >= "
        << device_error_->expected << ", saw " << device_error_->observed << ", timeout "
        << timeout_ns_ / 1000000 << " ms)";
-    os << liveness_note(*bootstrap_, timeout_ns_);
+    os << liveness_note(*bootstrap_, timeout_ns_, false);
     if (proxy_) os << "; " << proxy_->state();
     os << "; the communicator is aborted";
     abort(os.str());
