@@ -78,7 +78,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   config_.num_sms = std::min(config_.num_sms, comm_.sm_budget());
 
   const int T = config_.max_tokens_per_rank, H = config_.hidden, K = config_.topk, E = config_.num_experts;
-  const int Le = E / W;
+  const ep::EpDims dims = ep::ep_dims(config_, W);  // sizes computed in one place (validate.cpp)
+  const int Le = dims.local_experts;
   const bool fp8 = config_.dispatch_type == DataType::kFloat8E4M3;
   const bool ll = config_.mode == EpMode::kLowLatency;
   Params& p = state_->base;
@@ -92,9 +93,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.expert_alignment = ll ? 1 : config_.expert_alignment;
   p.low_latency = ll;
   p.fp8_out = fp8;
-  p.capacity_per_expert = ll ? int64_t{W} * T : 0;
-  p.capacity_rows = ll ? int64_t{Le} * W * T
-                       : (config_.max_recv_rows > 0 ? config_.max_recv_rows : ep::worst_case_recv_rows(config_, W));
+  p.capacity_per_expert = dims.capacity_per_expert;
+  p.capacity_rows = dims.capacity_rows;
   p.meta_bytes = ep::meta_record_bytes(K);
   p.num_blocks = config_.num_sms;
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
@@ -262,7 +262,7 @@ EpBuffer::~EpBuffer() {
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
 }
 
-int EpBuffer::local_experts() const { return config_.num_experts / comm_.size(); }
+int EpBuffer::local_experts() const { return ep::ep_dims(config_, comm_.size()).local_experts; }
 int EpBuffer::world_size() const { return comm_.size(); }
 int EpBuffer::rank() const { return comm_.rank(); }
 
