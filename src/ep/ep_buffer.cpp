@@ -113,7 +113,12 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
       std::clamp(env_int("FERRY_EP_DISPATCH_RECV_BLOCKS", config_.num_sms * 2 / 3), 1, clamp_max);
   state_->combine_recv_blocks =
       std::clamp(env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll ? 2 : 3)), 1, clamp_max);
-  state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0;
+  // The halves overlap through programmatic dependent launch (NOTE [Overlapped halves
+  // and free SMs]), which needs compute capability 9.0; before it they would only
+  // run one after the other on half the SMs each, so they run apart with all of them.
+  int cc_major = 0;
+  FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, comm_.device()));
+  state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0 && cc_major >= 9;
   state_->fuse_layout = env_int("FERRY_EP_FUSE_LAYOUT", 1) != 0;
   p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
