@@ -25,10 +25,12 @@
 // Memory: cudaMemGetInfo's free bytes and VmRSS after the warm-up (EP: the first
 // check at or after FERRY_SOAK_WARMUP calls, default 200) and at the end; the
 // free bytes may drop by FERRY_SOAK_DEVICE_SLACK_MB (16), VmRSS grow by
-// FERRY_SOAK_RSS_SLACK_MB (64). With shared GPUs the free bytes are the GPU's,
+// FERRY_SOAK_RSS_SLACK_MB (64); malloc's bytes in use are printed beside VmRSS, to
+// tell a leak from memory malloc keeps. With shared GPUs the free bytes are the GPU's,
 // so they include the other ranks on it. Each test ends with one line per rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -85,6 +87,8 @@ int failed_parts() {
 struct Mem {
   size_t dev_free = 0;  // cudaMemGetInfo free bytes (the whole GPU's)
   long rss_kb = 0;      // VmRSS
+  size_t heap_in_use = 0;  // malloc's bytes in use (mallinfo2): a leak grows it, memory
+                           // malloc keeps after free (its trim and mmap thresholds) does not
 };
 // Collective: every rank idle at a barrier, then measured, then a barrier again
 // (so no rank allocates while another measures the GPU they share).
@@ -97,6 +101,8 @@ Mem measure(cudaStream_t stream) {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
     if (line.rfind("VmRSS:", 0) == 0) m.rss_kb = std::strtol(line.c_str() + 6, nullptr, 10);
+  const struct mallinfo2 heap = mallinfo2();
+  m.heap_in_use = heap.uordblks + heap.hblkhd;
   MPI_Barrier(MPI_COMM_WORLD);
   return m;
 }
@@ -122,10 +128,11 @@ void finish(const Summary& s) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "[soak rank %d] %s: calls %ld, checks %ld, failed checks %ld, device free %.1f -> %.1f MiB "
-                "(drop %.1f MiB), VmRSS %.1f -> %.1f MiB (growth %.1f MiB), wall %.1f s (%.0f calls/s)",
+                "(drop %.1f MiB), VmRSS %.1f -> %.1f MiB (growth %.1f MiB), malloc in use %.1f -> %.1f MiB, "
+                "wall %.1f s (%.0f calls/s)",
                 mpi_rank(), s.what.c_str(), s.calls, s.checks, s.failed_checks, s.before.dev_free / mib,
-                s.after.dev_free / mib, dev_drop, s.before.rss_kb / 1024.0, s.after.rss_kb / 1024.0, rss_growth, secs,
-                secs > 0 ? s.calls / secs : 0.0);
+                s.after.dev_free / mib, dev_drop, s.before.rss_kb / 1024.0, s.after.rss_kb / 1024.0, rss_growth,
+                s.before.heap_in_use / mib, s.after.heap_in_use / mib, secs, secs > 0 ? s.calls / secs : 0.0);
   std::vector<char> all(static_cast<size_t>(mpi_size()) * sizeof line);
   MPI_Gather(line, sizeof line, MPI_CHAR, all.data(), sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (mpi_rank() == 0) {
