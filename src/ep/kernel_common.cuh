@@ -21,7 +21,8 @@ namespace ferry::ep {
 // dispatch receive, combine send, combine receive) in a device-local Epochs
 // record, advanced by the last block of each launch. A call's send and receive
 // halves both work on epoch n = (their counter) + 1, so CUDA graphs replay with
-// no host bookkeeping, and the two halves may run concurrently (on two streams).
+// no host bookkeeping, and the two halves may run concurrently (NOTE [Overlapped
+// halves and free SMs]).
 //  - Data readiness is per chunk of a token row: after a chunk's stores (data,
 //    routing record) the sending warp release-stores n into that chunk's ready
 //    word (stage_ready / combine_ready); the receiving warp acquire-spins on it
