@@ -3,8 +3,10 @@
 // number of free SMs). Each hog block takes a whole SM (all of its shared
 // memory), so exactly `free_sms` SMs stay free for everything else of this
 // process, until the hog is destroyed. While it runs, nothing may synchronize
-// the whole device (cudaDeviceSynchronize, or cudaFree, which does): that waits
-// for the hog, i.e. its 120 s limit.
+// the whole device (cudaDeviceSynchronize, or cudaFree, which does), and no
+// kernel may be launched for the first time (CUDA loads kernels lazily, and a
+// load waits for running kernels): either waits for the hog, i.e. its 120 s
+// limit. So run the calls once before holding the SMs.
 #pragma once
 
 #include <cuda_runtime.h>

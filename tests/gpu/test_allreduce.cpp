@@ -491,6 +491,13 @@ TEST(AllReduce, RestrictedSms) {
   Shared& s = shared();
   const std::string why = SmHog::unusable_reason(s.comm->ranks_sharing_device());
   if (!why.empty()) GTEST_SKIP() << "RESTRICTED-SM TEST SKIPPED: " << why;
+  // Every call once without the hog first: CUDA loads kernels lazily, and loading
+  // one while the hog spins waits for the hog (its 120 s limit).
+  for (AllReduceAlgorithm algo : supported(s))
+    for (size_t count : {size_t{4099}, size_t{3} << 18}) {
+      ASSERT_TRUE(check_call(s, algo, DataType::kBFloat16, ReduceOp::kSum, count));
+      ASSERT_TRUE(check_call(s, algo, DataType::kFloat32, ReduceOp::kMax, count / 2 + 1));
+    }
   for (int free_sms : {1, 3}) {
     std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
     ASSERT_TRUE(hog != nullptr);

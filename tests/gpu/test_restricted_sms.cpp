@@ -47,8 +47,9 @@ TEST(EpRestrictedSms, DispatchAndCombineOnFewFreeSms) {
     Harness h(shared(), cfg);
     ASSERT_TRUE(h.alive());
     // The same rounds once without the hog first: they size the harness's
-    // buffers, and a cudaFree (it synchronizes the whole device) while the hog
-    // holds the SMs would wait for the hog (seen: 120 s, its limit).
+    // buffers and load the kernels; a cudaFree (it synchronizes the whole
+    // device) or a lazy kernel load while the hog holds the SMs would wait for
+    // the hog (seen: 120 s, its limit).
     ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
     ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried));
     ASSERT_TRUE(run_case(h, ep::Routing::kOneRank, ep::TokenCounts::kSomeZero, {}, false, 0));
