@@ -358,8 +358,8 @@ void TcpBootstrap::Impl::accept_members() {
 //  - Limits: a process that forked children (without exec) which still hold the
 //    listener looks alive while they live; a rank that destroyed its bootstrap
 //    (finished normally) looks gone, which is what "left the group" means.
-// Tests: tests/gpu/test_killed_peer.cpp (BootstrapLiveness.*: CPU, forked ranks;
-// KilledPeer.*: the GPU collectives' messages).
+// Tests: tests/gpu/test_bootstrap_liveness.cpp (BootstrapLiveness.*: CPU, forked
+// ranks) and tests/gpu/test_killed_peer.cpp (KilledPeer.*: the GPU collectives' messages).
 void TcpBootstrap::Impl::connect_to_root() {
   peers.push_back(io.connect_with_retry(id.address, id.port, Deadline::in(options.timeout), "rank 0"));
   // NOTE [Bootstrap liveness]: a listener on the address we reach rank 0 from;

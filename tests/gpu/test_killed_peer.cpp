@@ -36,8 +36,7 @@
 // FERRY_FAULT_PARALLEL (groups at once, default 3), FERRY_FAULT_CASES (only the
 // cases whose name contains this text).
 //
-// BootstrapLiveness.* (CPU, no CUDA, forked ranks): the TCP bootstrap's liveness
-// probe itself (NOTE [Bootstrap liveness], src/bootstrap/tcp_bootstrap.cpp).
+// The liveness probe itself is tested on the CPU in test_bootstrap_liveness.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -69,10 +68,14 @@
 #include "ferry/device/timeout.cuh"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
+#include "gpu/forked_ranks.hpp"
+#include "gpu/killed_peer_work.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace ferry::testing::forked;
+using namespace ferry::testing::killed_peer;
+
 using ferry::AllReduceAlgorithm;
 using ferry::DataType;
 using ferry::EpMode;
@@ -90,7 +93,6 @@ constexpr auto kGroupDeadline = std::chrono::seconds(90);
 constexpr auto kKillAfter = std::chrono::milliseconds(30);    // mid: the victim dies this far into the call
 constexpr auto kSurvivorLag = std::chrono::milliseconds(150);  // mid: the survivors join the call this late
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Exit codes of a rank's process.
 enum : int {
@@ -125,15 +127,6 @@ const char* exit_meaning(int code) {
   }
 }
 
-// One line to stderr (one write: lines of concurrent processes do not mix).
-void say(const std::string& who, const char* fmt, ...) {
-  char text[3000];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(text, sizeof text, fmt, args);
-  va_end(args);
-  std::fprintf(stderr, "[%s] %s\n", who.c_str(), text);
-}
 
 // "rank V is gone" / "ranks A, V are gone" (NOTE [Naming the dead rank]).
 bool says_gone(const std::string& what, int rank) {
@@ -148,202 +141,6 @@ std::string phase_in(const std::string& what) {
   const size_t end = what.find('\'', at + 7);
   return end == std::string::npos ? "" : what.substr(at + 7, end - at - 7);
 }
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
-// ---------------------------------------------------------------- cases
-enum class Op { kAllReduce, kDispatch, kCombine };
-enum class When { kBefore, kMid };
-
-struct Case {
-  std::string name;
-  int world = 2;
-  int per_node = 0;  // FERRY_RANKS_PER_NODE; 0: one node
-  Op op = Op::kAllReduce;
-  AllReduceAlgorithm algo = AllReduceAlgorithm::kAuto;
-  size_t bytes = 0;  // AllReduce
-  EpMode mode = EpMode::kHighThroughput;
-  When when = When::kMid;
-  int victim = 1;
-};
-
-Case allreduce_case(int world, int per_node, AllReduceAlgorithm algo, size_t bytes, When when, int victim) {
-  Case c;
-  c.world = world, c.per_node = per_node, c.op = Op::kAllReduce, c.algo = algo, c.bytes = bytes, c.when = when;
-  c.victim = victim;
-  c.name = "ar_" + std::string(ferry::algorithm_name(algo)) + "_" + std::to_string(bytes >> 10) + "K_w" +
-           std::to_string(world) + (per_node ? "x" + std::to_string(per_node) : "") +
-           (when == When::kMid ? "_mid_v" : "_before_v") + std::to_string(victim);
-  return c;
-}
-
-Case ep_case(int world, int per_node, EpMode mode, Op op, When when, int victim) {
-  Case c;
-  c.world = world, c.per_node = per_node, c.op = op, c.mode = mode, c.when = when, c.victim = victim;
-  c.name = std::string(mode == EpMode::kHighThroughput ? "ep_ht_" : "ep_ll_") +
-           (op == Op::kDispatch ? "dispatch" : "combine") + "_w" + std::to_string(world) +
-           (per_node ? "x" + std::to_string(per_node) : "") + (when == When::kMid ? "_mid_v" : "_before_v") +
-           std::to_string(victim);
-  return c;
-}
-
-// Phase names (include/ferry/device/timeout.cuh) the error may carry for a call.
-bool phase_fits(const Case& c, Op failed_in, const std::string& phase) {
-  if (phase.empty()) return false;
-  if (c.per_node > 0) {  // the wait may be on the proxy, or UCX may report the dead peer first
-    for (const char* p : {"proxy transfer", "proxy quiet", "proxy fifo full", "wait_signal"})
-      if (phase == p) return true;
-  }
-  if (failed_in == Op::kDispatch) return phase == "ep dispatch";
-  if (failed_in == Op::kCombine) return phase == "ep combine";
-  switch (c.algo) {
-    case AllReduceAlgorithm::kOneShot: return starts_with(phase, "allreduce one-shot");
-    case AllReduceAlgorithm::kTwoShot: return starts_with(phase, "allreduce two-shot");
-    case AllReduceAlgorithm::kRing: return starts_with(phase, "allreduce ring");
-    case AllReduceAlgorithm::kRecursiveDoubling: return starts_with(phase, "allreduce recursive doubling");
-    case AllReduceAlgorithm::kHierarchical: return starts_with(phase, "allreduce hierarchical");
-    default: return starts_with(phase, "allreduce");
-  }
-}
-
-// ---------------------------------------------------------------- one rank's work
-// What a rank drives: an AllReduce, or an EpBuffer with its inputs. Calls
-// synchronize through the communicator, so a device error throws here.
-struct Work {
-  virtual ~Work() = default;
-  // One round: AllReduce::run, or dispatch then combine. `before(op)` runs just
-  // before each call (the victim dies there; survivors lag there).
-  virtual void round(const std::function<void(Op)>& before, bool check) = 0;
-};
-
-void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-struct AllReduceWork : Work {
-  ferry::Communicator& comm;
-  const Case& c;
-  cudaStream_t stream;
-  std::unique_ptr<ferry::AllReduce> ar;
-  float* in = nullptr;
-  float* out = nullptr;
-  size_t count;
-
-  AllReduceWork(ferry::Communicator& comm_, const Case& c_, cudaStream_t stream_)
-      : comm(comm_), c(c_), stream(stream_), count(c_.bytes / sizeof(float)) {
-    ar = std::make_unique<ferry::AllReduce>(comm, size_t{1} << 20);
-    if (!ar->supports(c.algo))
-      throw std::runtime_error(std::string("AllReduce does not support ") + ferry::algorithm_name(c.algo));
-    cuda_ok(cudaMalloc(&in, c.bytes), "cudaMalloc");
-    cuda_ok(cudaMalloc(&out, c.bytes), "cudaMalloc");
-    std::vector<float> host(count, static_cast<float>(comm.rank() + 1));
-    cuda_ok(cudaMemcpy(in, host.data(), c.bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~AllReduceWork() override {
-    ar.reset();
-    cudaFree(in);
-    cudaFree(out);
-  }
-  void round(const std::function<void(Op)>& before, bool check) override {
-    before(Op::kAllReduce);
-    ar->run(in, out, count, DataType::kFloat32, ferry::ReduceOp::kSum, stream, c.algo);
-    comm.synchronize(stream);
-    if (!check) return;
-    float got[2] = {};
-    cuda_ok(cudaMemcpy(&got[0], out, sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    cuda_ok(cudaMemcpy(&got[1], out + count - 1, sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    const float want = static_cast<float>(c.world * (c.world + 1) / 2);
-    if (got[0] != want || got[1] != want)
-      throw std::runtime_error("AllReduce gave " + std::to_string(got[0]) + ", " + std::to_string(got[1]) +
-                               " instead of " + std::to_string(want));
-  }
-};
-
-struct EpWork : Work {
-  static constexpr int kTokens = 64, kHidden = 512, kTopk = 2;
-  ferry::Communicator& comm;
-  const Case& c;
-  cudaStream_t stream;
-  std::unique_ptr<ferry::EpBuffer> buf;
-  void* tokens = nullptr;
-  int32_t* idx = nullptr;
-  float* weights = nullptr;
-  void* out = nullptr;
-  ferry::DispatchResult result;
-
-  EpWork(ferry::Communicator& comm_, const Case& c_, cudaStream_t stream_) : comm(comm_), c(c_), stream(stream_) {
-    ferry::EpConfig config;
-    config.max_tokens_per_rank = kTokens;
-    config.hidden = kHidden;
-    config.topk = kTopk;
-    config.num_experts = 4 * c.world;
-    config.mode = c.mode;
-    buf = std::make_unique<ferry::EpBuffer>(comm, config);
-    const size_t token_bytes = size_t{kTokens} * kHidden * 2;
-    cuda_ok(cudaMalloc(&tokens, token_bytes), "cudaMalloc");
-    cuda_ok(cudaMalloc(&out, token_bytes), "cudaMalloc");
-    cuda_ok(cudaMalloc(&idx, sizeof(int32_t) * kTokens * kTopk), "cudaMalloc");
-    cuda_ok(cudaMalloc(&weights, sizeof(float) * kTokens * kTopk), "cudaMalloc");
-    cuda_ok(cudaMemset(tokens, 0, token_bytes), "cudaMemset");
-    // Token t picks experts t and t + E/2 (mod E): distinct, and every rank gets rows.
-    const int experts = config.num_experts;
-    std::vector<int32_t> host_idx(size_t{kTokens} * kTopk);
-    std::vector<float> host_w(host_idx.size(), 0.5f);
-    for (int t = 0; t < kTokens; ++t)
-      for (int k = 0; k < kTopk; ++k) host_idx[size_t(t) * kTopk + k] = (t + comm.rank() + k * experts / 2) % experts;
-    cuda_ok(cudaMemcpy(idx, host_idx.data(), host_idx.size() * sizeof(int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-    cuda_ok(cudaMemcpy(weights, host_w.data(), host_w.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~EpWork() override {
-    buf.reset();
-    cudaFree(tokens);
-    cudaFree(out);
-    cudaFree(idx);
-    cudaFree(weights);
-  }
-  void round(const std::function<void(Op)>& before, bool) override {
-    before(Op::kDispatch);
-    result = buf->dispatch(TensorView(tokens, DataType::kBFloat16, {kTokens, kHidden}),
-                           TensorView(idx, DataType::kInt32, {kTokens, kTopk}),
-                           TensorView(weights, DataType::kFloat32, {kTokens, kTopk}), TensorView{}, stream);
-    comm.synchronize(stream);
-    before(Op::kCombine);
-    // The dispatch output is the stand-in expert output (bf16, the same layout).
-    const TensorView expert =
-        c.mode == EpMode::kHighThroughput
-            ? TensorView(result.tokens, DataType::kBFloat16, {result.num_rows, kHidden})
-            : TensorView(result.tokens, DataType::kBFloat16,
-                         {result.local_experts, result.capacity_per_expert, kHidden});
-    buf->combine(expert, result.handle, TensorView(out, DataType::kBFloat16, {kTokens, kHidden}), stream);
-    comm.synchronize(stream);
-  }
-};
-
-// Memory shared by the processes of one group (mapped before they are forked):
-// survivors that have their error count themselves here, and keep their
-// bootstrap (so they are not "gone" yet) until every survivor has its error:
-// a survivor that fails a round later than another probes after the other
-// finished, and a rank that left the group is gone, rightly.
-struct SharedCounter {
-  std::atomic<int>* value = nullptr;
-  SharedCounter() {
-    void* p = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) value = new (p) std::atomic<int>(0);
-  }
-  ~SharedCounter() {
-    if (value != nullptr) munmap(value, sizeof(std::atomic<int>));
-  }
-  SharedCounter(const SharedCounter&) = delete;
-  SharedCounter& operator=(const SharedCounter&) = delete;
-  // Counts this process, then waits (up to `limit`) until `n` have counted.
-  void arrive_and_wait(int n, std::chrono::duration<double> limit) const {
-    if (value == nullptr) return;
-    value->fetch_add(1);
-    const auto start = Clock::now();
-    while (value->load() < n && Clock::now() - start < limit) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-};
-static_assert(std::atomic<int>::is_always_lock_free, "a process-shared counter needs a lock-free atomic");
 
 // A rank's process: returns its exit code (the victim never returns once its
 // good rounds are done).
@@ -470,40 +267,6 @@ int run_rank(const Case& c, const std::string& id, int rank, const SharedCounter
 }
 
 // ---------------------------------------------------------------- parent
-// Forks `fn` as a child process; the child exits with its return value.
-template <typename Fn>
-pid_t fork_child(Fn fn) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    int code = 99;
-    try {
-      code = fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: uncaught: %s\n", e.what());
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::exit(code);  // a normal exit (CUDA's own teardown included), not _exit
-  }
-  return pid;
-}
-
-// Waits for `pid` until `deadline`; false (and the child killed) when it is still running.
-bool wait_child(pid_t pid, Clock::time_point deadline, int& status) {
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) return true;
-    if (done < 0) return false;
-    if (Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
 
 // The number of CUDA devices, asked in a forked child (the parent must not
 // initialize CUDA before it forks the ranks). Once per program.
@@ -679,78 +442,5 @@ TEST(KilledPeer, AcrossNodes) {
   });
 }
 
-// ---------------------------------------------------------------- CPU: the probe itself
-// `world` forked ranks form a TcpBootstrap group; everyone is seen alive; after
-// a barrier the victim is SIGKILLed; every survivor's probe then names exactly
-// the victim as gone, quickly, with nobody silent. Exit code 0: right.
-void liveness_case(int world, int victim) {
-  const std::string id = ferry::TcpBootstrap::id_to_string(ferry::TcpBootstrap::create_unique_id("127.0.0.1"));
-  const SharedCounter saw;  // survivors stay until all of them saw the victim gone
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    pids.push_back(fork_child([&, r]() -> int {
-      const std::string who = "liveness w" + std::to_string(world) + " rank " + std::to_string(r);
-      ferry::TcpBootstrapOptions options;
-      options.timeout = std::chrono::seconds(20);
-      ferry::TcpBootstrap boot(ferry::TcpBootstrap::id_from_string(id), r, world, options);
-      const ferry::PeerLiveness before = boot.probe_liveness(std::chrono::milliseconds(1000));
-      if (!before.known || !before.gone.empty() || !before.silent.empty()) {
-        say(who, "before the kill: known %d, %zu gone, %zu silent", before.known, before.gone.size(),
-            before.silent.size());
-        return 1;
-      }
-      boot.barrier();
-      if (r == victim) raise(SIGKILL);
-      const auto start = Clock::now();
-      ferry::PeerLiveness after;
-      while (seconds_since(start) < 10) {
-        const auto t = Clock::now();
-        after = boot.probe_liveness(std::chrono::milliseconds(500));
-        if (seconds_since(t) > 1.0) {
-          say(who, "a probe took %.2f s (budget 0.5 s)", seconds_since(t));
-          return 2;
-        }
-        if (!after.gone.empty()) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      const bool right = after.known && after.gone == std::vector<int>{victim} && after.silent.empty();
-      saw.arrive_and_wait(world - 1, std::chrono::seconds(15));
-      if (!right) {
-        say(who, "after the kill: known %d, %zu gone (first %d), %zu silent", after.known, after.gone.size(),
-            after.gone.empty() ? -1 : after.gone[0], after.silent.size());
-        return 3;
-      }
-      say(who, "saw rank %d gone after %.2f s", victim, seconds_since(start));
-      return 0;
-    }));
-  }
-  for (int r = 0; r < world; ++r) {
-    int status = 0;
-    const bool exited = wait_child(pids[static_cast<size_t>(r)], Clock::now() + std::chrono::seconds(60), status);
-    ASSERT_TRUE(exited) << "rank " << r << " hung";
-    if (r == victim) {
-      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the victim should die by SIGKILL";
-    } else {
-      ASSERT_TRUE(WIFEXITED(status)) << "rank " << r << " crashed";
-      EXPECT_EQ(WEXITSTATUS(status), 0) << "rank " << r << " (1: not all alive before, 2: slow probe, 3: wrong "
-                                        << "verdict after the kill)";
-    }
-  }
-}
-
-TEST(BootstrapLiveness, KilledMemberIsGone) { liveness_case(4, 2); }
-TEST(BootstrapLiveness, KilledRootIsGone) { liveness_case(3, 0); }
-TEST(BootstrapLiveness, TwoRanks) { liveness_case(2, 1); }
-
-TEST(BootstrapLiveness, OneRankAndOtherBootstraps) {
-  ferry::TcpBootstrap alone(ferry::TcpBootstrap::create_unique_id("127.0.0.1"), 0, 1);
-  const ferry::PeerLiveness self = alone.probe_liveness(std::chrono::milliseconds(100));
-  EXPECT_TRUE(self.known);
-  EXPECT_TRUE(self.gone.empty());
-  ferry::CallbackBootstrap callbacks(0, 2, [](const void*, void*, size_t) {}, [] {});
-  const ferry::PeerLiveness unknown = callbacks.probe_liveness(std::chrono::milliseconds(100));
-  EXPECT_FALSE(unknown.known) << "a callback bootstrap cannot tell";
-  EXPECT_TRUE(unknown.gone.empty());
-}
 
 }  // namespace
