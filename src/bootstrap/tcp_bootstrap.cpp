@@ -14,67 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "bootstrap/tcp_bootstrap_impl.hpp"
 #include "bootstrap/tcp_socket.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry {
 namespace {
-
-using tcp::Clock;
-using tcp::Deadline;
-using tcp::FrameHeader;
-using tcp::kFrameMagic;
-using tcp::Socket;
-
-// ---------------------------------------------------------------- wire format
-// Frames are a tcp::FrameHeader (tcp_socket.hpp) and `length` payload bytes; these
-// are the kinds and payloads of the bootstrap protocol.
-enum FrameKind : uint32_t { kHello = 1, kReady = 2, kContribution = 3, kResult = 4, kAbort = 5, kPeers = 6 };
-
-// Bumped whenever frames or payloads change meaning, so that ranks built from
-// different ferry versions fail with a message naming both versions instead of
-// misreading each other. Version 0 is what builds before the field existed sent
-// (the field was reserved and zero).
-constexpr uint32_t kProtocolVersion = 1;
-
-struct HelloPayload {
-  uint64_t id_magic;  // proves the member holds this group's unique id
-  int32_t world_size;
-  uint32_t version;  // kProtocolVersion of the member
-};
-static_assert(sizeof(HelloPayload) == 16);
-
-// Peers payload (NOTE [Bootstrap liveness]): one entry per rank, by rank.
-struct PeersEntry {
-  uint32_t address_be;  // IPv4, network byte order; rank 0's own entry: 0 (the address it was reached at)
-  uint16_t port;        // its liveness listener
-  uint16_t reserved;
-};
-static_assert(sizeof(PeersEntry) == 8);
-
-// Abort payload: uint32 "is a timeout" flag, then the root's error message.
-constexpr size_t kMaxAbortBytes = 16384;
-
-// Bytes of a complete hello frame: the most rank 0 reads from a connection before
-// it knows which rank (if any) is behind it.
-constexpr size_t kHelloFrameBytes = sizeof(FrameHeader) + sizeof(HelloPayload);
-
-// What a frame of the wrong length usually means, appended to the error.
-constexpr const char* kHelloLengthHint = "a hello is 16 bytes; is the peer another ferry build?";
-constexpr const char* kSameBytesHint = "every rank must pass the same bytes_per_rank";
-
-// ---------------------------------------------------------------- unique id layout
-constexpr uint32_t kIdTag = 0x31444946u;   // "FID1"
-constexpr uint32_t kIdEphemeralPort = 1u;  // the creating process holds the listening socket
-struct IdLayout {
-  uint32_t tag, flags;
-  uint64_t magic;  // random, names the group
-  uint16_t port, address_length;
-  uint32_t reserved;
-  char address[104];  // NUL-terminated
-};
-static_assert(sizeof(IdLayout) == sizeof(TcpUniqueId::bytes));
 
 IdLayout decode_id(const TcpUniqueId& id) {
   IdLayout layout;
@@ -107,93 +53,7 @@ uint64_t random_magic() {
 
 }  // namespace
 
-// ==================================================================== Impl
-struct TcpBootstrap::Impl {
-  int rank = 0;
-  int size = 1;
-  TcpBootstrapOptions options;
-  IdLayout id{};
-  Socket listener;            // rank 0, until every member connected
-  std::vector<Socket> peers;  // rank 0: indexed by rank; members: peers[0] is the root
-  std::string failure;        // what broke this group; it refuses work afterwards
-  std::vector<std::string> rejected;  // rank 0: intruders turned away while the group formed
-  tcp::FrameIo io;            // framed I/O; its errors start with me()
-  // NOTE [Bootstrap liveness]: this rank's listener, and every rank's (by rank;
-  // port 0: unknown). Rank 0's entry on a member has address 0 until filled in.
-  Socket liveness_listener;
-  std::vector<tcp::Ipv4Endpoint> liveness;
 
-  std::string me() const { return "TcpBootstrap: rank " + std::to_string(rank); }
-
-  // Members wait longer than the root for the root's answers, so that when someone
-  // is missing the root's verdict (which names the missing ranks) arrives first.
-  std::chrono::milliseconds member_wait() const { return options.timeout + options.timeout / 2; }
-
-  // Members: one frame from the root (its header returned), or the root's abort
-  // message rethrown here.
-  FrameHeader recv_from_root(uint32_t kind, void* payload, uint64_t length, const char* what) const {
-    const Deadline deadline = Deadline::in(member_wait());
-    FrameHeader h{};
-    io.recv_bytes(peers[0].get(), &h, sizeof h, deadline, 0, what);
-    if (h.magic == kFrameMagic && h.kind == kAbort && h.sender == 0) {
-      if (h.length < sizeof(uint32_t) || h.length > kMaxAbortBytes) io.malformed("rank 0", "bad abort frame length");
-      std::string text(h.length, '\0');
-      io.recv_bytes(peers[0].get(), text.data(), text.size(), deadline, 0, "the abort message");
-      uint32_t is_timeout = 0;
-      std::memcpy(&is_timeout, text.data(), sizeof is_timeout);
-      if (is_timeout) FERRY_THROW(TimeoutError, me() << ": root reported: " << text.substr(sizeof is_timeout));
-      FERRY_THROW(BootstrapError, me() << ": root reported: " << text.substr(sizeof is_timeout));
-    }
-    if (h.magic == kFrameMagic && h.sender != 0)
-      io.malformed("rank 0", "sender field says " + std::to_string(h.sender));
-    io.check_header(h, "rank 0", kind, length, kind == kResult ? kSameBytesHint : nullptr);
-    io.recv_bytes(peers[0].get(), payload, length, deadline, 0, what);
-    return h;
-  }
-
-  // ---------------------------------------------------------------- setup
-  void accept_members();
-  void connect_to_root();
-  PeerLiveness probe(std::chrono::milliseconds budget);
-  void gather_at_root(const void* send, uint8_t* recv, size_t bytes);
-
-  // Runs one operation; after any failure the group is unusable, and the root
-  // tells the members why so that nobody waits for a timeout to learn it.
-  template <typename Fn>
-  void guarded(Fn&& fn) {
-    if (!failure.empty()) FERRY_THROW(BootstrapError, me() << " is unusable after an earlier failure: " << failure);
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      failure = e.what();
-      for (size_t r = 1; rank == 0 && r < peers.size(); ++r)
-        if (peers[r].valid()) send_abort(peers[r].get(), static_cast<int>(r), e);
-      throw;
-    }
-  }
-
-  // Best effort: a peer that cannot take it learns of the failure by EOF instead.
-  void send_abort(int fd, int peer, const std::exception& error) const noexcept {
-    const uint32_t is_timeout = dynamic_cast<const TimeoutError*>(&error) != nullptr;
-    try {
-      std::string payload(reinterpret_cast<const char*>(&is_timeout), sizeof is_timeout);
-      payload += std::string(error.what()).substr(0, kMaxAbortBytes - sizeof is_timeout);
-      io.send_frame(fd, kAbort, payload.data(), payload.size(), Deadline::in(std::chrono::milliseconds(100)), peer,
-                    "the abort message");
-    } catch (...) {
-    }
-  }
-
-  // A connection to rank 0 that has not finished its hello yet.
-  struct PendingMember {
-    Socket sock;
-    std::string from;
-    FrameHeader header{};
-    HelloPayload hello{};
-    size_t got = 0;
-  };
-  bool admit_member(PendingMember& p);
-};
 
 // NOTE [TCP bootstrap frames]
 // Rank 0 reads at most kHelloFrameBytes from a connection before admitting it, into
@@ -330,36 +190,7 @@ void TcpBootstrap::Impl::accept_members() {
   }
 }
 
-// NOTE [Bootstrap liveness]
-// Which ranks are gone, asked on error paths (Communicator::check adds it to a
-// device timeout's message): a survivor's wait can name a live peer that waits in
-// turn on the dead rank (a ring, world >= 3), and the error must name the dead one.
-//  - Every rank keeps a listening socket for the life of the bootstrap, bound to
-//    the address it reaches rank 0 from (rank 0: the address its members reached
-//    it at), port picked by the kernel. Nothing is ever read from it.
-//  - Formation: a member puts its listener's port in the hello header's
-//    `reserved` field; rank 0 takes the member's IPv4 address from that
-//    connection. When every member advertised a port (and rank 0 has a listener
-//    too), rank 0's ready frame carries reserved = 1 and a peers frame follows
-//    (kind 6, size x PeersEntry; rank 0's own address is 0: "where you reached
-//    rank 0"). The field was reserved and zero, and builds before this ignore it,
-//    so groups still form across such builds (kProtocolVersion stays 1): a member
-//    that advertised nothing, or raw peers in tests, get a plain ready frame.
-//  - probe_liveness(budget), any time, on any rank, with no help from others:
-//    a rank whose connection to this one hung up is gone (rank 0 holds every
-//    member's connection, a member only rank 0's); so is a rank whose listener
-//    refuses a connection (every other rank's listener at once, nonblocking
-//    connects polled against the budget): the kernel closes the listener of a
-//    process that exited, SIGKILL included. A connection that completes means the
-//    process is there (the kernel completes it, the process does nothing); no
-//    answer within the budget is "silent" (a host down, or overloaded). Nothing is
-//    sent on the framed connections, so probing never disturbs a collective. Each
-//    probe first accepts and closes what others' probes left in our queue.
-//  - Limits: a process that forked children (without exec) which still hold the
-//    listener looks alive while they live; a rank that destroyed its bootstrap
-//    (finished normally) looks gone, which is what "left the group" means.
-// Tests: tests/gpu/test_bootstrap_liveness.cpp (BootstrapLiveness.*: CPU, forked
-// ranks) and tests/gpu/test_killed_peer.cpp (KilledPeer.*: the GPU collectives' messages).
+// NOTE [Bootstrap liveness] is in tcp_liveness.cpp, next to probe().
 void TcpBootstrap::Impl::connect_to_root() {
   peers.push_back(io.connect_with_retry(id.address, id.port, Deadline::in(options.timeout), "rank 0"));
   // NOTE [Bootstrap liveness]: a listener on the address we reach rank 0 from;
@@ -379,36 +210,6 @@ void TcpBootstrap::Impl::connect_to_root() {
   liveness[0].address_be = tcp::ipv4_endpoint(peers[0].get()).address_be;  // where we reached rank 0
 }
 
-PeerLiveness TcpBootstrap::Impl::probe(std::chrono::milliseconds budget) {
-  PeerLiveness out;
-  if (liveness_listener.valid()) tcp::drain_accept_queue(liveness_listener.get());  // others' earlier probes
-  std::vector<char> gone(static_cast<size_t>(size), 0);
-  // The connections we hold: rank 0 holds every member's, a member rank 0's.
-  for (size_t r = 0; r < peers.size(); ++r) {
-    const int peer = rank == 0 ? static_cast<int>(r) : 0;
-    if (peer != rank && peers[r].valid() && tcp::hung_up(peers[r].get())) gone[static_cast<size_t>(peer)] = 1;
-  }
-  // Every other rank's listener.
-  std::vector<tcp::Ipv4Endpoint> targets;
-  std::vector<int> target_rank;
-  for (int r = 0; r < size; ++r) {
-    if (r == rank || gone[static_cast<size_t>(r)] || static_cast<size_t>(r) >= liveness.size() ||
-        liveness[static_cast<size_t>(r)].port == 0)
-      continue;
-    targets.push_back(liveness[static_cast<size_t>(r)]);
-    target_rank.push_back(r);
-  }
-  const std::vector<tcp::ProbeResult> results = tcp::probe_listeners(targets, Deadline::in(budget));
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i] == tcp::ProbeResult::kRefused) gone[static_cast<size_t>(target_rank[i])] = 1;
-    if (results[i] == tcp::ProbeResult::kSilent) out.silent.push_back(target_rank[i]);
-  }
-  for (int r = 0; r < size; ++r)
-    if (gone[static_cast<size_t>(r)]) out.gone.push_back(r);
-  // Rank 0 sees every member's connection; with the table, everyone sees every listener.
-  out.known = rank == 0 || liveness.size() == static_cast<size_t>(size);
-  return out;
-}
 
 void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t bytes) {
   if (bytes > 0) std::memmove(recv, send, bytes);  // memmove: `send` may be recv's own slot
