@@ -266,8 +266,7 @@ void Communicator::check() const {
   if (!aborted_ && proxy_ && proxy_->failed()) {
     // Proxy::check's TransportError, plus the ranks that are gone.
     std::ostringstream os;
-    os << "inter-node transfer failed on rank " << rank() << " in phase '" << phase_name(kPhaseProxyTransfer)
-       << "': " << proxy_->failure() << liveness_note(*bootstrap_, timeout_ns_, true) << "; the communicator is aborted";
+    os << proxy_->failure_report() << liveness_note(*bootstrap_, timeout_ns_, true) << "; the communicator is aborted";
     abort(os.str());
     FERRY_THROW(TransportError, os.str());
   }

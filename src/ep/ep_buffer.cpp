@@ -46,10 +46,6 @@ int cuda_pointer_device(const void* ptr) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
 }
 
-void check_on_device(const char* where, const char* name, const TensorView& t, int device) {
-  check_device(where, name, t, DeviceRule{device, cuda_pointer_device});
-}
-
 namespace {
 
 // What the checks of this buffer's calls know (validate.hpp), named as the caller names them.
@@ -267,7 +263,7 @@ EpBuffer::~EpBuffer() {
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
 }
 
-int EpBuffer::local_experts() const { return ep::ep_dims(config_, comm_.size()).local_experts; }
+int EpBuffer::local_experts() const { return state_->base.local_experts; }
 int EpBuffer::world_size() const { return comm_.size(); }
 int EpBuffer::rank() const { return comm_.rank(); }
 

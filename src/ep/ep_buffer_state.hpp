@@ -49,11 +49,4 @@ struct EpBuffer::State {
   }
 };
 
-namespace ep {
-
-// Throws InvalidArgument unless `t` (when it has elements) is memory of CUDA
-// device `device`.
-void check_on_device(const char* where, const char* name, const TensorView& t, int device);
-
-}  // namespace ep
 }  // namespace ferry

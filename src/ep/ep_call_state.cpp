@@ -58,11 +58,6 @@ void CallState::check_handle(const char* where, const char* what, const char* ow
                         << owner << " keeps only its latest layout");
 }
 
-void CallState::check_latest_layout(const char* where, const EpHandle& handle) const {
-  const ArgNames cpp;
-  check_handle(where, cpp.handle, cpp.owner, handle);
-}
-
 void CallState::check_dispatch_recv(const ArgNames& names, const EpHandle& handle) const {
   FERRY_ARG_CHECK(stage_ == Stage::kDispatchSent, names.dispatch_recv << ": no dispatch_send to receive");
   check_handle(names.dispatch_recv, names.handle, names.owner, handle);

@@ -45,8 +45,6 @@ class CallState {
   // `handle` (called `what` in messages) is this buffer's latest dispatch: not a
   // default handle, another buffer's (`owner` names the kind) or an older one.
   void check_handle(const char* where, const char* what, const char* owner, const EpHandle& handle) const;
-  // check_handle with the C++ API's names (EpBuffer::combine(), ep_overlap.cpp).
-  void check_latest_layout(const char* where, const EpHandle& handle) const;
   // combine_send: the latest handle, then a completed dispatch and no combine half done.
   void check_combine_send(const ArgNames& names, const EpHandle& handle) const;
   void combine_send_done() { stage_ = Stage::kCombineSent; }

@@ -133,11 +133,15 @@ std::string Proxy::failure() const {
   return failure_;
 }
 
+std::string Proxy::failure_report() const {
+  std::ostringstream os;
+  os << "inter-node transfer failed on rank " << options_.rank << " in phase '" << phase_name(kPhaseProxyTransfer)
+     << "': " << failure();
+  return os.str();
+}
+
 void Proxy::check() const {
-  if (failed())
-    FERRY_THROW(TransportError, "inter-node transfer failed on rank " << options_.rank << " in phase '"
-                                                                     << phase_name(kPhaseProxyTransfer)
-                                                                     << "': " << failure());
+  if (failed()) FERRY_THROW(TransportError, failure_report());
 }
 
 void Proxy::run() {

@@ -118,10 +118,12 @@ class Proxy {
   void warm_up(Bootstrap& bootstrap);
   void warm_up_window(uint32_t id, Bootstrap& bootstrap);
 
-  // Throws ferry::Error when the transport failed (a peer died).
+  // Throws ferry::Error when the transport failed (a peer died): failure_report().
   void check() const;
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string failure() const;
+  // "inter-node transfer failed on rank R in phase 'proxy transfer': <failure()>".
+  std::string failure_report() const;
 
   // What the proxy is doing, for error messages ("proxy on rank 3: 12 descriptors
   // retired, ... now idle").
