@@ -22,12 +22,17 @@
 //     on whatever the buffers hold (no host synchronization).
 //
 // Checks: the first call, every FERRY_SOAK_CHECK_EVERY-th (100) and the last.
-// Memory: cudaMemGetInfo's free bytes and VmRSS after the warm-up (EP: the first
-// check at or after FERRY_SOAK_WARMUP calls, default 200) and at the end; the
-// free bytes may drop by FERRY_SOAK_DEVICE_SLACK_MB (16), VmRSS grow by
-// FERRY_SOAK_RSS_SLACK_MB (64); malloc's bytes in use are printed beside VmRSS, to
-// tell a leak from memory malloc keeps. With shared GPUs the free bytes are the GPU's,
-// so they include the other ranks on it. Each test ends with one line per rank.
+// Memory: cudaMemGetInfo's free bytes, VmRSS and malloc's bytes in use, after the
+// warm-up (EP: the first check at or after FERRY_SOAK_WARMUP calls, default 200),
+// at half the calls (EP: the first check from there) and at the end. A leak grows
+// with the calls, so the second half must show none: the free bytes may drop by
+// FERRY_SOAK_STEADY_DEVICE_SLACK_MB (2, one allocation granule), malloc's bytes in
+// use grow by FERRY_SOAK_STEADY_HEAP_SLACK_MB (1) and VmRSS by
+// FERRY_SOAK_STEADY_RSS_SLACK_MB (8). Over the whole run (one-time costs included:
+// lazily loaded code, memory malloc keeps) the free bytes may drop by
+// FERRY_SOAK_DEVICE_SLACK_MB (16) and VmRSS grow by FERRY_SOAK_RSS_SLACK_MB (64).
+// With shared GPUs the free bytes are the GPU's, so they include the other ranks
+// on it. Each test ends with one line per rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -110,29 +115,53 @@ Mem measure(cudaStream_t stream) {
 struct Summary {
   std::string what;
   long calls = 0, checks = 0, failed_checks = 0;
-  Mem before, after;
+  Mem before, mid, after;
+  bool have_before = false, have_mid = false;
   Clock::time_point start = Clock::now();
 };
+// Measures (collectively) the baseline, then the midpoint once `done` calls reach
+// half of `calls`. Every rank passes the same values.
+void measure_progress(Summary& s, long done, long warm, long calls, cudaStream_t stream) {
+  if (!s.have_before && (done >= warm || done >= calls)) {
+    s.before = measure(stream);
+    s.have_before = true;
+  } else if (s.have_before && !s.have_mid && done >= calls / 2) {
+    s.mid = measure(stream);
+    s.have_mid = true;
+  }
+}
 
 // Checks the memory limits on this rank, then rank 0 prints one line per rank.
-void finish(const Summary& s) {
-  const double mib = 1024.0 * 1024.0;
-  const double dev_drop = (static_cast<double>(s.before.dev_free) - static_cast<double>(s.after.dev_free)) / mib;
-  const double rss_growth = static_cast<double>(s.after.rss_kb - s.before.rss_kb) / 1024.0;
+void expect_at_most(double value, const char* knob, long fallback, const Summary& s, const char* what) {
+  const long limit = env_long(knob, fallback);
+  EXPECT_LE(value, static_cast<double>(limit)) << s.what << ": " << what << " " << value << " MiB (" << knob << "=" << limit << ")";
+}
+
+void finish(Summary& s, cudaStream_t stream) {
+  s.after = measure(stream);
+  if (!s.have_before) s.before = s.after;
+  if (!s.have_mid) s.mid = s.before;
+  constexpr double mib = 1024.0 * 1024.0;
+  auto dev_drop = [&](const Mem& a, const Mem& b) { return (static_cast<double>(a.dev_free) - static_cast<double>(b.dev_free)) / mib; };
+  auto rss_growth = [&](const Mem& a, const Mem& b) { return static_cast<double>(b.rss_kb - a.rss_kb) / 1024.0; };
+  auto heap_growth = [&](const Mem& a, const Mem& b) { return (static_cast<double>(b.heap_in_use) - static_cast<double>(a.heap_in_use)) / mib; };
+  expect_at_most(dev_drop(s.before, s.after), "FERRY_SOAK_DEVICE_SLACK_MB", 16, s, "device free memory dropped by");
+  expect_at_most(rss_growth(s.before, s.after), "FERRY_SOAK_RSS_SLACK_MB", 64, s, "VmRSS grew by");
+  expect_at_most(dev_drop(s.mid, s.after), "FERRY_SOAK_STEADY_DEVICE_SLACK_MB", 2, s, "second half: device free memory dropped by");
+  expect_at_most(heap_growth(s.mid, s.after), "FERRY_SOAK_STEADY_HEAP_SLACK_MB", 1, s, "second half: malloc's bytes in use grew by");
+  expect_at_most(rss_growth(s.mid, s.after), "FERRY_SOAK_STEADY_RSS_SLACK_MB", 8, s, "second half: VmRSS grew by");
   const double secs = std::chrono::duration<double>(Clock::now() - s.start).count();
-  const long dev_slack = env_long("FERRY_SOAK_DEVICE_SLACK_MB", 16), rss_slack = env_long("FERRY_SOAK_RSS_SLACK_MB", 64);
-  EXPECT_LE(dev_drop, static_cast<double>(dev_slack))
-      << s.what << ": device free memory dropped by " << dev_drop << " MiB (FERRY_SOAK_DEVICE_SLACK_MB=" << dev_slack << ")";
-  EXPECT_LE(rss_growth, static_cast<double>(rss_slack))
-      << s.what << ": VmRSS grew by " << rss_growth << " MiB (FERRY_SOAK_RSS_SLACK_MB=" << rss_slack << ")";
-  char line[512];
+  char line[640];
   std::snprintf(line, sizeof line,
-                "[soak rank %d] %s: calls %ld, checks %ld, failed checks %ld, device free %.1f -> %.1f MiB "
-                "(drop %.1f MiB), VmRSS %.1f -> %.1f MiB (growth %.1f MiB), malloc in use %.1f -> %.1f MiB, "
-                "wall %.1f s (%.0f calls/s)",
-                mpi_rank(), s.what.c_str(), s.calls, s.checks, s.failed_checks, s.before.dev_free / mib,
-                s.after.dev_free / mib, dev_drop, s.before.rss_kb / 1024.0, s.after.rss_kb / 1024.0, rss_growth,
-                s.before.heap_in_use / mib, s.after.heap_in_use / mib, secs, secs > 0 ? s.calls / secs : 0.0);
+                "[soak rank %d] %s: calls %ld, checks %ld, failed checks %ld, wall %.1f s (%.0f calls/s); "
+                "warm-up -> half -> end: device free %.1f -> %.1f -> %.1f MiB (second half drop %.1f MiB), "
+                "VmRSS %.1f -> %.1f -> %.1f MiB (second half growth %.1f MiB), "
+                "malloc in use %.1f -> %.1f -> %.1f MiB (second half growth %.2f MiB)",
+                mpi_rank(), s.what.c_str(), s.calls, s.checks, s.failed_checks, secs, secs > 0 ? s.calls / secs : 0.0,
+                s.before.dev_free / mib, s.mid.dev_free / mib, s.after.dev_free / mib, dev_drop(s.mid, s.after),
+                s.before.rss_kb / 1024.0, s.mid.rss_kb / 1024.0, s.after.rss_kb / 1024.0, rss_growth(s.mid, s.after),
+                s.before.heap_in_use / mib, s.mid.heap_in_use / mib, s.after.heap_in_use / mib,
+                heap_growth(s.mid, s.after));
   std::vector<char> all(static_cast<size_t>(mpi_size()) * sizeof line);
   MPI_Gather(line, sizeof line, MPI_CHAR, all.data(), sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (mpi_rank() == 0) {
@@ -220,7 +249,6 @@ void ep_soak(EpMode mode) {
   try { refresh(); } catch (const std::exception& e) { error = e.what(); }
   ASSERT_TRUE(all_ranks(error.empty())) << error;
   ep::Rng pick(shared().next_seed());  // which set and which call form: the same on every rank
-  bool have_base = false;
   for (long c = 0; c < calls; ++c) {
     const int set = pick.below(kSets);
     const bool halves = pick.below(2) == 1;
@@ -259,17 +287,12 @@ void ep_soak(EpMode mode) {
     if (!all_ranks(sum.failed_checks < kMaxFailedChecks)) break;
     try { refresh(); } catch (const std::exception& e) { error = e.what(); }
     if (!all_ranks(error.empty())) break;
-    if (!have_base && (c + 1 >= warm || c == calls - 1)) {
-      sum.before = measure(h.stream());
-      have_base = true;
-    }
+    if (c < calls - 1) measure_progress(sum, c + 1, warm, calls, h.stream());
   }
   EXPECT_TRUE(error.empty()) << error;
-  if (!have_base) sum.before = measure(h.stream());
-  sum.after = measure(h.stream());
   EXPECT_EQ(sum.calls, calls);
   EXPECT_EQ(sum.failed_checks, 0) << sum.what;
-  finish(sum);
+  finish(sum, h.stream());
 }
 
 TEST(Soak, EpHighThroughput) {
@@ -424,7 +447,8 @@ TEST(Soak, AllReduce) {
   Summary sum;
   sum.what = "allreduce";
   // Warm-up: every supported algorithm x type x op once, checked (loads every
-  // kernel before the baseline), and the largest call.
+  // kernel before the baseline), and the largest call of each type (the host
+  // reference's largest buffers, so that the baseline holds them).
   bool alive = true;
   for (AllReduceAlgorithm a : algos)
     for (DataType t : kTypes)
@@ -433,12 +457,13 @@ TEST(Soak, AllReduce) {
         call.count = std::min<size_t>(call.count, 70000);
         alive = alive && checked_call(s, call, rng.next(), sum);
       }
-  alive = alive && checked_call(s, ArCall{AllReduceAlgorithm::kAuto, DataType::kFloat32, ReduceOp::kSum,
-                                          s.max_bytes / 4, 0, false}, rng.next(), sum);
+  for (DataType t : kTypes)
+    alive = alive && checked_call(s, ArCall{AllReduceAlgorithm::kAuto, t, ReduceOp::kSum, s.max_bytes / elem_size(t), 0,
+                                            false}, rng.next(), sum);
   ASSERT_TRUE(alive);
   ASSERT_TRUE(all_ranks(sum.failed_checks == 0)) << "failed checks in the warm-up sweep";
   const long warm_checks = sum.checks;
-  sum.before = measure(s.stream);
+  measure_progress(sum, 0, 0, calls, s.stream);
   sum.checks = 0;
   sum.start = Clock::now();
   std::string error;
@@ -459,14 +484,14 @@ TEST(Soak, AllReduce) {
     }
     sum.calls += alive && error.empty();
     progress(sum, c, calls);
+    if (alive && c + 1 < calls) measure_progress(sum, c + 1, 0, calls, s.stream);
   }
   EXPECT_TRUE(error.empty()) << error;
   EXPECT_TRUE(alive);
-  sum.after = measure(s.stream);
   EXPECT_EQ(sum.calls, calls);
   EXPECT_EQ(sum.failed_checks, 0) << sum.what;
   if (mpi_rank() == 0) std::printf("[soak] allreduce: warm-up sweep of %ld checked calls passed\n", warm_checks);
-  finish(sum);
+  finish(sum, s.stream);
 }
 
 }  // namespace
