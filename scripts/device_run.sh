@@ -88,7 +88,8 @@
 #   FERRY_SOAK_EP_CALLS, FERRY_SOAK_AR_CALLS (10000), FERRY_SOAK_CHECK_EVERY (100), FERRY_SOAK_WARMUP (200),
 #   FERRY_SOAK_AR_MAX_BYTES (4 MiB), FERRY_SOAK_DEVICE_SLACK_MB (16), FERRY_SOAK_RSS_SLACK_MB (64),
 #   FERRY_SOAK_STEADY_{DEVICE,HEAP,RSS}_SLACK_MB (2, 1, 8: the second half's limits)
-#                          passed to ferry_gpu_soak when set (tests/gpu/soak.cpp)
+#                          passed to ferry_gpu_soak when set (tests/gpu/soak.cpp), as are glibc's
+#                          MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ and CUDA_MODULE_LOADING
 #   FERRY_CMAKE_ARGS       more arguments for cmake at configure time
 #   BUILD_DIR              build directory (default build-device)
 set -uo pipefail
@@ -336,7 +337,8 @@ done
 SOAK_ENV=()
 for v in FERRY_SOAK_EP_CALLS FERRY_SOAK_AR_CALLS FERRY_SOAK_CHECK_EVERY FERRY_SOAK_WARMUP FERRY_SOAK_AR_MAX_BYTES \
          FERRY_SOAK_DEVICE_SLACK_MB FERRY_SOAK_RSS_SLACK_MB FERRY_SOAK_STEADY_DEVICE_SLACK_MB \
-         FERRY_SOAK_STEADY_HEAP_SLACK_MB FERRY_SOAK_STEADY_RSS_SLACK_MB FERRY_TEST_SEED; do
+         FERRY_SOAK_STEADY_HEAP_SLACK_MB FERRY_SOAK_STEADY_RSS_SLACK_MB FERRY_TEST_SEED \
+         MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ CUDA_MODULE_LOADING; do
   [ -n "${!v:-}" ] && SOAK_ENV+=(-x "$v")
 done
 SOAK_NPS="${FERRY_SOAK_NPS:-2 4 8}"

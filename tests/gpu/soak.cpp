@@ -92,12 +92,14 @@ int failed_parts() {
 struct Mem {
   size_t dev_free = 0;  // cudaMemGetInfo free bytes (the whole GPU's)
   long rss_kb = 0;      // VmRSS
-  size_t heap_in_use = 0;  // malloc's bytes in use (mallinfo2): a leak grows it, memory
-                           // malloc keeps after free (its trim and mmap thresholds) does not
+  size_t heap_in_use = 0;  // malloc's bytes in use (mallinfo2), less what the test itself holds
+                           // then (its current inputs): a leak grows it, memory malloc keeps
+                           // after free (its trim and mmap thresholds) does not
+  size_t heap_held = 0;    // malloc's bytes taken from the system (in use + kept free)
 };
 // Collective: every rank idle at a barrier, then measured, then a barrier again
 // (so no rank allocates while another measures the GPU they share).
-Mem measure(cudaStream_t stream) {
+Mem measure(cudaStream_t stream, size_t test_held = 0) {
   cudaStreamSynchronize(stream);
   MPI_Barrier(MPI_COMM_WORLD);
   Mem m;
@@ -107,7 +109,8 @@ Mem measure(cudaStream_t stream) {
   for (std::string line; std::getline(status, line);)
     if (line.rfind("VmRSS:", 0) == 0) m.rss_kb = std::strtol(line.c_str() + 6, nullptr, 10);
   const struct mallinfo2 heap = mallinfo2();
-  m.heap_in_use = heap.uordblks + heap.hblkhd;
+  m.heap_in_use = heap.uordblks + heap.hblkhd - std::min<size_t>(test_held, heap.uordblks + heap.hblkhd);
+  m.heap_held = heap.arena + heap.hblkhd;
   MPI_Barrier(MPI_COMM_WORLD);
   return m;
 }
@@ -121,12 +124,12 @@ struct Summary {
 };
 // Measures (collectively) the baseline, then the midpoint once `done` calls reach
 // half of `calls`. Every rank passes the same values.
-void measure_progress(Summary& s, long done, long warm, long calls, cudaStream_t stream) {
+void measure_progress(Summary& s, long done, long warm, long calls, cudaStream_t stream, size_t test_held = 0) {
   if (!s.have_before && (done >= warm || done >= calls)) {
-    s.before = measure(stream);
+    s.before = measure(stream, test_held);
     s.have_before = true;
   } else if (s.have_before && !s.have_mid && done >= calls / 2) {
-    s.mid = measure(stream);
+    s.mid = measure(stream, test_held);
     s.have_mid = true;
   }
 }
@@ -137,8 +140,8 @@ void expect_at_most(double value, const char* knob, long fallback, const Summary
   EXPECT_LE(value, static_cast<double>(limit)) << s.what << ": " << what << " " << value << " MiB (" << knob << "=" << limit << ")";
 }
 
-void finish(Summary& s, cudaStream_t stream) {
-  s.after = measure(stream);
+void finish(Summary& s, cudaStream_t stream, size_t test_held = 0) {
+  s.after = measure(stream, test_held);
   if (!s.have_before) s.before = s.after;
   if (!s.have_mid) s.mid = s.before;
   constexpr double mib = 1024.0 * 1024.0;
@@ -151,17 +154,17 @@ void finish(Summary& s, cudaStream_t stream) {
   expect_at_most(heap_growth(s.mid, s.after), "FERRY_SOAK_STEADY_HEAP_SLACK_MB", 1, s, "second half: malloc's bytes in use grew by");
   expect_at_most(rss_growth(s.mid, s.after), "FERRY_SOAK_STEADY_RSS_SLACK_MB", 8, s, "second half: VmRSS grew by");
   const double secs = std::chrono::duration<double>(Clock::now() - s.start).count();
-  char line[640];
+  char line[768];
   std::snprintf(line, sizeof line,
                 "[soak rank %d] %s: calls %ld, checks %ld, failed checks %ld, wall %.1f s (%.0f calls/s); "
                 "warm-up -> half -> end: device free %.1f -> %.1f -> %.1f MiB (second half drop %.1f MiB), "
                 "VmRSS %.1f -> %.1f -> %.1f MiB (second half growth %.1f MiB), "
-                "malloc in use %.1f -> %.1f -> %.1f MiB (second half growth %.2f MiB)",
+                "malloc in use %.1f -> %.1f -> %.1f MiB (second half growth %.2f MiB), malloc held %.1f -> %.1f -> %.1f MiB",
                 mpi_rank(), s.what.c_str(), s.calls, s.checks, s.failed_checks, secs, secs > 0 ? s.calls / secs : 0.0,
                 s.before.dev_free / mib, s.mid.dev_free / mib, s.after.dev_free / mib, dev_drop(s.mid, s.after),
                 s.before.rss_kb / 1024.0, s.mid.rss_kb / 1024.0, s.after.rss_kb / 1024.0, rss_growth(s.mid, s.after),
                 s.before.heap_in_use / mib, s.mid.heap_in_use / mib, s.after.heap_in_use / mib,
-                heap_growth(s.mid, s.after));
+                heap_growth(s.mid, s.after), s.before.heap_held / mib, s.mid.heap_held / mib, s.after.heap_held / mib);
   std::vector<char> all(static_cast<size_t>(mpi_size()) * sizeof line);
   MPI_Gather(line, sizeof line, MPI_CHAR, all.data(), sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (mpi_rank() == 0) {
@@ -215,6 +218,18 @@ EpSet make_set(const EpConfig& cfg, uint64_t seed) {
   return set;
 }
 
+// Host bytes the input sets hold (they change size at every refresh).
+size_t held_bytes(const std::vector<EpSet>& sets) {
+  size_t bytes = 0;
+  for (const EpSet& set : sets) {
+    bytes += set.inputs.capacity() * sizeof(ep::RankInput) + set.what.capacity();
+    for (const ep::RankInput& in : set.inputs)
+      bytes += in.idx.capacity() * 8 + in.weights.capacity() * 4 + in.x.capacity() * 2 + in.q.capacity() +
+               in.scales.capacity() * 4;
+  }
+  return bytes;
+}
+
 void ep_soak(EpMode mode) {
   const int me = mpi_rank();
   const long calls = env_long("FERRY_SOAK_EP_CALLS", 10000), warm = env_long("FERRY_SOAK_WARMUP", 200);
@@ -249,7 +264,10 @@ void ep_soak(EpMode mode) {
   try { refresh(); } catch (const std::exception& e) { error = e.what(); }
   ASSERT_TRUE(all_ranks(error.empty())) << error;
   ep::Rng pick(shared().next_seed());  // which set and which call form: the same on every rank
+  long measure_at = 0;  // measured at the top of the next call, when the last check's buffers are gone
   for (long c = 0; c < calls; ++c) {
+    if (measure_at) measure_progress(sum, measure_at, warm, calls, h.stream(), held_bytes(sets));
+    measure_at = 0;
     const int set = pick.below(kSets);
     const bool halves = pick.below(2) == 1;
     const EpSet& es = sets[set];
@@ -287,12 +305,12 @@ void ep_soak(EpMode mode) {
     if (!all_ranks(sum.failed_checks < kMaxFailedChecks)) break;
     try { refresh(); } catch (const std::exception& e) { error = e.what(); }
     if (!all_ranks(error.empty())) break;
-    if (c < calls - 1) measure_progress(sum, c + 1, warm, calls, h.stream());
+    measure_at = c + 1;
   }
   EXPECT_TRUE(error.empty()) << error;
   EXPECT_EQ(sum.calls, calls);
   EXPECT_EQ(sum.failed_checks, 0) << sum.what;
-  finish(sum, h.stream());
+  finish(sum, h.stream(), held_bytes(sets));
 }
 
 TEST(Soak, EpHighThroughput) {
