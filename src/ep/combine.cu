@@ -12,58 +12,31 @@ namespace {
 
 constexpr int kUnroll = kCombineUnroll;
 
+// The partial of each received token goes to its home rank's stage, at the
+// token's index there; each chunk's ready word is released after it.
+struct IntranodeTarget {
+  const Params& p;
+  uint64_t epoch;
+  size_t home_index = 0;
+  __device__ uint8_t* row(int s, int, size_t index) {
+    home_index = size_t(p.rank) * p.max_tokens + p.slot_src_token[index];
+    return p.combine_stage[s] + home_index * (size_t(p.hidden) * 2);
+  }
+  __device__ void written(int s, int c, int lane) {
+    if (lane == 0) device::st_release_sys(p.combine_ready[s] + home_index * p.num_chunks + c, epoch);
+  }
+};
+
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
-  const int W = p.world_size, K = p.topk, H = p.hidden;
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
-  __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
-  __shared__ float warp_weights[kWarps][kMaxTopk];
-  if (threadIdx.x == 0) {
-    max_token_count = 0;
-    for (int s = 0; s < W; ++s) {
-      token_count[s] = p.recv_token_count[s];
-      max_token_count = max(max_token_count, token_count[s]);
-    }
-  }
+  load_recv_counts(p, token_count, max_token_count);
   // Homes must be done reading the partials this rank sent them last time.
   if (wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const size_t row_bytes = size_t(H) * 2;
-    const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
-    const ItemCursor cursor{W, max_token_count, p.num_chunks};
-    const ItemLoop loop(p);
-    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
-      int s, slot, c;
-      if (!cursor.decode(item, token_count, s, slot, c)) continue;
-      const size_t index = size_t(s) * p.max_tokens + slot;
-      const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
-      const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
-      int num_rows = 0;
-      for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-        const int k = __ffs(m) - 1;
-        if (lane == k) {
-          warp_rows[warp][num_rows] = outputs + size_t(row) * row_bytes;
-          warp_weights[warp][num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
-        }
-        ++num_rows;
-      }
-      __syncwarp();
-      const int src_token = p.slot_src_token[index];
-      const size_t home_index = size_t(p.rank) * p.max_tokens + src_token;
-      const size_t offset = size_t(chunk_begin(p, c)) * 2;
-      const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
-      uint8_t* dst = p.combine_stage[s] + home_index * row_bytes + offset;
-      for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
-        float acc[kUnroll][8] = {};
-        for (int j = 0; j < num_rows; ++j)
-          accumulate_units(acc, warp_rows[warp][j] + offset, warp_weights[warp][j], base, chunk_units, lane);
-        store_units(dst, acc, base, chunk_units, lane);
-      }
-      __syncwarp();  // the partial's stores, then its ready word (NOTE [EP epochs])
-      if (lane == 0) device::st_release_sys(p.combine_ready[s] + home_index * p.num_chunks + c, epoch);
-    }
+    IntranodeTarget target{p, epoch};
+    combine_send_items(p, token_count, max_token_count, target);
   }
   finish_launch(p, kCombineSend, epoch, -1);
 }

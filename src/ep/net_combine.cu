@@ -10,59 +10,33 @@ namespace {
 
 constexpr int kUnroll = kCombineUnroll;
 
+// The partials go to the combine slot of each source rank's token in this
+// parity's outbox (or, over NVLink, the source's inbox).
+struct NetTarget {
+  const NetParams& np;
+  int parity;
+  __device__ uint8_t* row(int s, int slot, size_t) {
+    return combine_target(np, s, parity) + size_t(slot) * (size_t(np.p.hidden) * 2);
+  }
+  __device__ void written(int, int, int) {}
+};
+
 __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams np) {
   const Params& p = np.p;
   const DeviceWindow& w = np.w;
   const NetLayout& lay = np.lay;
   const uint64_t epoch = current_epoch(p, kCombineSend);
   const int parity = static_cast<int>(epoch & 1);
-  const int W = p.world_size, K = p.topk, H = p.hidden;
+  const int W = p.world_size, H = p.hidden;
   const size_t row_bytes = size_t(H) * 2;
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
-  __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
-  __shared__ float warp_weights[kWarps][kMaxTopk];
-  if (threadIdx.x == 0) {
-    max_token_count = 0;
-    for (int s = 0; s < W; ++s) {
-      token_count[s] = p.recv_token_count[s];
-      max_token_count = max(max_token_count, token_count[s]);
-    }
-  }
+  load_recv_counts(p, token_count, max_token_count);
   // NOTE [EP across nodes: reuse] (3): the slots of this parity were read in combine epoch - 2.
   const bool ok = wait_all_ranks(np, kSigCombineConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpCombine);
   if (ok) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
-    const ItemCursor cursor{W, max_token_count, p.num_chunks};
-    const ItemLoop loop(p);
-    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
-      int s, slot, c;
-      if (!cursor.decode(item, token_count, s, slot, c)) continue;
-      const size_t index = size_t(s) * p.max_tokens + slot;
-      const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
-      const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
-      int num_rows = 0;
-      for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-        const int k = __ffs(m) - 1;
-        if (lane == k) {
-          warp_rows[warp][num_rows] = outputs + size_t(row) * row_bytes;
-          warp_weights[warp][num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
-        }
-        ++num_rows;
-      }
-      __syncwarp();
-      const size_t offset = size_t(chunk_begin(p, c)) * 2;
-      const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
-      uint8_t* dst = combine_target(np, s, parity) + size_t(slot) * row_bytes + offset;
-      for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
-        float acc[kUnroll][8] = {};
-        for (int j = 0; j < num_rows; ++j)
-          accumulate_units<false>(acc, warp_rows[warp][j] + offset, warp_weights[warp][j], base, chunk_units, lane);
-        store_units(dst, acc, base, chunk_units, lane);
-      }
-      __syncwarp();  // warp_rows / warp_weights are rewritten by the next item
-    }
+    NetTarget target{np, parity};
+    combine_send_items(p, token_count, max_token_count, target);
   }
   if (!arrive_last(p, kCombineSend)) return;
   if (ok) {
