@@ -13,6 +13,7 @@
 #   gpus       nvidia-smi -L and the topology matrix
 #   ctest      the CPU tests: ctest -R 'unit|mp|net' (net: the proxy over UCX tcp and shm, killed peers)
 #   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
+#   (restricted_*, mps_pct_np2, gpu_faults, python_faults and soak_*: scripts/device_stages_robustness.sh)
 #   gpu_faults build-device/tests/ferry_gpu_fault_tests (not mpirun: it forks its own ranks and SIGKILLs
 #              one mid AllReduce / EP call; ranks share the GPUs, time-sliced; FERRY_FAULT_* knobs)
 #   win_*      the device API (ferry_gpu_window_tests) across virtual nodes: win_n2 (one node),
@@ -96,6 +97,8 @@ set -uo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1  # sets ROOT, enters it
+# shellcheck source-path=SCRIPTDIR source=device_stages_robustness.sh
+source "$ROOT/scripts/device_stages_robustness.sh" || exit 1
 BUILD_DIR="${BUILD_DIR:-build-device}"
 OUT="${OUT:-./out}"
 mkdir -p "$OUT" || exit 1
@@ -253,49 +256,8 @@ for n in "${NPS[@]}"; do
   run_stage "gpu_np$n" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "$B/tests/ferry_gpu_tests"
 done
 
-# EP and AllReduce with the SMs restricted (issue 15). NAME:RANKS:RANKS_PER_NODE
-# entries run the RestrictedSms tests time-sliced (no MPS for that stage: a
-# stand-in compute kernel per rank holds all SMs but 1 or 3, which ranks sharing
-# a GPU under MPS would fight over). With the MPS daemon up, stage mps_pct_np2
-# runs the suite (FERRY_MPS_PCT_FILTER) with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=
-# FERRY_MPS_PCT (25) per rank: each rank's kernels get a quarter of the SMs.
-RESTRICTED_CONFIGS="${FERRY_RESTRICTED_CONFIGS:-restricted_np1:1:0 restricted_np2:2:0 restricted_2x1:2:1}"
-for cfg in $RESTRICTED_CONFIGS; do
-  IFS=: read -r stage n per_node <<<"$cfg"
-  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
-  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
-  [ "$n" -gt "$GPUS" ] && [ "$VIRTUAL" != 1 ] && { skip "$stage" "$n ranks, $GPUS GPUs"; continue; }
-  env_args=(-x FERRY_TEST_SHARE_GPUS=1); [ "$per_node" != 0 ] && env_args+=(-x FERRY_RANKS_PER_NODE="$per_node")
-  run_stage "$stage" "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
-    mpirun --allow-run-as-root --bind-to none -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
-    --gtest_filter='*RestrictedSms*'
-done
-if [ "$MPS_STARTED" != 1 ] || [ "${FERRY_MPS_PCT_SKIP:-0}" = 1 ]; then skip mps_pct_np2 "no MPS daemon, or FERRY_MPS_PCT_SKIP=1"
-elif [ "$BUILT" -ne 1 ] || [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip mps_pct_np2 "build failed or FERRY_SKIP_TESTS=1"
-else
-  run_stage mps_pct_np2 "${TO[@]}" "${MPIRUN[@]}" -np 2 -x FERRY_TEST_SHARE_GPUS=1 \
-    -x CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="${FERRY_MPS_PCT:-25}" "$B/tests/ferry_gpu_tests" \
-    --gtest_filter="${FERRY_MPS_PCT_FILTER:-Ep*:AllReduce*}"
-fi
-
-# Killed peers (issue 15): the test forks its own ranks (TCP bootstrap; mpirun would
-# end the job when one dies), kills one with SIGKILL in the middle of AllReduce and
-# EP calls (one node, virtual nodes) and checks the survivors' errors and clean
-# exits. Time-sliced like the restricted_* stages (without the MPS variables the
-# ranks do not join the daemon): a client killed mid-kernel under MPS is untried.
-if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip gpu_faults "FERRY_SKIP_TESTS=1"
-elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip gpu_faults "build failed or no GPU"
-else
-  run_stage gpu_faults "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
-    "$B/tests/ferry_gpu_fault_tests" --gtest_filter='KilledPeer.*'
-fi
-# The same from Python (tests/python/test_gpu_killed_peer.py, skipped under torchrun).
-if [ "${FERRY_SKIP_TESTS:-0}" = 1 ] || [ "${FERRY_SKIP_PYTHON:-0}" = 1 ]; then skip python_faults "skipped"
-elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ] || [ ! -d "$B/python/ferry" ]; then skip python_faults "no module or no GPU"
-else
-  run_stage python_faults "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
-    PYTHONPATH="$B_ABS/python" python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu_killed_peer.py
-fi
+robustness_restricted_stages  # scripts/device_stages_robustness.sh
+robustness_fault_stages
 
 # The device API across virtual nodes (ranks share the GPU): NAME:RANKS:RANKS_PER_NODE:UCX_TLS
 # (RANKS_PER_NODE 0: one node; UCX_TLS all: UCX's choice).
@@ -331,36 +293,7 @@ for cfg in $NODES_CONFIGS; do
     --gtest_filter="$filter"
 done
 
-# The soak (FERRY_SOAK=1): ferry_gpu_soak for each entry of FERRY_SOAK_NPS, N (one
-# node) or NxK (N virtual nodes of K ranks); ranks share GPUs where there are
-# more ranks than GPUs. Its own timeout (FERRY_SOAK_TIMEOUT), not FERRY_STAGE_TIMEOUT.
-SOAK_ENV=()
-for v in FERRY_SOAK_EP_CALLS FERRY_SOAK_AR_CALLS FERRY_SOAK_CHECK_EVERY FERRY_SOAK_WARMUP FERRY_SOAK_AR_MAX_BYTES \
-         FERRY_SOAK_DEVICE_SLACK_MB FERRY_SOAK_RSS_SLACK_MB FERRY_SOAK_STEADY_DEVICE_SLACK_MB \
-         FERRY_SOAK_STEADY_HEAP_SLACK_MB FERRY_SOAK_STEADY_RSS_SLACK_MB FERRY_TEST_SEED \
-         MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ CUDA_MODULE_LOADING; do
-  [ -n "${!v:-}" ] && SOAK_ENV+=(-x "$v")
-done
-SOAK_NPS="${FERRY_SOAK_NPS:-2 4 8}"
-if [ "${FERRY_SOAK:-0}" != 1 ]; then skip soak "set FERRY_SOAK=1"; SOAK_NPS=""; fi
-for entry in $SOAK_NPS; do
-  per_node=0
-  if [[ "$entry" =~ ^([0-9]+)x([0-9]+)$ ]]; then
-    n=$((BASH_REMATCH[1] * BASH_REMATCH[2])) per_node="${BASH_REMATCH[2]}" stage="soak_$entry"
-  else
-    n="$entry" stage="soak_np$entry"
-  fi
-  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
-  if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 8 ]; then skip "$stage" "not a rank count (1..8)"; continue; fi
-  env_args=("${SOAK_ENV[@]}")
-  # Virtual nodes number their local ranks from 0 again, so their ranks share GPUs too.
-  { [ "$n" -gt "$GPUS" ] || [ "$per_node" != 0 ]; } && env_args+=(-x FERRY_TEST_SHARE_GPUS=1)
-  [ "$per_node" != 0 ] && env_args+=(-x FERRY_RANKS_PER_NODE="$per_node")
-  soak_to=()
-  [ "${#TO[@]}" -gt 0 ] && soak_to=(timeout -k 20 "${FERRY_SOAK_TIMEOUT:-1200}")
-  STAGE_TIMEOUT="${FERRY_SOAK_TIMEOUT:-1200}" run_stage "$stage" "${soak_to[@]}" "${MPIRUN[@]}" -np "$n" \
-    "${env_args[@]}" "$B/tests/ferry_gpu_soak"
-done
+robustness_soak_stages
 
 # The small tests: heap, the bf16 column of the AllReduce matrix, graph replay,
 # and small EP cases of each mode (fp8 quantization, halves, handle reuse).
