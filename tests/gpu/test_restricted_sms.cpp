@@ -3,7 +3,7 @@
 // SMs are free. Covers both modes, the overlapped halves (dispatch()/combine():
 // NOTE [Overlapped halves and free SMs]) and the separate halves, a layout of
 // several blocks (NOTE [EP layout scan]), skewed routing and -1 experts.
-// AllReduce has its own case in test_allreduce.cpp (AllReduce.RestrictedSms).
+// AllReduce has its own case in test_allreduce_sequences.cpp (AllReduce.RestrictedSms).
 // Ranks sharing a GPU under MPS skip (SmHog::unusable_reason); the device
 // script restricts them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE instead.
 #include <gtest/gtest.h>
