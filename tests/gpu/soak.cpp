@@ -223,7 +223,7 @@ const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kIn
                            DataType::kInt64,   DataType::kBFloat16, DataType::kFloat16};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg};
 
-// The AllReduce's own communicator (as in test_allreduce.cpp), freed with it at the end.
+// The AllReduce's own communicator (as in gpu/allreduce_harness.cpp), freed with it at the end.
 struct ArShared {
   std::unique_ptr<ferry::Communicator> comm;
   std::unique_ptr<ferry::AllReduce> ar;
