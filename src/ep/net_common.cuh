@@ -131,30 +131,6 @@ __device__ bool wait_all_ranks(const NetParams& np, uint32_t index, uint64_t tar
   return *static_cast<volatile int*>(&failed) == 0;
 }
 
-// Block scope: true in the last block of the grid to get here (every other
-// block's stores are made visible at system scope before it arrives).
-__device__ bool arrive_last(const Params& p, EpochKind kind) {
-  __syncthreads();
-  __shared__ int last;
-  if (threadIdx.x == 0) {
-    __threadfence_system();
-    last = atomicAdd(&p.epochs->blocks_done[kind], 1u) == gridDim.x - 1;
-    __threadfence();
-  }
-  __syncthreads();
-  return last != 0;
-}
-
-// The last block: the launch of `kind` is complete (NOTE [EP epochs]).
-__device__ void advance_epoch(const Params& p, EpochKind kind, uint64_t epoch) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    p.epochs->blocks_done[kind] = 0;
-    (&p.epochs->dispatch_sent)[kind] = epoch;
-    __threadfence();
-  }
-}
-
 // The receive side both cross-node dispatch paths share (direct:
 // net_dispatch.cu; hierarchical: net_hier_dispatch.cu), after the caller's wait
 // for every source: reads every source's header (its token count and its rows
