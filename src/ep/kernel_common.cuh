@@ -87,25 +87,28 @@ void launch_receive_grid(void (*kernel)(Args...), const Params& p, size_t smem, 
 }
 
 // Block scope: true in the last block of the grid to get here (every other
-// block's stores are made visible at system scope before it arrives). The
-// cross-node kernels call it, then their last block sends or signals, then
-// advance_epoch; finish_launch is both for the kernels inside a node.
+// block's stores are made visible at system scope before it arrives).
+// kAcquire: a fence after the arrival, for a last block that goes on to read
+// what the other blocks wrote (the cross-node kernels send it). The kernels
+// inside a node only signal after it (finish_launch), and that fence in every
+// block cost 2-4% of a low-latency call on an H100
+// (docs/results/ep_ab_last_block_1xH100_1rank.txt).
+template <bool kAcquire>
 __device__ __forceinline__ bool arrive_last(const Params& p, EpochKind kind) {
   __syncthreads();
-  __shared__ int last;
+  __shared__ bool last;
   if (threadIdx.x == 0) {
     __threadfence_system();
     last = atomicAdd(&p.epochs->blocks_done[kind], 1u) == gridDim.x - 1;
-    __threadfence();  // the last block's reads of the other blocks' work come after its arrival
+    if (kAcquire) __threadfence();
   }
   __syncthreads();
-  return last != 0;
+  return last;
 }
 
-// The last block: the launch of `kind` is complete (NOTE [EP epochs]); resets
-// the arrival count for the next launch.
-__device__ __forceinline__ void advance_epoch(const Params& p, EpochKind kind, uint64_t epoch) {
-  __syncthreads();
+// The last block, thread 0: the launch of `kind` is complete (NOTE [EP
+// epochs]); resets the arrival count for the next launch.
+__device__ __forceinline__ void publish_epoch(const Params& p, EpochKind kind, uint64_t epoch) {
   if (threadIdx.x == 0) {
     p.epochs->blocks_done[kind] = 0;
     (&p.epochs->dispatch_sent)[kind] = epoch;
@@ -113,15 +116,22 @@ __device__ __forceinline__ void advance_epoch(const Params& p, EpochKind kind, u
   }
 }
 
-// Last block of the grid: advances the counter of `kind`; with consumed_slot
-// >= 0 it also tells every source it may reuse what this rank just read.
+// The cross-node kernels' end: after the whole last block's sends.
+__device__ __forceinline__ void advance_epoch(const Params& p, EpochKind kind, uint64_t epoch) {
+  __syncthreads();
+  publish_epoch(p, kind, epoch);
+}
+
+// The end of the kernels inside a node: the last block advances the counter of
+// `kind`; with consumed_slot >= 0 it also tells every source it may reuse what
+// this rank just read.
 __device__ __forceinline__ void finish_launch(const Params& p, EpochKind kind, uint64_t epoch,
                                               int consumed_slot) {
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
-  if (!arrive_last(p, kind)) return;
+  if (!arrive_last<false>(p, kind)) return;
   // Thread t < world stores epoch into word consumed_slot + rank of rank t (itself included).
   if (consumed_slot >= 0) p.flags.block_signal_row(size_t(consumed_slot), epoch, /*include_self=*/true);
-  advance_epoch(p, kind, epoch);
+  publish_epoch(p, kind, epoch);
 }
 
 // Threads [0, world) wait until flag slot + peer of this rank reaches `target`

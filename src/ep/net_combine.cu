@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
     NetTarget target{np, parity};
     combine_send_items(p, token_count, max_token_count, target);
   }
-  if (!arrive_last(p, kCombineSend)) return;
+  if (!arrive_last<true>(p, kCombineSend)) return;
   if (ok) {
     for (int s = 0; s < W; ++s) {
       const size_t bytes = size_t(token_count[s]) * row_bytes;
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
       }
     }
   }
-  if (!arrive_last(p, kCombineRecv)) return;
+  if (!arrive_last<true>(p, kCombineRecv)) return;
   // Every block is done reading the partials: the expert ranks may reuse them.
   if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, 1);
   advance_epoch(p, kCombineRecv, epoch);

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
       pack_chunk<kQuantize>(np, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp],
                             parity);
   }
-  if (!arrive_last(p, kDispatchSend)) return;
+  if (!arrive_last<true>(p, kDispatchSend)) return;
   if (ok) {
     for (int d = 0; d < W; ++d) {
       uint8_t* box = dispatch_target(np, d, parity);
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   const int W = p.world_size;
   const bool ok = wait_all_ranks(np, kSigDispatchData, epoch, kPhaseEpDispatch);
   if (ok) place_dispatch_records(np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); });
-  if (!arrive_last(p, kDispatchRecv)) return;
+  if (!arrive_last<true>(p, kDispatchRecv)) return;
   // Every block is done reading the inboxes: the sources may reuse them (NOTE [EP across nodes: reuse]).
   if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigDispatchConsumed, 1);
   advance_epoch(p, kDispatchRecv, epoch);

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_send_kernel(HierPara
     HierTarget target{h, parity};
     combine_send_items(p, token_count, max_token_count, target);
   }
-  if (!arrive_last(p, kCombineSend)) return;
+  if (!arrive_last<true>(p, kCombineSend)) return;
   if (ok && threadIdx.x < R) {
     const int d = h.rank_at[h.node * R + threadIdx.x];
     dev::signal(w, d, kSigCombineData, 1);     // its own tokens' partials
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_recv_kernel(HierPara
       }
     }
   }
-  if (!arrive_last(p, kCombineRecv)) return;
+  if (!arrive_last<true>(p, kCombineRecv)) return;
   // NOTE [EP hierarchical reuse] (3, 4): this node's partials and the node partials are read.
   if (ok && threadIdx.x < W && ((expected >> threadIdx.x) & 1u))
     dev::signal(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, 1);

@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_send_kernel(HierPar
       hier_pack_chunk<kQuantize>(h, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
                                  warp_scales[warp], parity, this_node);
   }
-  if (!arrive_last(p, kDispatchSend)) return;
+  if (!arrive_last<true>(p, kDispatchSend)) return;
   if (ok) {
     for (int q = 0; q < R; ++q) {  // this node: the direct header and signal
       const int d = h.rank_at[h.node * R + q];
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_recv_kernel(HierPar
   __syncthreads();
   const bool ok = *static_cast<volatile int*>(&failed) == 0;
   if (ok) place_dispatch_records(np, [&](int s) { return w.local + dispatch_in(lay, W, parity, s); });
-  if (!arrive_last(p, kDispatchRecv)) return;
+  if (!arrive_last<true>(p, kDispatchRecv)) return;
   // NOTE [EP hierarchical reuse] (2): this node's ranks wrote every inbox.
   if (ok && threadIdx.x < h.per_node) dev::signal(w, h.rank_at[h.node * h.per_node + threadIdx.x], kSigDispatchConsumed, 1);
   advance_epoch(p, kDispatchRecv, epoch);
