@@ -44,6 +44,29 @@ sockaddr_in resolve_ipv4(const std::string& address, int port) {
   return addr;
 }
 
+sockaddr_in ipv4_sockaddr(uint32_t address_be, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = address_be;
+  addr.sin_port = htons(port);
+  return addr;
+}
+
+// The remote (or local) address of `fd`; false when the kernel cannot tell.
+bool socket_name(int fd, bool remote, sockaddr_in& addr) {
+  socklen_t len = sizeof addr;
+  return (remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                 : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len)) == 0;
+}
+
+// A connect to a local port nobody listens on can connect the socket to itself
+// (TCP simultaneous open: the kernel picked that port as the local one); that is
+// no peer.
+bool connected_to_itself(int fd) {
+  const Ipv4Endpoint local = ipv4_endpoint(fd, false), remote = ipv4_endpoint(fd, true);
+  return local.address_be == remote.address_be && local.port == remote.port;
+}
+
 struct ListenRegistry {
   std::mutex mutex;
   std::unordered_map<uint64_t, int> fds;  // id magic -> listening fd
@@ -69,21 +92,13 @@ void Socket::reset(int fd) {
 
 std::string endpoint_name(int fd, bool remote) {
   sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-                  : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (rc != 0) return "unknown";
+  if (!socket_name(fd, remote, addr)) return "unknown";
   char text[INET_ADDRSTRLEN] = "?";
   ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
   return std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
 }
 
-int bound_port(int fd) {
-  sockaddr_in bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  return ntohs(bound.sin_port);
-}
+int bound_port(int fd) { return ipv4_endpoint(fd, false).port; }
 
 Socket listen_on(const std::string& address, int port) {
   sockaddr_in addr = resolve_ipv4(address, port);
@@ -115,21 +130,16 @@ bool closed_before_sending(int fd) {
 
 Ipv4Endpoint ipv4_endpoint(int fd, bool remote) {
   sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  int rc = remote ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-                  : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (rc != 0 || addr.sin_family != AF_INET) return {};
+  if (!socket_name(fd, remote, addr) || addr.sin_family != AF_INET) return {};
   return {addr.sin_addr.s_addr, ntohs(addr.sin_port)};
 }
 
 Socket listen_ephemeral(uint32_t address_be) {
   Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!sock.valid()) return sock;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = address_be;
-  addr.sin_port = 0;
-  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(sock.get(), SOMAXCONN) != 0)
+  const sockaddr_in addr = ipv4_sockaddr(address_be, 0);
+  if (::bind(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(sock.get(), SOMAXCONN) != 0)
     sock.reset();
   return sock;
 }
@@ -151,22 +161,13 @@ std::vector<ProbeResult> probe_listeners(const std::vector<Ipv4Endpoint>& target
   std::vector<ProbeResult> result(targets.size(), ProbeResult::kSilent);
   std::vector<Socket> socks(targets.size());
   std::vector<size_t> pending;
-  // Connected: alive, unless the socket connected to itself (TCP simultaneous
-  // open: the kernel picked the target port as the local one, which happens
-  // only when nothing listens there).
-  auto connected = [](int fd) {
-    const Ipv4Endpoint local = ipv4_endpoint(fd, false), remote = ipv4_endpoint(fd, true);
-    return local.address_be == remote.address_be && local.port == remote.port ? ProbeResult::kRefused
-                                                                              : ProbeResult::kAlive;
-  };
+  // Connected: alive, unless the socket connected to itself (nothing listens there).
+  auto connected = [](int fd) { return connected_to_itself(fd) ? ProbeResult::kRefused : ProbeResult::kAlive; };
   for (size_t i = 0; i < targets.size(); ++i) {
     if (targets[i].port == 0) continue;
     Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!sock.valid()) continue;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = targets[i].address_be;
-    addr.sin_port = htons(targets[i].port);
+    const sockaddr_in addr = ipv4_sockaddr(targets[i].address_be, targets[i].port);
     if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
       result[i] = connected(sock.get());
     } else if (errno == EINPROGRESS || errno == EINTR) {
@@ -271,9 +272,8 @@ Socket FrameIo::connect_with_retry(const std::string& address, int port, const D
       socklen_t len = sizeof err;
       ::getsockopt(sock.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     }
-    // Retrying connects to a local port nobody listens on can connect a socket to
-    // itself (TCP simultaneous open); that is not the peer.
-    if (err == 0 && endpoint_name(sock.get()) == endpoint_name(sock.get(), false)) err = ECONNREFUSED;
+    // Retrying connects to a local port nobody listens on can connect a socket to itself.
+    if (err == 0 && connected_to_itself(sock.get())) err = ECONNREFUSED;
     if (err == 0) {
       make_nonblocking_nodelay(sock.get());
       return sock;
