@@ -9,8 +9,8 @@
 namespace ferry::ep {
 
 // Set by dispatch()/combine() around their halves: grids of the concurrent
-// halves, and the count synchronization deferred past the join. Zero grids:
-// the halves run alone with num_sms blocks each.
+// halves, and the count synchronization deferred until both halves are queued.
+// Zero grids: the halves run alone with num_sms blocks each.
 struct HalfGrids {
   int send_blocks = 0, recv_blocks = 0;
   bool defer_sync = false;
