@@ -70,6 +70,11 @@ Options parse_options(std::vector<std::string> args) {
     }
     if (options.dispatch_types.empty()) throw UsageError("--dispatch-types needs at least one type");
   }
+  if (auto v = parser.take_value("--layout")) {
+    if (*v == "expanded") options.layouts = {EpLayout::kExpanded};
+    else if (*v == "rank_rows") options.layouts = {EpLayout::kRankRows};
+    else if (*v != "both") throw UsageError("--layout must be expanded, rank_rows or both, got '" + *v + "'");
+  }
   if (auto v = parser.take_value("--skew")) options.skew = parse_nonnegative_double("--skew", *v);
   if (auto v = parser.take_value("--seed")) options.seed = static_cast<uint64_t>(parse_nonnegative_int("--seed", *v));
   if (auto v = parser.take_value("--iters")) options.iters = parse_positive_int("--iters", *v);
@@ -103,7 +108,8 @@ struct FerryMeasurement {
 };
 
 FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const CaseInputs& in, EpMode mode,
-                               DataType type, int sms, cudaStream_t stream, const std::string& case_name) {
+                               EpLayout layout, DataType type, int sms, cudaStream_t stream,
+                               const std::string& case_name) {
   Bootstrap& bootstrap = comm.bootstrap();
   const int64_t T = in.tokens;
   const int64_t H = options.hidden;
@@ -116,9 +122,13 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   config.with_weights = true;
   config.num_sms = sms;
   config.mode = mode;
+  config.layout = layout;
+  const bool rank_rows = layout == EpLayout::kRankRows;
   // The rows this routing needs on the busiest rank (the same on every rank, as the
   // symmetric allocations require) instead of the worst case.
-  if (mode == EpMode::kHighThroughput) config.max_recv_rows = std::max<int64_t>(1, in.traffic.max_recv_rows());
+  if (mode == EpMode::kHighThroughput)
+    config.max_recv_rows =
+        std::max<int64_t>(1, rank_rows ? in.traffic.max_recv_tokens() : in.traffic.max_recv_rows());
   EpBuffer ep(comm, config);
 
   // DeepEP's conventions: high-throughput fp8 dispatches tokens quantized beforehand
@@ -148,8 +158,9 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   const CheckContext check{options, in, comm.rank(), comm.size(), ep.local_experts(), mode, type};
   auto poison_out = [&] { FERRY_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream)); };  // NaN
   if (options.check) {
-    m.check_failed |=
-        !report_check(bootstrap, check_dispatch(check, first, expert_outputs.get()), case_name, "dispatch");
+    const CheckRecord dispatched = rank_rows ? check_dispatch_rank_rows(check, first, expert_outputs.get())
+                                             : check_dispatch(check, first, expert_outputs.get());
+    m.check_failed |= !report_check(bootstrap, dispatched, case_name, "dispatch");
     poison_out();
     ep.combine(expert_view, first.handle, out_view, stream);
     comm.synchronize(stream);
@@ -200,7 +211,9 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   }
 
   if (options.check) {
-    m.check_failed |= !report_check(bootstrap, check_dispatch(check, last, nullptr), case_name, "dispatch, timed");
+    const CheckRecord dispatched =
+        rank_rows ? check_dispatch_rank_rows(check, last, nullptr) : check_dispatch(check, last, nullptr);
+    m.check_failed |= !report_check(bootstrap, dispatched, case_name, "dispatch, timed");
     m.check_failed |= !report_check(bootstrap, check_combine(check, out.get()), case_name, "combine, timed");
   }
   return m;
@@ -243,6 +256,8 @@ void print_ep_usage(std::FILE* out) {
       "  --sms LIST           SMs the EP kernels may use, 0 = all (default 24 for ht, 0 for ll)\n"
       "  --dispatch-types L   bf16, fp8 (default both; ht fp8 dispatches tokens quantized beforehand,\n"
       "                       ll fp8 quantizes bf16 tokens in the kernel, as DeepEP's benchmarks do)\n"
+      "  --layout L           expanded, rank_rows or both (default both; ll: expanded only): one row\n"
+      "                       per (token, local expert), or one per (token, source rank)\n"
       "  --skew X             0: uniform random routing (default); X > 0: expert of popularity rank p\n"
       "                       drawn with weight 1/(p+1)^X (popularity: a random order of the experts)\n"
       "  --seed S             routing and token seed (default 1)\n"
@@ -294,7 +309,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
   std::optional<CsvWriter> csv;
   if (leader && !options.csv_path.empty()) {
     csv.emplace(options.csv_path,
-                std::vector<std::string>{"mode", "op", "world_size", "tokens", "hidden", "topk", "experts", "sms",
+                std::vector<std::string>{"mode", "layout", "op", "world_size", "tokens", "hidden", "topk", "experts", "sms",
                                          "skew", "recv_tokens", "nvlink_tokens", "recv_rows", "recv_bytes",
                                          "nvlink_bytes", "ferry_us", "ferry_gbps", "ferry_nvlink_gbps", "nccl_us",
                                          "nccl_gbps", "speedup_vs_nccl", "graph"});
@@ -339,6 +354,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
   }
 
   const TablePrinter table({{"", "mode", 4, true},
+                            {"", "layout", 9, true},
                             {"", "op", 13, true},
                             {"", "tokens", 6},
                             {"", "SMs", 4},
@@ -377,7 +393,9 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
       }
 #endif
 
-      for (int sms : sms_for(mode)) {
+      for (int sms : sms_for(mode))
+      for (EpLayout layout : options.layouts) {
+        if (mode == EpMode::kLowLatency && layout != EpLayout::kExpanded) continue;  // rank rows: ht only
         // EpBuffer keeps to the communicator's SM budget (NOTE [SM budget]: less than
         // the GPU only where ranks share it).
         const int effective_sms = std::min(sms == 0 ? comm.sm_budget() : sms, comm.sm_budget());
@@ -385,12 +403,12 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
         std::optional<Row> combine;  // one combine row: from the bf16 buffer when there is one
         for (size_t i = 0; i < options.dispatch_types.size(); ++i) {
           const DataType type = options.dispatch_types[i];
-          const std::string name = std::string(mode_label(mode)) + " " + type_label(type) + " T=" +
-                                   std::to_string(tokens) + " SMs=" + std::to_string(sms);
+          const std::string name = std::string(mode_label(mode)) + " " + ep_layout_name(layout) + " " +
+                                   type_label(type) + " T=" + std::to_string(tokens) + " SMs=" + std::to_string(sms);
           bootstrap->barrier();  // cases start together
           FerryMeasurement m;
           try {
-            m = measure_ferry(comm, options, in, mode, type, sms, stream.get(), name);
+            m = measure_ferry(comm, options, in, mode, layout, type, sms, stream.get(), name);
           } catch (const ferry::NotSupported& e) {  // argument checks: the same on every rank
             if (leader) std::printf("error: %s: %s\n", name.c_str(), e.what());
             failed = true;
@@ -426,16 +444,16 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           std::string us = format_fixed(row.ferry_us, 1);
           if (row.check_failed) us += "!";
           if (!row.used_graph) us += "*";
-          table.print_row({mode_label(mode), row.op, std::to_string(tokens), std::to_string(effective_sms),
+          table.print_row({mode_label(mode), ep_layout_name(layout), row.op, std::to_string(tokens), std::to_string(effective_sms),
                            std::to_string(recv), us, format_fixed(bw, 1), world > 1 ? format_fixed(nvl_bw, 1) : "-",
                            has_nccl ? format_fixed(nccl_us, 1) : "-", has_nccl ? format_fixed(nccl_bw, 1) : "-",
                            has_nccl ? format_fixed(speedup, 2) : "-"});
           if (csv && !row.check_failed) {  // a wrong result is not a measurement
-            csv->write_row({mode_label(mode), row.op, std::to_string(world), std::to_string(tokens),
+            csv->write_row({mode_label(mode), ep_layout_name(layout), row.op, std::to_string(world), std::to_string(tokens),
                             std::to_string(options.hidden), std::to_string(options.topk),
                             std::to_string(options.experts), std::to_string(effective_sms),
                             format_fixed(options.skew, 3), std::to_string(recv), std::to_string(nvlink),
-                            std::to_string(in.traffic.max_recv_rows()),
+                            std::to_string(layout == EpLayout::kRankRows ? recv : in.traffic.max_recv_rows()),
                             std::to_string(static_cast<size_t>(recv) * row.token_bytes),
                             std::to_string(static_cast<size_t>(nvlink) * row.token_bytes),
                             format_fixed(row.ferry_us, 3), format_fixed(bw, 3), format_fixed(nvl_bw, 3),

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "ep_check_detail.hpp"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::bench::ep_detail {
@@ -45,13 +46,18 @@ class Rng {
   uint64_t state_;
 };
 
+}  // namespace
+
+// The pieces ep_check_rank_rows.cpp shares (ep_check_detail.hpp).
 uint16_t bf16_bits(float value) { return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(value)).x; }
 float bf16_value(uint16_t bits) {
   __nv_bfloat16_raw raw;
   raw.x = bits;
   return __bfloat162float(__nv_bfloat16(raw));
 }
+namespace {
 uint8_t fp8_bits(float value) { return __nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3); }
+}  // namespace
 float fp8_value(uint8_t bits) {
   __nv_fp8_e4m3 v;
   v.__x = bits;
@@ -72,8 +78,6 @@ float block_amax(const uint16_t* block) {
   for (int i = 0; i < kScaleBlock; ++i) amax = std::max(amax, std::fabs(bf16_value(block[i])));
   return amax;
 }
-
-}  // namespace
 
 size_t bytes_per_token(DataType type, int hidden) {  // payload on the wire, fp8 scales included
   const size_t h = static_cast<size_t>(hidden);
@@ -202,25 +206,6 @@ void make_inputs(CaseInputs& in, const Options& options, const Router& router, B
 }
 
 // ------------------------------------------------------------------ --check
-
-namespace {
-
-// Stand-in expert: expert e multiplies its rows by 2^(e % 4 - 1), exact in bf16, and
-// different for neighbouring experts so a row combined under the wrong expert shows.
-float expert_scale(int64_t e) { return std::ldexp(1.0f, static_cast<int>(e % 4) - 1); }
-
-// fp8 error allowed per element: half an e4m3 step (2^-4 relative) with margin, and
-// the subnormal step of the block's scale.
-float fp8_tolerance(float x, float block_amax) { return std::fabs(x) / 8 + block_amax * 0x1.0p-16f + 1e-6f; }
-
-template <typename T>
-std::vector<T> download(const void* device, size_t count) {
-  std::vector<T> host(count);
-  if (count > 0) FERRY_CUDA_CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
-
-}  // namespace
 
 CheckRecord check_dispatch(const CheckContext& c, const DispatchResult& result, void* expert_outputs) {
   CheckRecord record;

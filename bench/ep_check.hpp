@@ -39,6 +39,7 @@ struct Options {
   bool use_nccl = true;
   bool check = false;
   bool halves = false;  // also time the four halves one after another
+  std::vector<EpLayout> layouts{EpLayout::kExpanded, EpLayout::kRankRows};  // high-throughput; ll: expanded
 };
 
 inline SequenceTimingOptions timing_options(const Options& options) {
@@ -147,6 +148,11 @@ struct CheckContext {
 // weight. When `expert_outputs` is given, writes there each row times
 // expert_scale(e): the input of the combine check.
 CheckRecord check_dispatch(const CheckContext& c, const DispatchResult& result, void* expert_outputs);
+// The same for EpLayout::kRankRows (ep_check_rank_rows.cpp): rows per source in
+// token order, each row's local expert ids and weights, the per-expert row lists;
+// expert_outputs gets each row times sum over its local experts of w * expert_scale(e),
+// so check_combine applies unchanged.
+CheckRecord check_dispatch_rank_rows(const CheckContext& c, const DispatchResult& result, void* expert_outputs);
 
 // Checks out[t] = sum_k w[t][k] * expert_scale(e_k) * x_t against an fp32 host
 // reference: |out - ref| <= 1e-2 * sum_k |w y| + 1e-3 (partial sums cross in bf16),

@@ -36,6 +36,23 @@ enum class EpMode : int {
 };
 const char* ep_mode_name(EpMode mode);
 
+// What dispatch returns and combine takes (DESIGN.md, "EP semantics"; chosen
+// once per EpBuffer).
+enum class EpLayout : int {
+  // One row per (token, local expert), rows of one expert contiguous: for
+  // contiguous grouped GEMMs. Combine takes the expert outputs and weights them.
+  kExpanded = 0,
+  // One row per (token, source rank) that reached this rank, rows of one source
+  // contiguous in its token order, with each row's top-k local expert ids (-1:
+  // not on this rank) and weights, and per local expert the list of rows that
+  // picked it: for GEMMs that gather rows by index (the contract of DeepEP and
+  // of an all-to-all). Combine takes one already-weighted row per received row
+  // (the caller's sum over its local experts) and sums them per token in fp32.
+  // High-throughput mode inside one node.
+  kRankRows = 1,
+};
+const char* ep_layout_name(EpLayout layout);
+
 // A device tensor as the EP API sees it (what PyTorch and DLPack describe):
 // element type, shape and strides in elements. Empty strides mean contiguous.
 struct TensorView {
@@ -75,6 +92,7 @@ struct EpConfig {
   // plus padding. A dispatch that would put more on any rank fails with
   // InvalidArgument on every rank (naming that rank).
   int64_t max_recv_rows = 0;
+  EpLayout layout = EpLayout::kExpanded;
 };
 
 // Routing layout of one dispatch, needed by the combine that follows and by a
@@ -105,6 +123,23 @@ struct DispatchResult {
   int64_t num_rows = -1;
   std::vector<int64_t> host_expert_counts;
   EpHandle handle;
+
+  // EpLayout::kRankRows only (else nullptr / 0). `tokens` (and `scales`) hold
+  // one row per (token, source rank): rows from source s are
+  // [source_offsets[s], source_offsets[s + 1]), in that source's token order;
+  // num_rows is source_offsets[world] when synchronized. `weights` is nullptr.
+  int32_t* row_experts = nullptr;    // device [rows, topk]: local expert id of each top-k slot, -1 if not here
+  float* row_weights = nullptr;      // device [rows, topk]: its weight (0 where not here); nullptr without weights
+  int64_t* source_offsets = nullptr; // device [world + 1]
+  // device [index_capacity]: for local expert e, the rows that picked it,
+  // ascending, at [expert_offsets[e], expert_offsets[e] + expert_counts[e]);
+  // expert_offsets[e + 1] - expert_offsets[e] rounds the count up to
+  // expert_alignment, the padding entries are -1. num_index_entries (synchronized)
+  // is expert_offsets[local_experts].
+  int32_t* expert_rows = nullptr;
+  int64_t index_capacity = 0;
+  int64_t num_index_entries = -1;
+  int topk = 0;
 };
 
 struct DispatchOptions {
@@ -142,7 +177,8 @@ class EpBuffer {
 
   // out[T', H] bf16 = sum over each token's experts of weight * expert_outputs[row].
   // expert_outputs: bf16 in the dispatch output's layout ([rows, H] or
-  // [local_experts, capacity, H]).
+  // [local_experts, capacity, H]). EpLayout::kRankRows: [rows, H], one
+  // already-weighted row per dispatched row; out[t] = the sum of the token's rows.
   void combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,
                cudaStream_t stream);
 

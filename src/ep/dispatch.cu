@@ -5,6 +5,7 @@
 // Protocol: NOTE [EP epochs] in kernel_common.cuh, NOTE [EP direct rows] here.
 #include <algorithm>
 
+#include "ep/destination_rows.cuh"
 #include "ep/kernel_common.cuh"
 #include "ep/layout.cuh"
 #include "ep/rows.cuh"
@@ -12,64 +13,6 @@
 
 namespace ferry::ep {
 namespace {
-
-// Where this rank's rows go at each destination, from the counts every rank
-// published (NOTE [EP direct rows]). Shared by the blocks of one launch.
-struct DestinationRows {
-  int32_t base[kMaxExperts];  // [W][Le]: first row of (destination, local expert) for this source
-  int32_t total[kMaxExperts]; // [W][Le]: rows of (destination, local expert) from all sources
-  int64_t needed[kMaxRanks]; // rows each destination needs (alignment padding included)
-  // The destination's rows exceed its capacity: nothing is sent there.
-  __device__ bool overflows(const Params& p, int r) const { return !p.low_latency && needed[r] > p.capacity_rows; }
-};
-
-__device__ void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows) {
-  const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
-  const int stride = E + W;
-  for (int i = threadIdx.x; i < E; i += kThreads) {  // i = global expert id = destination * Le + local expert
-    int before = 0, total = 0;
-    for (int s = 0; s < W; ++s) {
-      const int c = counts[s * stride + i];
-      before += s < p.rank ? c : 0;
-      total += c;
-    }
-    rows.base[i] = before;
-    rows.total[i] = total;
-  }
-  __syncthreads();
-  // Warp r: offsets of destination r's experts (a warp scan, not a serial loop:
-  // one rank holds up to kMaxExperts experts).
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp < W) {
-    int32_t* base = rows.base + warp * Le;
-    const int32_t* total = rows.total + warp * Le;
-    const int64_t needed = warp_expert_offsets(
-        p, Le, lane, [&](int le) { return int64_t(total[le]); },
-        [&](int le, int64_t start) { base[le] += int32_t(start); });
-    if (lane == 0) rows.needed[warp] = needed;
-  }
-  __syncthreads();
-}
-
-// NOTE [EP overflow is collective]
-// Every rank computes every destination's rows from the all-gathered counts, so
-// when one destination would overflow its output (max_recv_rows), every rank
-// records it (naming that rank) and every rank's dispatch fails: no rank goes on
-// to a combine that waits for partials the overflowed rank never produces.
-// Nothing is sent to the overflowed rank; what the others received is discarded
-// with the failed call. One thread of one block records the lowest such rank.
-__device__ void record_overflow(const Params& p, const DestinationRows& rows) {
-  for (int r = 0; r < p.world_size; ++r) {
-    if (!rows.overflows(p, r)) continue;
-    if (p.status->code == kEpOk) {
-      p.status->value = rows.needed[r];
-      p.status->rank = r;
-      __threadfence_system();
-      p.status->code = kEpTooManyRows;
-    }
-    return;
-  }
-}
 
 // One chunk of token t to every destination rank it picked: the data into the
 // row of its first expert there, the routing record and the chunk's ready word.

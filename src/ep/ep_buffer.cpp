@@ -69,6 +69,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
                                    << W << " in " << comm_.topology().num_nodes << " nodes");
   FERRY_CHECK(W <= ep::kMaxRanks, NotSupported,
               "EpBuffer: at most " << ep::kMaxRanks << " ranks in a node, got " << W);
+  FERRY_CHECK(!state_->spans_nodes || config_.layout != EpLayout::kRankRows, NotSupported,
+              "EpBuffer: layout rank_rows runs inside one node; these " << W << " ranks span "
+                  << comm_.topology().num_nodes << " nodes (use layout expanded across nodes)");
   // At most the communicator's SM budget (NOTE [SM budget]: all SMs with one rank per GPU).
   if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.sm_budget();
   config_.num_sms = std::min(config_.num_sms, comm_.sm_budget());
@@ -91,6 +94,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.fp8_out = fp8;
   p.capacity_per_expert = dims.capacity_per_expert;
   p.capacity_rows = dims.capacity_rows;
+  p.rank_rows = config_.layout == EpLayout::kRankRows;
+  p.index_capacity = dims.index_capacity;
   p.meta_bytes = ep::meta_record_bytes(K);
   p.num_blocks = config_.num_sms;
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
@@ -107,8 +112,11 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const int clamp_max = std::max(1, config_.num_sms - 1);
   state_->dispatch_recv_blocks =
       std::clamp(env_int("FERRY_EP_DISPATCH_RECV_BLOCKS", config_.num_sms * 2 / 3), 1, clamp_max);
-  state_->combine_recv_blocks =
-      std::clamp(env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll ? 2 : 3)), 1, clamp_max);
+  // Rank rows: the send half only copies rows to their homes, the receive half
+  // reads two or more rows per token and writes one: it gets half.
+  const bool rank_rows = config_.layout == EpLayout::kRankRows;
+  state_->combine_recv_blocks = std::clamp(
+      env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll || rank_rows ? 2 : 3)), 1, clamp_max);
   // The halves overlap through programmatic dependent launch (NOTE [Overlapped halves
   // and free SMs]), which needs compute capability 9.0; before it they would only
   // run one after the other on half the SMs each, so they run apart with all of them.
@@ -153,6 +161,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.status = state_->status_device;
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_offsets), sizeof(int64_t) * (Le + 1)));
   FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_counts), sizeof(int32_t) * Le));
+  FERRY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&state_->host_rows), sizeof(int64_t)));
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
@@ -261,6 +270,7 @@ EpBuffer::~EpBuffer() {
   if (state_->status) cudaFreeHost(state_->status);
   if (state_->host_offsets) cudaFreeHost(state_->host_offsets);
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
+  if (state_->host_rows) cudaFreeHost(state_->host_rows);
 }
 
 int EpBuffer::local_experts() const { return state_->base.local_experts; }
@@ -322,7 +332,10 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
-  ep::launch_dispatch_send(p, stream);
+  if (p.rank_rows)
+    ep::launch_rank_rows_dispatch_send(p, stream);
+  else
+    ep::launch_dispatch_send(p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
 
@@ -339,6 +352,8 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
     ep::launch_hier_dispatch_recv(st.hier(p), stream);
   else if (st.spans_nodes)
     ep::launch_net_dispatch_recv(st.net(p), stream);
+  else if (p.rank_rows)
+    ep::launch_rank_rows_dispatch_recv(p, stream);
   else
     ep::launch_dispatch_recv(p, stream);
   st.calls.dispatch_recv_done();
@@ -354,6 +369,15 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   r.capacity_per_expert = p.capacity_per_expert;
   r.capacity_rows = p.capacity_rows;
   r.handle = handle;
+  if (p.rank_rows) {
+    r.weights = nullptr;
+    r.row_experts = p.out_row_experts;
+    r.row_weights = st.calls.with_weights() ? p.out_row_weights : nullptr;
+    r.source_offsets = p.source_offsets;
+    r.expert_rows = p.out_expert_rows;
+    r.index_capacity = p.index_capacity;
+    r.topk = p.topk;
+  }
   if (config_.mode == EpMode::kHighThroughput && options.sync_counts && !st.grids.defer_sync) sync_counts(r, stream);
   return r;
 }
@@ -366,9 +390,13 @@ void EpBuffer::sync_counts(DispatchResult& r, cudaStream_t stream) {
                                    cudaMemcpyDeviceToHost, stream));
   FERRY_CUDA_CHECK(cudaMemcpyAsync(st.host_counts, p.expert_counts, sizeof(int32_t) * Le, cudaMemcpyDeviceToHost,
                                    stream));
+  if (p.rank_rows)
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(st.host_rows, p.source_offsets + p.world_size, sizeof(int64_t),
+                                     cudaMemcpyDeviceToHost, stream));
   comm_.synchronize(stream);
   check_errors();  // a bad expert id or too many rows, found by the kernels
-  r.num_rows = st.host_offsets[Le];
+  r.num_rows = p.rank_rows ? *st.host_rows : st.host_offsets[Le];
+  if (p.rank_rows) r.num_index_entries = st.host_offsets[Le];
   r.host_expert_counts.assign(st.host_counts, st.host_counts + Le);
   st.calls.set_synced_rows(r.num_rows);
 }
@@ -395,6 +423,8 @@ void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaSt
     ep::launch_hier_combine_send(st.hier(p), stream);
   else if (st.spans_nodes)
     ep::launch_net_combine_send(st.net(p), stream);
+  else if (p.rank_rows)
+    ep::launch_rank_rows_combine_send(p, stream);
   else
     ep::launch_combine_send(p, stream);
   st.calls.combine_send_done();
@@ -418,6 +448,8 @@ void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stre
     ep::launch_hier_combine_recv(st.hier(p), stream);
   else if (st.spans_nodes)
     ep::launch_net_combine_recv(st.net(p), stream);
+  else if (p.rank_rows)
+    ep::launch_rank_rows_combine_recv(p, stream);
   else
     ep::launch_combine_recv(p, stream);
   st.calls.combine_recv_done();

@@ -24,6 +24,7 @@ struct EpBuffer::State {
   ep::EpStatus* status_device = nullptr;
   int64_t* host_offsets = nullptr;   // pinned: expert_offsets copied back (high-throughput sync)
   int32_t* host_counts = nullptr;
+  int64_t* host_rows = nullptr;      // pinned: rank rows received (source_offsets[world])
   ep::CallState calls;               // NOTE [EpBuffer call order]
   bool overlap = true;               // dispatch()/combine(): both halves at once
   bool fuse_layout = true;           // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)

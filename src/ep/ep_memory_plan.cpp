@@ -42,6 +42,10 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   s.stage_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   s.flags = sym.take(sizeof(uint64_t) * kNumFlagSlots);
+  const size_t rank_rows = p.rank_rows ? size_t(p.capacity_rows) * K : 0;
+  s.row_experts = sym.take(sizeof(int32_t) * rank_rows);
+  s.row_weights = sym.take(with_weights ? sizeof(float) * rank_rows : 0);
+  s.expert_rows = sym.take(p.rank_rows ? sizeof(int32_t) * size_t(p.index_capacity) : 0);
   s.total = sym.total;
 
   LocalPlan& l = plan.local;
@@ -57,10 +61,11 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   l.slot_rows = loc.take(sizeof(int32_t) * size_t(W) * T * K);
   l.slot_src_token = loc.take(sizeof(int32_t) * size_t(W) * T);
   l.recv_token_count = loc.take(sizeof(int32_t) * W);
-  l.out_weights = loc.take(with_weights ? sizeof(float) * size_t(p.capacity_rows) : 0);
+  l.out_weights = loc.take(with_weights && !p.rank_rows ? sizeof(float) * size_t(p.capacity_rows) : 0);
   l.expert_counts = loc.take(sizeof(int32_t) * Le);
   l.expert_offsets = loc.take(sizeof(int64_t) * (Le + 1));
   l.epochs = loc.take(sizeof(Epochs));
+  l.source_offsets = loc.take(sizeof(int64_t) * (W + 1));
   l.total = loc.total;
   return plan;
 }
@@ -145,6 +150,14 @@ void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer&
   p.flags = device::PeerFlags{peer_ptrs<uint64_t>(buffer, ranks, plan.flags), p.rank, p.world_size};
   p.out_tokens = p.peer_out_tokens[p.rank];
   p.out_scales = p.peer_out_scales[p.rank];
+  if (p.rank_rows) {
+    p.peer_row_experts = peer_ptrs<int32_t>(buffer, ranks, plan.row_experts);
+    p.peer_row_weights = peer_ptrs<float>(buffer, ranks, plan.row_weights);
+    p.peer_expert_rows = peer_ptrs<int32_t>(buffer, ranks, plan.expert_rows);
+    p.out_row_experts = p.peer_row_experts[p.rank];
+    p.out_row_weights = p.peer_row_weights[p.rank];
+    p.out_expert_rows = p.peer_expert_rows[p.rank];
+  }
 }
 
 void bind_local(Params& p, const LocalPlan& plan, uint8_t* l, bool with_weights) {
@@ -158,10 +171,11 @@ void bind_local(Params& p, const LocalPlan& plan, uint8_t* l, bool with_weights)
   p.slot_rows = reinterpret_cast<int32_t*>(l + plan.slot_rows);
   p.slot_src_token = reinterpret_cast<int32_t*>(l + plan.slot_src_token);
   p.recv_token_count = reinterpret_cast<int32_t*>(l + plan.recv_token_count);
-  p.out_weights = with_weights ? reinterpret_cast<float*>(l + plan.out_weights) : nullptr;
+  p.out_weights = with_weights && !p.rank_rows ? reinterpret_cast<float*>(l + plan.out_weights) : nullptr;
   p.expert_counts = reinterpret_cast<int32_t*>(l + plan.expert_counts);
   p.expert_offsets = reinterpret_cast<int64_t*>(l + plan.expert_offsets);
   p.epochs = reinterpret_cast<Epochs*>(l + plan.epochs);
+  p.source_offsets = reinterpret_cast<int64_t*>(l + plan.source_offsets);
 }
 
 void zero_local(const LocalPlan& plan, uint8_t* l) {

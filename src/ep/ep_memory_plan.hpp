@@ -19,6 +19,7 @@ namespace ferry::ep {
 // rows there), routing records, counts, combine staging, ready words, flags.
 struct SymmetricPlan {
   size_t out_tokens, out_scales, meta, counts, combine, combine_ready, stage_ready, flags;
+  size_t row_experts, row_weights, expert_rows;  // rank rows only (else empty)
   size_t total;  // bytes of the allocation
 };
 
@@ -26,7 +27,7 @@ struct SymmetricPlan {
 struct LocalPlan {
   size_t token_slot, pos_in_expert, token_expert, send_expert_count, send_token_count, layout_error,
       layout_block_totals, slot_rows, slot_src_token, recv_token_count, out_weights,
-      expert_counts, expert_offsets, epochs;
+      expert_counts, expert_offsets, epochs, source_offsets;
   size_t total;
 };
 

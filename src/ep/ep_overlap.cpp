@@ -16,7 +16,9 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
                                   const TensorView& topk_weights, const TensorView& scales, cudaStream_t stream,
                                   const DispatchOptions& options) {
   State& st = *state_;
-  if (!st.overlap) {
+  // Rank rows: the send half writes every row in place, the receive half is one
+  // block that waits (NOTE [EP rank rows]): the send half takes every SM.
+  if (!st.overlap || config_.layout == EpLayout::kRankRows) {
     const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
     return dispatch_recv(handle, stream, options);
   }

@@ -33,7 +33,8 @@ constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 enum FlagSlot : int {
   kCountsReady = 0,                // + source rank: its counts are written (it entered the dispatch)
   kCombineConsumed = kMaxRanks,    // + home rank: home done reading the partials
-  kNumFlagSlots = 2 * kMaxRanks,
+  kRowsWritten = 2 * kMaxRanks,    // + source rank: all its rank rows of this dispatch are written (NOTE [EP rank rows])
+  kNumFlagSlots = 3 * kMaxRanks,
 };
 
 // Device-local progress of one EpBuffer: launches completed per kernel kind.
@@ -76,8 +77,10 @@ struct Params {
   bool fuse_layout;      // the send kernel computes the layout (NOTE [EP fused layout])
   bool overlapped_receive;  // a receive grid launched while its send grid runs (NOTE [Overlapped halves and free SMs])
   bool spread_items;     // work items across blocks first (NOTE [EP item order])
+  bool rank_rows;        // EpLayout::kRankRows (NOTE [EP rank rows])
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
+  int64_t index_capacity;       // rank rows: entries of the per-expert row lists (padding included)
   size_t meta_bytes;            // one staged token's routing record
   int num_blocks;               // grid of the launched kernel
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
@@ -109,6 +112,11 @@ struct Params {
   float* out_weights;
   int32_t* expert_counts;       // [Le]
   int64_t* expert_offsets;      // [Le + 1]
+  int64_t* source_offsets;      // rank rows: [W + 1] first row of each source, then the end
+  // Rank rows: this rank's part of the symmetric regions below.
+  int32_t* out_row_experts;     // [capacity_rows][K]
+  float* out_row_weights;       // [capacity_rows][K]
+  int32_t* out_expert_rows;     // [index_capacity]
 
   // ---- symmetric regions of every rank, as mapped here (peer tables of the
   // NVLink channel, indexed by rank in the node: EP groups are one node)
@@ -120,6 +128,10 @@ struct Params {
   device::PeerPtrs<uint8_t> combine_stage;    // [W expert rank][T][H] bf16
   device::PeerPtrs<uint64_t> combine_ready;   // [W expert rank][T][num_chunks]: epoch of the chunk's last write
   device::PeerFlags flags;                    // kNumFlagSlots words per rank (FlagSlot rows); rank, world_size
+  // Rank rows (NOTE [EP rank rows]): senders write each row's routing and the index lists.
+  device::PeerPtrs<int32_t> peer_row_experts;  // [capacity_rows][K]
+  device::PeerPtrs<float> peer_row_weights;    // [capacity_rows][K]
+  device::PeerPtrs<int32_t> peer_expert_rows;  // [index_capacity]
 
   Epochs* epochs;
   EpStatus* status;             // host-mapped
@@ -147,5 +159,10 @@ void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);
 void launch_combine_send(const Params& p, cudaStream_t stream);
 void launch_combine_recv(const Params& p, cudaStream_t stream);
+// EpLayout::kRankRows (rank_rows_dispatch.cu, rank_rows_combine.cu).
+void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream);
+void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream);
+void launch_rank_rows_combine_send(const Params& p, cudaStream_t stream);
+void launch_rank_rows_combine_recv(const Params& p, cudaStream_t stream);
 
 }  // namespace ferry::ep

@@ -36,6 +36,14 @@ std::string TensorView::describe() const {
   return os.str();
 }
 
+const char* ep_layout_name(EpLayout layout) {
+  switch (layout) {
+    case EpLayout::kExpanded: return "expanded";
+    case EpLayout::kRankRows: return "rank_rows";
+  }
+  return "unknown";
+}
+
 const char* ep_mode_name(EpMode mode) {
   switch (mode) {
     case EpMode::kHighThroughput: return "high_throughput";
@@ -186,6 +194,10 @@ EpDims ep_dims(const EpConfig& c, int world_size) {
   if (c.mode == EpMode::kLowLatency) {
     d.capacity_per_expert = int64_t{world_size} * c.max_tokens_per_rank;
     d.capacity_rows = d.local_experts * d.capacity_per_expert;
+  } else if (c.layout == EpLayout::kRankRows) {
+    // A source sends each token at most once to a rank.
+    d.capacity_rows = c.max_recv_rows > 0 ? c.max_recv_rows : int64_t{world_size} * c.max_tokens_per_rank;
+    d.index_capacity = worst_case_recv_rows(c, world_size);
   } else {
     d.capacity_rows = c.max_recv_rows > 0 ? c.max_recv_rows : worst_case_recv_rows(c, world_size);
   }
@@ -214,6 +226,11 @@ void validate_config(const EpConfig& c, int world_size) {
   FERRY_ARG_CHECK(c.expert_alignment >= 1, "EpConfig: expert_alignment must be >= 1, got " << c.expert_alignment);
   FERRY_ARG_CHECK(c.mode == EpMode::kHighThroughput || c.mode == EpMode::kLowLatency,
                   "EpConfig: unknown mode value " << static_cast<int>(c.mode));
+  FERRY_ARG_CHECK(c.layout == EpLayout::kExpanded || c.layout == EpLayout::kRankRows,
+                  "EpConfig: unknown layout value " << static_cast<int>(c.layout));
+  FERRY_CHECK(c.layout != EpLayout::kRankRows || c.mode == EpMode::kHighThroughput, NotSupported,
+              "EpConfig: layout rank_rows needs mode high_throughput (low-latency returns fixed-capacity "
+              "per-expert slabs), got mode " << ep_mode_name(c.mode));
   FERRY_ARG_CHECK(c.max_recv_rows >= 0, "EpConfig: max_recv_rows must be >= 0 (0 = worst case), got "
                                             << c.max_recv_rows);
   const int64_t rows = worst_case_recv_rows(c, world_size);

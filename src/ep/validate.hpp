@@ -24,7 +24,8 @@ class CallState;  // ep_call_state.hpp
 struct EpDims {
   int local_experts = 0;            // E / world_size
   int64_t capacity_per_expert = 0;  // low-latency: rows of one expert's slab (world * T); else 0
-  int64_t capacity_rows = 0;        // rows the dispatch output holds (all experts)
+  int64_t capacity_rows = 0;        // rows the dispatch output holds (all experts; rank rows: all sources)
+  int64_t index_capacity = 0;       // rank rows: entries of the per-expert row lists (padding included); else 0
 };
 EpDims ep_dims(const EpConfig& config, int world_size);
 

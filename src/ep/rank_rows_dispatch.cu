@@ -1,0 +1,216 @@
+// Rank-rows dispatch (EpLayout::kRankRows): the send half writes each token once
+// into every destination rank it picked, straight into its final row there,
+// with the row's routing and its entries in the destination's per-expert row
+// lists; the receive half only waits until every source is done and writes the
+// offsets. Protocol: NOTE [EP rank rows] here, NOTE [EP direct rows] in dispatch.cu.
+#include <algorithm>
+
+#include "ep/destination_rows.cuh"
+#include "ep/kernel_common.cuh"
+#include "ep/layout.cuh"
+#include "ep/rows.cuh"
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::ep {
+namespace {
+
+// NOTE [EP rank rows]
+// Rows of a destination are grouped by source rank, in each source's token
+// order: the row of token t from source s at destination r is
+// (rows of sources below s at r) + token_slot[t][r]. Its entries in r's
+// per-expert row lists sit where the expanded layout would put the token's
+// expert rows (DestinationRows::base + pos_in_expert: ordered by source, then
+// token). Both need every source's counts before data moves, so the counts
+// exchange of NOTE [EP direct rows] comes first and guards reuse the same way.
+// Every position is computed by the sender, so a destination has nothing to do
+// per row: the sender's last block (arrive_last<true>: every block's stores made
+// visible at system scope first) stores the epoch into kRowsWritten + sender at
+// every destination, itself included, and a destination's receive half waits
+// for that word from every source, then writes the offsets and the -1 padding of
+// the row lists. A call whose layout was bad sends nothing but still signals.
+struct RankRowsTargets {
+  DestinationRows rows;       // index-list positions (expanded-layout rows), per destination
+  int32_t row_base[kMaxRanks];      // first rank row of this source at each destination
+  int64_t rows_needed[kMaxRanks];   // rank rows each destination receives from all sources
+  __device__ bool overflows(const Params& p, int r) const { return rows_needed[r] > p.capacity_rows; }
+};
+
+__device__ void compute_rank_rows(const Params& p, const int32_t* counts, RankRowsTargets& t) {
+  compute_destination_rows(p, counts, t.rows);  // ends with a barrier
+  const int W = p.world_size, E = p.num_experts;
+  if (threadIdx.x < W) {
+    const int r = threadIdx.x;
+    int before = 0;
+    int64_t total = 0;
+    for (int s = 0; s < W; ++s) {
+      const int c = counts[s * (E + W) + E + r];
+      before += s < p.rank ? c : 0;
+      total += c;
+    }
+    t.row_base[r] = before;
+    t.rows_needed[r] = total;
+  }
+  __syncthreads();
+}
+
+// NOTE [EP overflow is collective] (dispatch.cu), for rank rows.
+__device__ void record_rank_rows_overflow(const Params& p, const RankRowsTargets& t) {
+  for (int r = 0; r < p.world_size; ++r) {
+    if (!t.overflows(p, r)) continue;
+    if (p.status->code == kEpOk) {
+      p.status->value = t.rows_needed[r];
+      p.status->rank = r;
+      __threadfence_system();
+      p.status->code = kEpTooManyRows;
+    }
+    return;
+  }
+}
+
+// One chunk of token t into its row at every destination it picked; with the
+// first chunk, the row's routing and its row-list entries.
+template <bool kQuantize>
+__device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targets, int t, int c, int lane,
+                                    uint8_t** dst, float** dst_scales) {
+  const int W = p.world_size, K = p.topk, Le = p.local_experts;
+  const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
+  const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
+  const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
+  const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !targets.overflows(p, lane < W ? lane : 0));
+  if (dst_mask == 0) return;
+  const int groups = p.hidden / kScaleBlock;
+  const size_t row_bytes = size_t(p.hidden) * (p.fp8_out ? 1 : 2);
+  int num_dst = 0;
+  for (unsigned m = dst_mask; m != 0; m &= m - 1) {
+    const int r = __ffs(m) - 1;
+    const int64_t row = targets.row_base[r] + __shfl_sync(0xffffffffu, slot, r);
+    if (c == 0 && lane < K) {
+      const bool here = e >= 0 && e / Le == r;
+      p.peer_row_experts[r][row * K + lane] = here ? e % Le : -1;
+      if (p.with_weights) p.peer_row_weights[r][row * K + lane] = here ? w : 0.f;
+      if (here) p.peer_expert_rows[r][targets.rows.base[r * Le + e % Le] + pos] = int32_t(row);
+    }
+    if (lane == 0) {
+      dst[num_dst] = p.peer_out_tokens[r] + row * row_bytes;
+      if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales[r] + row * groups;
+    }
+    ++num_dst;
+  }
+  __syncwarp();
+  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
+  __syncwarp();  // dst is rewritten by the warp's next item
+}
+
+template <bool kQuantize>
+__global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
+  const uint64_t epoch = current_epoch(p, kDispatchSend);
+  const int W = p.world_size, E = p.num_experts;
+  extern __shared__ __align__(16) uint8_t send_smem[];
+  RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
+  const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
+  if (blockIdx.x == 0) {  // as in dispatch_send_kernel (NOTE [EP fused layout])
+    if (p.fuse_layout) {
+      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
+      __syncthreads();
+    }
+    const bool bad = *p.layout_error != 0;
+    for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
+      const int r = i / (E + W), c = i % (E + W);
+      const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
+      p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
+    }
+    __syncthreads();
+    p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);
+  }
+  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+  __shared__ float* warp_scales[kWarps][kMaxRanks];
+  if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+    const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
+    compute_rank_rows(p, p.counts[p.rank] + parity_offset, targets);
+    if (blockIdx.x == 0 && threadIdx.x == 0) record_rank_rows_overflow(p, targets);
+    if (!bad) {
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      const int items = p.num_tokens * p.num_chunks;
+      const ItemLoop loop(p);
+      for (int item = loop.first; item < items; item += loop.stride)
+        send_rank_row_chunk<kQuantize>(p, targets, item / p.num_chunks, item % p.num_chunks, lane,
+                                       warp_dst[warp], warp_scales[warp]);
+    }
+  }
+  // NOTE [EP rank rows]: the last block tells every destination this source is done.
+  if (!arrive_last<true>(p, kDispatchSend)) return;
+  p.flags.block_signal_row(kRowsWritten, epoch, /*include_self=*/true);
+  advance_epoch(p, kDispatchSend, epoch);
+}
+
+constexpr size_t rank_rows_send_smem_bytes(int num_experts) {
+  return std::max(sizeof(RankRowsTargets), layout_smem_bytes(num_experts));
+}
+static_assert(rank_rows_send_smem_bytes(kMaxExperts) + 2 * sizeof(void*) * kWarps * kMaxRanks + 1024 <=
+                  kDefaultSmemBytes,
+              "no shared-memory opt-in needed");
+
+// One block: waits for every source's rows, then the offsets (NOTE [EP rank rows]).
+__global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
+  const uint64_t epoch = current_epoch(p, kDispatchRecv);
+  const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
+  const int stride = E + W;
+  extern __shared__ int64_t offsets[];  // [Le + 1]
+  __shared__ bool overflow;
+  if (!wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
+  const int32_t* counts = p.counts[p.rank] + size_t(epoch & 1) * W * stride;
+  const int mine = p.rank * Le;
+  for (int le = threadIdx.x; le < Le; le += kThreads) {
+    int rows = 0;
+    for (int s = 0; s < W; ++s) rows += counts[s * stride + mine + le];
+    offsets[le + 1] = rows;  // this expert's entries, for now
+    p.expert_counts[le] = rows;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp == 0) {
+    const int64_t end = warp_expert_offsets(
+        p, Le, lane, [&](int le) { return offsets[le + 1]; }, [&](int le, int64_t start) { offsets[le] = start; });
+    __syncwarp();
+    if (lane == 0) offsets[Le] = end;
+    const int count = lane < W ? counts[lane * stride + E + p.rank] : 0;
+    const int before = warp_inclusive_sum(count, lane) - count;
+    if (lane < W) {
+      p.recv_token_count[lane] = count;
+      p.source_offsets[lane] = before;
+    }
+    const int total = __shfl_sync(0xffffffffu, before + count, W - 1);
+    if (lane == 0) {
+      p.source_offsets[W] = total;
+      overflow = total > p.capacity_rows;  // reported by the send half
+    }
+  }
+  __syncthreads();
+  for (int le = threadIdx.x; le <= Le; le += kThreads) p.expert_offsets[le] = offsets[le];
+  if (!overflow && p.expert_alignment > 1) {
+    // The -1 padding after each expert's entries, one warp per expert.
+    for (int le = warp; le < Le; le += kWarps) {
+      const int64_t first = offsets[le] + p.expert_counts[le];
+      for (int64_t i = first + lane; i < offsets[le + 1]; i += 32) p.out_expert_rows[i] = -1;
+    }
+  }
+  finish_launch(p, kDispatchRecv, epoch, -1);
+}
+
+}  // namespace
+
+void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
+  const auto kernel = p.fp8_out && !p.fp8_in ? rank_rows_send_kernel<true> : rank_rows_send_kernel<false>;
+  kernel<<<p.num_blocks, kThreads, rank_rows_send_smem_bytes(p.num_experts), stream>>>(p);
+  FERRY_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream) {
+  Params one = p;
+  one.num_blocks = 1;
+  one.overlapped_receive = false;
+  launch_receive_grid(rank_rows_recv_kernel, one, sizeof(int64_t) * (p.local_experts + 1), stream);
+}
+
+}  // namespace ferry::ep
