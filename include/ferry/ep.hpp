@@ -196,6 +196,9 @@ class EpBuffer {
                          cudaStream_t stream, const DispatchOptions& options = {});
   DispatchResult dispatch_recv(const EpHandle& handle, cudaStream_t stream,
                                const DispatchOptions& options = {});
+  // EpLayout::kRankRows: combine_recv reads this rank's own rows from
+  // expert_outputs in place (they never leave the GPU), so they must stay as
+  // they are until combine_recv has run on the device.
   void combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream);
   void combine_recv(const EpHandle& handle, const TensorView& out, cudaStream_t stream);
 

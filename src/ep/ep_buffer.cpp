@@ -418,6 +418,7 @@ void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaSt
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
   p.expert_outputs = expert_outputs.data;
+  st.combine_expert_outputs = expert_outputs.data;  // rank rows: the receive half reads its own rows there
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   if (st.spans_nodes && st.hierarchical)
     ep::launch_hier_combine_send(st.hier(p), stream);
@@ -442,6 +443,7 @@ void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stre
   Params p = st.base;
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
+  p.expert_outputs = st.combine_expert_outputs;
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
   if (st.spans_nodes && st.hierarchical)

@@ -26,6 +26,7 @@ struct EpBuffer::State {
   int32_t* host_counts = nullptr;
   int64_t* host_rows = nullptr;      // pinned: rank rows received (source_offsets[world])
   ep::CallState calls;               // NOTE [EpBuffer call order]
+  const void* combine_expert_outputs = nullptr;  // of the latest combine_send (rank rows: read by combine_recv)
   bool overlap = true;               // dispatch()/combine(): both halves at once
   bool fuse_layout = true;           // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
   int dispatch_recv_blocks = 1;      // of num_sms, when overlapping

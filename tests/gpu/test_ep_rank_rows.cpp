@@ -348,6 +348,7 @@ TEST_P(EpRankRows, DispatchCombine) {
   const Row& row = kRows[size_t(index)];
   Harness h(shared(), rank_rows_config(dtype, 256, row.hidden, row.topk, row.local_experts, row.weights, row.alignment));
   ASSERT_TRUE(h.alive());
+    previous() = {};  // a new buffer (perhaps at the last one's address)
   RoundOptions o;
   o.idx64 = row.idx64;
   o.sync_counts = row.sync_counts;
@@ -376,6 +377,7 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   {
     Harness h(shared(), rank_rows_config(DataType::kFloat8E4M3, 96, 2048, 4, 3, true, 1));
     ASSERT_TRUE(h.alive());
+    previous() = {};  // a new buffer (perhaps at the last one's address)
     RoundOptions o;
     o.fp8_input = true;
     ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kVaried, o));
@@ -383,6 +385,7 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   for (int align : {1, 64}) {
     Harness h(shared(), rank_rows_config(DataType::kBFloat16, 96, 2048, 4, 3, true, align));
     ASSERT_TRUE(h.alive());
+    previous() = {};  // a new buffer (perhaps at the last one's address)
     const int E = h.config().num_experts;
     ASSERT_TRUE(run(h, ep::Routing::kOneExpert, ep::TokenCounts::kFull, {}, E - 1));
     ASSERT_TRUE(run(h, ep::Routing::kOneRank, ep::TokenCounts::kFull, {}, W - 1));
@@ -393,6 +396,7 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   for (int sms : {1, 4}) {
     Harness h(shared(), rank_rows_config(DataType::kBFloat16, 1000, 2048, 8, 4, true, 1, sms));
     ASSERT_TRUE(h.alive());
+    previous() = {};  // a new buffer (perhaps at the last one's address)
     RoundOptions o;
     o.idx64 = true;
     ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
@@ -400,6 +404,7 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   {
     Harness h(shared(), rank_rows_config(DataType::kBFloat16, 200, 2048, 8, 4, true, 8));
     ASSERT_TRUE(h.alive());
+    previous() = {};  // a new buffer (perhaps at the last one's address)
     RoundOptions o;
     o.graph = true;
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, o));

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A short GPU iteration (scripts/device_run.sh is the full run): setup, configure
+# and build only TARGETS into build-device, then run each COMMAND (bash) with
+# OpenMPI/NCCL's environment, $B the build dir and $M "mpirun ... -np 2", each
+# logged to $OUT/quick_<i>.log with its tail printed.
+#
+#   scripts/device_quick.sh "ferry-bench ferry_gpu_tests" 'CMD1' 'CMD2' ...
+set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
+OUT="${OUT:-./out}"
+mkdir -p "$OUT"
+ferry_export_env
+ferry_setup >"$OUT/quick_setup.log" 2>&1 || { tail -20 "$OUT/quick_setup.log"; exit 1; }
+export B="${BUILD_DIR:-build-device}"
+args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+[ -f .deps/googletest/CMakeLists.txt ] && args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
+ferry_cmake_args "$B" "${args[@]}"
+ferry_nccl_library_path
+targets="$1"; shift
+t0=$(date +%s)
+if ! { cmake "${cmake_args[@]}" && cmake --build "$B" --parallel "$(nproc)" --target $targets; } >"$OUT/quick_build.log" 2>&1; then
+  grep -E "error|Error" "$OUT/quick_build.log" | head -30; exit 1
+fi
+echo "built $targets in $(( $(date +%s) - t0 )) s"
+export M="mpirun --allow-run-as-root --bind-to none -np 2"
+i=0; rc=0
+for cmd in "$@"; do
+  i=$((i + 1)); t0=$(date +%s)
+  bash -c "$cmd" >"$OUT/quick_$i.log" 2>&1; r=$?
+  [ $r -ne 0 ] && rc=$r
+  echo "=== [$i] rc=$r $(( $(date +%s) - t0 )) s: $cmd"
+  tail -n "${FERRY_QUICK_TAIL:-25}" "$OUT/quick_$i.log"
+done
+exit $rc
