@@ -91,6 +91,9 @@ void bind_ep(nb::module_& m) {
   nb::enum_<EpMode>(m, "EpMode")
       .value("high_throughput", EpMode::kHighThroughput)
       .value("low_latency", EpMode::kLowLatency);
+  nb::enum_<EpLayout>(m, "EpLayout")
+      .value("expanded", EpLayout::kExpanded)
+      .value("rank_rows", EpLayout::kRankRows);
 
   nb::class_<EpConfig>(m, "EpConfig")
       .def(nb::init<>())
@@ -103,7 +106,8 @@ void bind_ep(nb::module_& m) {
       .def_rw("num_sms", &EpConfig::num_sms)
       .def_rw("mode", &EpConfig::mode)
       .def_rw("expert_alignment", &EpConfig::expert_alignment)
-      .def_rw("max_recv_rows", &EpConfig::max_recv_rows);
+      .def_rw("max_recv_rows", &EpConfig::max_recv_rows)
+      .def_rw("layout", &EpConfig::layout);
 
   // The checks EpBuffer's constructor makes, without a communicator (the Python
   // layer runs them before anything collective).
@@ -112,7 +116,8 @@ void bind_ep(nb::module_& m) {
   nb::class_<ep::EpDims>(m, "EpDims")
       .def_ro("local_experts", &ep::EpDims::local_experts)
       .def_ro("capacity_per_expert", &ep::EpDims::capacity_per_expert)
-      .def_ro("capacity_rows", &ep::EpDims::capacity_rows);
+      .def_ro("capacity_rows", &ep::EpDims::capacity_rows)
+      .def_ro("index_capacity", &ep::EpDims::index_capacity);
   m.def("ep_dims", &ep::ep_dims, nb::arg("config"), nb::arg("world_size"));
 
   // What EpBuffer.dispatch/combine check before launching, without a buffer (the
@@ -152,7 +157,15 @@ void bind_ep(nb::module_& m) {
       .def_ro("capacity_rows", &DispatchResult::capacity_rows)
       .def_ro("num_rows", &DispatchResult::num_rows)
       .def_ro("host_expert_counts", &DispatchResult::host_expert_counts)
-      .def_ro("handle", &DispatchResult::handle);
+      .def_ro("handle", &DispatchResult::handle)
+      // EpLayout::rank_rows only (else 0 / -1).
+      .def_prop_ro("row_experts", [](const DispatchResult& r) { return as_int(r.row_experts); })
+      .def_prop_ro("row_weights", [](const DispatchResult& r) { return as_int(r.row_weights); })
+      .def_prop_ro("source_offsets", [](const DispatchResult& r) { return as_int(r.source_offsets); })
+      .def_prop_ro("expert_rows", [](const DispatchResult& r) { return as_int(r.expert_rows); })
+      .def_ro("index_capacity", &DispatchResult::index_capacity)
+      .def_ro("num_index_entries", &DispatchResult::num_index_entries)
+      .def_ro("topk", &DispatchResult::topk);
 
   nb::class_<EpBuffer>(m, "EpBuffer")
       .def(nb::init<Communicator&, const EpConfig&>(), nb::arg("comm"), nb::arg("config"), nb::keep_alive<1, 2>())

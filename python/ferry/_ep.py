@@ -21,6 +21,7 @@ from ._comm import Communicator, init
 from ._memory import device_tensor, standalone
 
 MODES = {"high_throughput": _C.EpMode.high_throughput, "low_latency": _C.EpMode.low_latency}
+LAYOUTS = {"expanded": _C.EpLayout.expanded, "rank_rows": _C.EpLayout.rank_rows}
 DISPATCH_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
 SCALE_BLOCK = 128  # fp8: one float32 scale per 128 columns
 # Call and argument names, as the compiled module's checks name them too
@@ -44,10 +45,11 @@ class EpSpec:
     num_sms: int = 0
     expert_alignment: int = 1
     max_recv_rows: int = 0
+    layout: str = "expanded"
 
     def dims(self) -> "_C.EpDims":
         """Sizes derived from the config (local_experts, capacity_per_expert,
-        capacity_rows), by the one C++ rule (src/ep/validate.hpp)."""
+        capacity_rows, index_capacity), by the one C++ rule (src/ep/validate.hpp)."""
         return _C.ep_dims(self.config(), self.world_size)
 
     @property
@@ -55,7 +57,7 @@ class EpSpec:
         return self.dims().local_experts
 
     def config(self) -> "_C.EpConfig":
-        """The C++ EpConfig of this spec (mode and dtype must be valid)."""
+        """The C++ EpConfig of this spec (mode, layout and dtype must be valid)."""
         config = _C.EpConfig()
         config.max_tokens_per_rank = self.max_tokens
         config.hidden = self.hidden
@@ -67,6 +69,7 @@ class EpSpec:
         config.mode = MODES[self.mode]
         config.expert_alignment = self.expert_alignment
         config.max_recv_rows = self.max_recv_rows
+        config.layout = LAYOUTS[self.layout]
         return config
 
     def validate(self) -> "EpSpec":
@@ -79,6 +82,9 @@ class EpSpec:
             raise InvalidArgument(f"{where}: dtype must be torch.bfloat16 or torch.float8_e4m3fn, got {self.dtype}")
         if self.weight_dtype != torch.float32:
             raise InvalidArgument(f"{where}: weight_dtype must be torch.float32, got {self.weight_dtype}")
+        if self.layout not in LAYOUTS:
+            raise InvalidArgument(f"{where}: layout must be 'expanded' or 'rank_rows', got {self.layout!r}")
+        # rank_rows with low_latency: ferry.NotSupported from here (across nodes: from EpBuffer).
         _C.validate_ep_config(self.config(), self.world_size)
         return self
 
@@ -144,15 +150,25 @@ def _group_size(group) -> Optional[int]:
 
 @dataclasses.dataclass
 class EpLayout:
-    """The routing of one dispatch: what combine needs, and the per-expert rows."""
+    """The routing of one dispatch: what combine needs, and the per-expert rows.
+    kind "expanded": one output row per (token, local expert); "rank_rows": one
+    per (token, source rank), with the fields below the handle (docs/python.md)."""
     expert_counts: torch.Tensor        # CUDA int32 [local_experts]: real rows per expert
-    expert_offsets: torch.Tensor       # CUDA int64 [local_experts + 1]: first row of each expert, then the end
+    # CUDA int64 [local_experts + 1]: first row of each expert, then the end (rank_rows:
+    # first entry of each expert in expert_rows, then the end)
+    expert_offsets: torch.Tensor
     host_expert_counts: Optional[List[int]]  # high-throughput: the counts on the host; low-latency: None
     num_rows: int                      # high-throughput: rows of output (padding included); low-latency: -1
     scales: Optional[torch.Tensor]     # fp8: float32 [rows, hidden // 128]; else None
     num_tokens: int                    # tokens this rank dispatched
     local_experts: int
     handle: "_C.EpHandle" = dataclasses.field(repr=False)  # the buffer rejects another layer's or a stale one
+    kind: str = "expanded"             # the layer's layout: "expanded" or "rank_rows"
+    # rank_rows only (else None / -1):
+    row_experts: Optional[torch.Tensor] = None     # CUDA int32 [num_rows, topk]: local expert of each slot, -1: not here
+    expert_rows: Optional[torch.Tensor] = None     # CUDA int32 [num_index_entries]: per expert its rows, ascending; padding -1
+    source_offsets: Optional[torch.Tensor] = None  # CUDA int64 [world + 1]: first row of each source rank, then the end
+    num_index_entries: int = -1                    # entries of expert_rows (expert_offsets[-1], padding included)
 
 
 class EpLayer:
@@ -162,11 +178,11 @@ class EpLayer:
     def __init__(self, group, max_tokens: int, hidden: int, topk: int, num_experts: int,
                  dtype: torch.dtype = torch.bfloat16, weight_dtype: torch.dtype = torch.float32,
                  num_sms: int = 0, mode: str = "high_throughput", *, expert_alignment: int = 1,
-                 max_recv_rows: int = 0) -> None:
+                 max_recv_rows: int = 0, layout: str = "expanded") -> None:
         self._owns_comm = not isinstance(group, Communicator)
         size = _group_size(group)
         spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), size or 0, dtype, weight_dtype,
-                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows))
+                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows), layout)
         if size is not None:
             spec.validate()  # before anything touches the group (init is collective)
         comm = init(group)
@@ -200,6 +216,10 @@ class EpLayer:
     def mode(self) -> str:
         return self.spec.mode
 
+    @property
+    def layout(self) -> str:
+        return self.spec.layout
+
     def _live(self, where: str) -> "_C.EpBuffer":
         if self._buffer is None:
             raise _C.Error(f"EpLayer.{where}: the layer was finalized")
@@ -218,7 +238,7 @@ class EpLayer:
     # ---------------------------------------------------------------- operations
     def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]], exp_indices: torch.Tensor,
                  weight: Optional[torch.Tensor] = None):
-        """-> (output, weights, layout). See docs/python.md for the shapes per mode."""
+        """-> (output, weights, layout). See docs/python.md for the shapes per mode and layout."""
         buffer = self._live("dispatch")
         spec = self.spec
         tokens, views = _dispatch_views(input, exp_indices, weight)
@@ -226,6 +246,7 @@ class EpLayer:
         if weight is None:  # NOTE [EpLayer unweighted dispatch]
             views[2] = tensor_view(self._ones[:num_tokens])
         high_throughput = spec.mode == "high_throughput"
+        rank_rows = spec.layout == "rank_rows"  # high-throughput only (EpSpec.validate)
         # The buffer checks the arguments (src/ep/validate.hpp) before launching anything.
         result = buffer.dispatch(*views, current_stream(self.device), sync_counts=high_throughput)
         local = result.local_experts
@@ -235,23 +256,38 @@ class EpLayer:
         output = self._view("tokens", result.tokens, (capacity_rows, spec.hidden), spec.dtype)[:rows]
         output = standalone(output.view(rows_shape + (spec.hidden,)))
         weights = None
-        if weight is not None:
+        if weight is not None and rank_rows:  # [rows, topk]: each slot's weight, 0 where not here
+            weights = self._view("row_weights", result.row_weights, (capacity_rows, spec.topk), torch.float32)
+            weights = standalone(weights[:rows])
+        elif weight is not None:
             weights = self._view("weights", result.weights, (capacity_rows,), torch.float32)[:rows]
             weights = standalone(weights.view(rows_shape))
         scales = None
         if spec.dtype == torch.float8_e4m3fn:
             scales = self._view("scales", result.scales, (capacity_rows, spec.hidden // SCALE_BLOCK), torch.float32)
             scales = standalone(scales[:rows])
+        rank_rows_fields = {}
+        if rank_rows:
+            entries = result.num_index_entries
+            row_experts = self._view("row_experts", result.row_experts, (capacity_rows, spec.topk), torch.int32)
+            expert_rows = self._view("expert_rows", result.expert_rows, (result.index_capacity,), torch.int32)
+            rank_rows_fields = dict(
+                kind="rank_rows", row_experts=standalone(row_experts[:rows]),
+                expert_rows=standalone(expert_rows[:entries]),
+                source_offsets=self._view("source_offsets", result.source_offsets, (spec.world_size + 1,),
+                                          torch.int64),
+                num_index_entries=entries)
         layout = EpLayout(
             expert_counts=self._view("expert_counts", result.expert_counts, (local,), torch.int32),
             expert_offsets=self._view("expert_offsets", result.expert_offsets, (local + 1,), torch.int64),
             host_expert_counts=list(result.host_expert_counts) if high_throughput else None,
             num_rows=result.num_rows if high_throughput else -1,
-            scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle)
+            scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle, **rank_rows_fields)
         return output, weights, layout
 
     def combine(self, expert_output: torch.Tensor, layout: EpLayout, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """-> [num_tokens, hidden] bf16: per token, the (weighted) sum of its experts' outputs."""
+        """-> [num_tokens, hidden] bf16: per token, the (weighted) sum of its experts' outputs
+        (rank_rows: of its rows, one already-weighted row per rank it reached)."""
         buffer = self._live("combine")
         if not isinstance(layout, EpLayout):
             raise InvalidArgument(f"{_COMBINE}: layout must be the EpLayout this layer's dispatch returned, got "

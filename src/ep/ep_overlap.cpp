@@ -16,16 +16,17 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
                                   const TensorView& topk_weights, const TensorView& scales, cudaStream_t stream,
                                   const DispatchOptions& options) {
   State& st = *state_;
-  // Rank rows: the send half writes every row in place, the receive half is one
-  // block that waits (NOTE [EP rank rows]): the send half takes every SM.
-  if (!st.overlap || config_.layout == EpLayout::kRankRows) {
+  if (!st.overlap) {
     const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
     return dispatch_recv(handle, stream, options);
   }
   DispatchResult r;
   {
     // The receive grid starts while the send grid runs (NOTE [Overlapped halves and free SMs]).
-    ep::OverlapScope overlap(st.grids, config_.num_sms, st.dispatch_recv_blocks);
+    // Rank rows: the send half writes every row in place, the receive half is one
+    // block that waits for the sources (NOTE [EP rank rows]).
+    const int recv_blocks = config_.layout == EpLayout::kRankRows ? 1 : st.dispatch_recv_blocks;
+    ep::OverlapScope overlap(st.grids, config_.num_sms, recv_blocks);
     const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
     r = dispatch_recv(handle, stream, options);
   }

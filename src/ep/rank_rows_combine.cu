@@ -31,11 +31,18 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_send_kernel(Par
     const int lane = threadIdx.x & 31;
     const size_t row_bytes = size_t(p.hidden) * 2;
     const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
-    const ItemCursor cursor{p.world_size, max_token_count, p.num_chunks};
+    // Items (remote source j, slot, chunk), interleaved across the W - 1 other
+    // ranks; the own rank's rows are read in place by the receive half, so they
+    // are no items at all (skipping them in a cursor over all W ranks left every
+    // block of one parity idle at W = 2: item i goes to block i % grid).
+    const int remote = p.world_size - 1;
+    const int total = remote * max_token_count * p.num_chunks;
     const ItemLoop loop(p);
-    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
-      int s, slot, c;
-      if (!cursor.decode(item, token_count, s, slot, c) || s == p.rank) continue;  // own rows: read in place
+    for (int item = loop.first; item < total; item += loop.stride) {
+      const int c = item % p.num_chunks, pair = item / p.num_chunks;
+      const int j = pair % remote, slot = pair / remote;
+      const int s = j < p.rank ? j : j + 1;
+      if (slot >= token_count[s]) continue;
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
       const int units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
       const uint8_t* src = outputs + size_t(source_offset[s] + slot) * row_bytes + offset;
@@ -61,6 +68,32 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_send_kernel(Par
   finish_launch(p, kCombineSend, epoch, -1);
 }
 
+// out = bf16(float(a) + float(b)) over `units` 16-byte units (a, b: bf16 rows, b
+// may be null: out = a; both null: zeros), kSumUnroll units per lane and row in flight.
+constexpr int kSumUnroll = 4;
+__device__ __forceinline__ void sum_two_rows(const uint8_t* a, const uint8_t* b, uint8_t* out, int units, int lane) {
+  for (int base = 0; base < units; base += 32 * kSumUnroll) {
+    uint4 va[kSumUnroll], vb[kSumUnroll];
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      va[u] = a != nullptr && i < units ? device::load16(a + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+      vb[u] = b != nullptr && i < units ? device::load16(b + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i >= units) continue;
+      float fa[8], fb[8];
+      unpack_bf16x8(va[u], fa);
+      unpack_bf16x8(vb[u], fb);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) fa[j] += fb[j];
+      device::store16(out + size_t(i) * 16, pack_bf16x8(fa));
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
   const int W = p.world_size, H = p.hidden;
@@ -84,15 +117,25 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Par
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
       const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
       uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
+      auto row_of = [&](int r) {
+        const int s = __shfl_sync(0xffffffffu, slot, r);
+        return (r == p.rank ? own_rows + size_t(s) * row_bytes
+                            : p.combine_stage[p.rank] + stage_index(p, r, s) * row_bytes) + offset;
+      };
+      if (__popc(ranks) <= 2) {
+        // One or two rows (every token at W = 2): both rows' loads in flight at
+        // once and no accumulator array, twice the bytes in flight per lane of
+        // the loop below (64 registers a thread at 1024 threads bound it).
+        const unsigned first = ranks & (0u - ranks);
+        const uint8_t* a = ranks ? row_of(__ffs(ranks) - 1) : nullptr;
+        const uint8_t* b = ranks != first ? row_of(__ffs(ranks & ~first) - 1) : nullptr;
+        sum_two_rows(a, b, out, chunk_units, lane);
+        continue;
+      }
       for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
         float acc[kCombineUnroll][8] = {};
-        for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
-          const int r = __ffs(m) - 1;
-          const int s = __shfl_sync(0xffffffffu, slot, r);
-          const uint8_t* row = r == p.rank ? own_rows + size_t(s) * row_bytes
-                                           : p.combine_stage[p.rank] + stage_index(p, r, s) * row_bytes;
-          accumulate_units(acc, row + offset, 1.f, base, chunk_units, lane);
-        }
+        for (unsigned m = ranks; m != 0; m &= m - 1)  // rank order: identical rounding everywhere
+          accumulate_units(acc, row_of(__ffs(m) - 1), 1.f, base, chunk_units, lane);
         store_units(out, acc, base, chunk_units, lane);
       }
     }

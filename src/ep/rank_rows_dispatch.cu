@@ -28,6 +28,12 @@ namespace {
 // every destination, itself included, and a destination's receive half waits
 // for that word from every source, then writes the offsets and the -1 padding of
 // the row lists. A call whose layout was bad sends nothing but still signals.
+// dispatch() overlaps the halves: num_sms - 1 send blocks and the one receive
+// block, started by programmatic dependent launch while the send grid runs.
+// Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
+// in SMs (bf16: 16 SMs 218-221 us, 24 SMs 251-255, 32 SMs 231-234), and giving a
+// few warps of each block only the own rank's rows (the rest only NVLink) was no
+// faster at any split (docs/results/ep_2xH100.txt).
 struct RankRowsTargets {
   DestinationRows rows;       // index-list positions (expanded-layout rows), per destination
   int32_t row_base[kMaxRanks];      // first rank row of this source at each destination
@@ -109,6 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   extern __shared__ __align__(16) uint8_t send_smem[];
   RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
+  allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
   if (blockIdx.x == 0) {  // as in dispatch_send_kernel (NOTE [EP fused layout])
     if (p.fuse_layout) {
       layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
@@ -209,7 +216,6 @@ void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
 void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream) {
   Params one = p;
   one.num_blocks = 1;
-  one.overlapped_receive = false;
   launch_receive_grid(rank_rows_recv_kernel, one, sizeof(int64_t) * (p.local_experts + 1), stream);
 }
 

@@ -178,6 +178,40 @@ def test_ep_spec_weight_dtype(dtype):
     _spec_invalid("weight_dtype", weight_dtype=dtype)
 
 
+def test_ep_spec_layout_valid():
+    for dtype in (BF16, FP8):
+        for world, experts in ((1, 1), (2, 8), (8, 256)):
+            spec = _spec(layout="rank_rows", dtype=dtype, world_size=world, num_experts=experts, topk=1).validate()
+            assert spec.config().layout == ferry._C.EpLayout.rank_rows
+    for mode in ("high_throughput", "low_latency"):
+        assert _spec(mode=mode).validate().config().layout == ferry._C.EpLayout.expanded  # the default
+        assert _spec(mode=mode, layout="expanded").validate().config().layout == ferry._C.EpLayout.expanded
+    dims = _spec(layout="rank_rows", expert_alignment=16).validate().dims()
+    assert dims.capacity_rows > 0 and dims.index_capacity > 0
+    assert _spec().dims().index_capacity == 0  # expanded: no index lists
+
+
+@pytest.mark.parametrize("layout", ["bogus", "", "RANK_ROWS", "rank-rows", "rankrows", "expanded "])
+def test_ep_spec_layout(layout):
+    _spec_invalid("layout", "expanded", "rank_rows", repr(layout), layout=layout)
+
+
+def test_ep_spec_rank_rows_needs_high_throughput():
+    """rank_rows is a high-throughput layout: low_latency is refused as not
+    supported (ferry.NotSupported, a ferry.Error, not an InvalidArgument)."""
+    for dtype in (BF16, FP8):
+        expect_error(ferry.NotSupported, lambda: _spec(layout="rank_rows", mode="low_latency", dtype=dtype).validate(),
+                     "rank_rows", "low_latency", "high_throughput", name="layout")
+    # The same rule as EpBuffer's own (the compiled module's config check).
+    config = _spec(mode="low_latency").config()
+    config.layout = ferry._C.EpLayout.rank_rows
+    expect_error(ferry.NotSupported, lambda: ferry._C.validate_ep_config(config, 2), "rank_rows", name="layout")
+    # A bad layout string is reported as such, whatever the mode.
+    _spec_invalid("layout", "rank_rows", layout="bogus", mode="low_latency")
+    # A bad mode before the layout.
+    _spec_invalid("mode", layout="rank_rows", mode="bogus")
+
+
 # ---------------------------------------------------------------- dispatch arguments
 T, H, K = 5, 256, 2
 
@@ -269,6 +303,23 @@ def test_dispatch_args_weight():
     expect_invalid(lambda: _dispatch(spec, _x(), _idx(), non_contiguous(_w())), "weight", "contiguous")
 
 
+def test_dispatch_args_rank_rows():
+    """The rank_rows layout takes the same dispatch arguments as expanded."""
+    spec, fp8 = _spec(layout="rank_rows"), _spec(layout="rank_rows", dtype=FP8)
+    for idx_dtype in (torch.int32, torch.int64):
+        for w in (_w(), None):
+            _dispatch(spec, _x(), _idx(dtype=idx_dtype), w)
+            _dispatch(fp8, _x(), _idx(dtype=idx_dtype), w)
+            _dispatch(fp8, _fp8(), _idx(dtype=idx_dtype), w)
+    _dispatch(spec, _x(n=0), _idx(n=0), _w(n=0))
+    expect_invalid(lambda: _dispatch(spec, _x(n=9), _idx(n=9), _w(n=9)), "max_tokens")
+    expect_invalid(lambda: _dispatch(spec, _x(dtype=F32), _idx(), _w()), "input", "bfloat16")
+    expect_invalid(lambda: _dispatch(spec, _x(), _idx(dtype=F32), _w()), "exp_indices", "int32", "int64")
+    expect_invalid(lambda: _dispatch(spec, _x(), _idx(), _w(k=K + 1)), "weight")
+    expect_invalid(lambda: _dispatch(fp8, (_fp8()[0], _fp8()[1].to(BF16)), _idx(), _w()), "scales", "float32")
+    expect_invalid(lambda: _dispatch(_spec(layout="rank_rows", device=CUDA0), _x(), _idx(), _w()), "input", "cuda")
+
+
 def test_dispatch_args_device():
     spec = _spec(device=CUDA0)
     msg = expect_invalid(lambda: _dispatch(spec, _x(), _idx(), _w()), "input", "cuda")
@@ -318,6 +369,28 @@ def test_combine_args(mode, rows_shape):
 
     cuda_spec = _spec(mode=mode, device=CUDA0)
     expect_invalid(lambda: _combine(cuda_spec, y, T, rows_shape, None), "expert_output", "cuda")
+
+
+def test_combine_args_rank_rows():
+    """rank_rows: expert_output is bf16 [rows >= num_rows, hidden] (one row per
+    dispatched row), out [T, hidden] bf16."""
+    spec = _spec(layout="rank_rows")
+    y = torch.zeros(7, H, dtype=BF16)
+    out = torch.zeros(T, H, dtype=BF16)
+    _combine(spec, y, T, (7, H), None)
+    _combine(spec, y, T, (7, H), out)
+    _combine(spec, torch.zeros(9, H, dtype=BF16), T, (7, H), out)  # more rows than the dispatch made
+    _combine(spec, torch.zeros(0, H, dtype=BF16), 0, (0, H), torch.zeros(0, H, dtype=BF16))
+    expect_invalid(lambda: _combine(spec, y[:6], T, (7, H), None), "expert_output", "6", "7")
+    expect_invalid(lambda: _combine(spec, y.float(), T, (7, H), None), "expert_output", "bfloat16")
+    expect_invalid(lambda: _combine(spec, torch.zeros(7, H + 128, dtype=BF16), T, (7, H), None), "expert_output")
+    expect_invalid(lambda: _combine(spec, y.reshape(7, 2, H // 2), T, (7, H), None), "expert_output")
+    expect_invalid(lambda: _combine(spec, non_contiguous(y), T, (7, H), None), "expert_output", "contiguous")
+    expect_invalid(lambda: _combine(spec, y, T, (7, H), torch.zeros(T + 1, H, dtype=BF16)), "out")
+    expect_invalid(lambda: _combine(spec, y, T, (7, H), out.float()), "out", "bfloat16")
+    expect_error(TypeError, lambda: _combine(spec, y.tolist(), T, (7, H), None), name="expert_output")
+    expect_invalid(lambda: _combine(_spec(layout="rank_rows", device=CUDA0), y, T, (7, H), None),
+                   "expert_output", "cuda")
 
 
 # ---------------------------------------------------------------- allreduce arguments
@@ -433,3 +506,18 @@ def test_ep_layer_checks_before_the_group(monkeypatch):
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 7), "num_experts")
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, mode="bogus"), "mode")
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, dtype=torch.float16), "dtype")
+    expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, layout="bogus"), "layout", "rank_rows")
+    expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, layout=None), "layout")
+    expect_error(ferry.NotSupported, lambda: ep.EpLayer(group, 8, 256, 2, 8, mode="low_latency", layout="rank_rows"),
+                 "low_latency", name="layout")
+
+
+def test_ep_layout_fields():
+    """ferry.EpLayout: the rank_rows fields default to None / -1 and kind to
+    "expanded" (what an expanded dispatch returns)."""
+    fields = {f.name: f for f in dataclasses.fields(ferry.EpLayout)}
+    for name in ("kind", "row_experts", "expert_rows", "source_offsets", "num_index_entries"):
+        assert name in fields, f"EpLayout.{name} missing"
+    assert fields["kind"].default == "expanded"
+    assert fields["row_experts"].default is None and fields["expert_rows"].default is None
+    assert fields["source_offsets"].default is None and fields["num_index_entries"].default == -1
