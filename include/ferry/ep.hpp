@@ -220,8 +220,9 @@ class EpBuffer {
   int world_size() const;
   int rank() const;
 
+  struct State;  // private to the library (src/ep/ep_buffer_state.hpp)
+
  private:
-  struct State;
   void sync_counts(DispatchResult& result, cudaStream_t stream);
   // combine(): both halves' arguments checked once, then the halves launched unchecked.
   void check_combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out);

@@ -13,6 +13,7 @@
 #include "common/env.hpp"
 #include "ep/ep_buffer_state.hpp"
 #include "ep/ep_memory_plan.hpp"
+#include "ep/ep_paths.hpp"
 #include "ep/ep_params.hpp"
 #include "ep/net_params.hpp"
 #include "ep/validate.hpp"
@@ -69,9 +70,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
                                    << W << " in " << comm_.topology().num_nodes << " nodes");
   FERRY_CHECK(W <= ep::kMaxRanks, NotSupported,
               "EpBuffer: at most " << ep::kMaxRanks << " ranks in a node, got " << W);
-  FERRY_CHECK(!state_->spans_nodes || config_.layout != EpLayout::kRankRows, NotSupported,
-              "EpBuffer: layout rank_rows runs inside one node; these " << W << " ranks span "
-                  << comm_.topology().num_nodes << " nodes (use layout expanded across nodes)");
   // At most the communicator's SM budget (NOTE [SM budget]: all SMs with one rank per GPU).
   if (config_.num_sms == 0) config_.num_sms = config_.mode == EpMode::kHighThroughput ? 24 : comm_.sm_budget();
   config_.num_sms = std::min(config_.num_sms, comm_.sm_budget());
@@ -139,6 +137,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     // One rank per node: the direct path is the same thing. Unequal nodes: the direct path.
     state_->hierarchical = topo.ranks_per_node > 1;
   }
+  // The one choice of path (ep_paths.hpp); a combination no path takes throws here.
+  state_->path = &ep::choose_path(state_->spans_nodes, state_->hierarchical, config_.layout, W, topo.num_nodes);
+  state_->overlap = state_->overlap && state_->path->overlaps;
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
@@ -211,7 +212,6 @@ void EpBuffer::init_cross_node() {
   // Blocks of the ranks on one GPU wait for each other: all of them fit at once
   // (config_.num_sms is within the communicator's SM budget, NOTE [SM budget]).
   p.num_blocks = std::max(1, config_.num_sms);
-  st.overlap = false;
 
   FERRY_CUDA_CHECK(cudaMalloc(&st.local, plan.total));
   auto* l = static_cast<uint8_t*>(st.local);
@@ -321,21 +321,11 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
-  if (st.spans_nodes) {  // NOTE [EP across nodes]
-    if (!reusing) ep::launch_layout(p, stream);
-    if (st.hierarchical)
-      ep::launch_hier_dispatch_send(st.hier(p), stream);
-    else
-      ep::launch_net_dispatch_send(st.net(p), stream);
-    return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
-  }
-  // Tokens that fit one layout block: the send kernel does the layout (NOTE [EP fused layout]).
-  p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout;
+  // Tokens that fit one layout block: the send kernel does the layout where the
+  // path can (NOTE [EP fused layout]).
+  p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout && st.path->fuses_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
-  if (p.rank_rows)
-    ep::launch_rank_rows_dispatch_send(p, stream);
-  else
-    ep::launch_dispatch_send(p, stream);
+  st.path->dispatch_send(st, p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
 
@@ -348,14 +338,7 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   p.with_weights = st.calls.with_weights();
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
-  if (st.spans_nodes && st.hierarchical)
-    ep::launch_hier_dispatch_recv(st.hier(p), stream);
-  else if (st.spans_nodes)
-    ep::launch_net_dispatch_recv(st.net(p), stream);
-  else if (p.rank_rows)
-    ep::launch_rank_rows_dispatch_recv(p, stream);
-  else
-    ep::launch_dispatch_recv(p, stream);
+  st.path->dispatch_recv(st, p, stream);
   st.calls.dispatch_recv_done();
 
   const int Le = p.local_experts;
@@ -420,14 +403,7 @@ void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaSt
   p.expert_outputs = expert_outputs.data;
   st.combine_expert_outputs = expert_outputs.data;  // rank rows: the receive half reads its own rows there
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
-  if (st.spans_nodes && st.hierarchical)
-    ep::launch_hier_combine_send(st.hier(p), stream);
-  else if (st.spans_nodes)
-    ep::launch_net_combine_send(st.net(p), stream);
-  else if (p.rank_rows)
-    ep::launch_rank_rows_combine_send(p, stream);
-  else
-    ep::launch_combine_send(p, stream);
+  st.path->combine_send(st, p, stream);
   st.calls.combine_send_done();
 }
 
@@ -446,14 +422,7 @@ void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stre
   p.expert_outputs = st.combine_expert_outputs;
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
-  if (st.spans_nodes && st.hierarchical)
-    ep::launch_hier_combine_recv(st.hier(p), stream);
-  else if (st.spans_nodes)
-    ep::launch_net_combine_recv(st.net(p), stream);
-  else if (p.rank_rows)
-    ep::launch_rank_rows_combine_recv(p, stream);
-  else
-    ep::launch_combine_recv(p, stream);
+  st.path->combine_recv(st, p, stream);
   st.calls.combine_recv_done();
 }
 

@@ -8,6 +8,7 @@
 
 #include "ep/ep_call_state.hpp"
 #include "ep/ep_overlap.hpp"
+#include "ep/ep_paths.hpp"
 #include "ep/ep_params.hpp"
 #include "ep/net_params.hpp"
 #include "ferry/ep.hpp"
@@ -25,6 +26,7 @@ struct EpBuffer::State {
   int64_t* host_offsets = nullptr;   // pinned: expert_offsets copied back (high-throughput sync)
   int32_t* host_counts = nullptr;
   int64_t* host_rows = nullptr;      // pinned: rank rows received (source_offsets[world])
+  const ep::EpPath* path = nullptr;  // chosen once (ep_paths.hpp)
   ep::CallState calls;               // NOTE [EpBuffer call order]
   const void* combine_expert_outputs = nullptr;  // of the latest combine_send (rank rows: read by combine_recv)
   bool overlap = true;               // dispatch()/combine(): both halves at once

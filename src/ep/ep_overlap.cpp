@@ -25,7 +25,7 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
     // The receive grid starts while the send grid runs (NOTE [Overlapped halves and free SMs]).
     // Rank rows: the send half writes every row in place, the receive half is one
     // block that waits for the sources (NOTE [EP rank rows]).
-    const int recv_blocks = config_.layout == EpLayout::kRankRows ? 1 : st.dispatch_recv_blocks;
+    const int recv_blocks = st.path->dispatch_recv_blocks > 0 ? st.path->dispatch_recv_blocks : st.dispatch_recv_blocks;
     ep::OverlapScope overlap(st.grids, config_.num_sms, recv_blocks);
     const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
     r = dispatch_recv(handle, stream, options);

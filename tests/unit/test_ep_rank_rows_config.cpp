@@ -1,0 +1,85 @@
+// EpLayout::kRankRows on the CPU: its config rules, derived sizes and the path
+// table's choice (src/ep/validate.hpp, src/ep/ep_paths.hpp), no GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ep/ep_paths.hpp"
+#include "ep/validate.hpp"
+#include "ferry/ep.hpp"
+#include "ferry/error.hpp"
+
+namespace {
+
+using ferry::EpConfig;
+using ferry::EpLayout;
+using ferry::EpMode;
+
+EpConfig rank_rows_config() {
+  EpConfig c;
+  c.max_tokens_per_rank = 4096;
+  c.hidden = 7168;
+  c.topk = 8;
+  c.num_experts = 256;
+  c.expert_alignment = 16;
+  c.layout = EpLayout::kRankRows;
+  return c;
+}
+
+TEST(EpRankRowsConfig, SizesFollowTheContract) {
+  for (int world : {1, 2, 8}) {
+    EpConfig c = rank_rows_config();
+    ferry::ep::validate_config(c, world);
+    const ferry::ep::EpDims d = ferry::ep::ep_dims(c, world);
+    // One row per (token, source rank): at most world * T rows.
+    EXPECT_EQ(d.capacity_rows, int64_t{world} * 4096) << world;
+    // The row lists hold every (token, local expert) pair plus each expert's padding.
+    EXPECT_EQ(d.index_capacity, ferry::ep::worst_case_recv_rows(c, world)) << world;
+    c.max_recv_rows = 1000;
+    EXPECT_EQ(ferry::ep::ep_dims(c, world).capacity_rows, 1000) << world;
+    c.layout = EpLayout::kExpanded;
+    EXPECT_EQ(ferry::ep::ep_dims(c, world).index_capacity, 0) << world;
+  }
+}
+
+TEST(EpRankRowsConfig, LowLatencyAndUnknownLayoutsAreRefused) {
+  EpConfig c = rank_rows_config();
+  c.mode = EpMode::kLowLatency;
+  c.expert_alignment = 1;
+  try {
+    ferry::ep::validate_config(c, 2);
+    FAIL() << "rank rows in low-latency mode was accepted";
+  } catch (const ferry::NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("rank_rows"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("low_latency"), std::string::npos) << e.what();
+  }
+  c = rank_rows_config();
+  c.layout = static_cast<EpLayout>(7);
+  EXPECT_THROW(ferry::ep::validate_config(c, 2), ferry::InvalidArgument);
+  EXPECT_STREQ(ferry::ep_layout_name(EpLayout::kRankRows), "rank_rows");
+  EXPECT_STREQ(ferry::ep_layout_name(EpLayout::kExpanded), "expanded");
+}
+
+TEST(EpPaths, OneEntryPerPathAndLayout) {
+  using ferry::ep::choose_path;
+  const auto& intranode = choose_path(false, false, EpLayout::kExpanded, 8, 1);
+  const auto& rank_rows = choose_path(false, false, EpLayout::kRankRows, 8, 1);
+  const auto& direct = choose_path(true, false, EpLayout::kExpanded, 8, 2);
+  const auto& hierarchical = choose_path(true, true, EpLayout::kExpanded, 8, 2);
+  EXPECT_NE(&intranode, &rank_rows);
+  EXPECT_NE(&direct, &hierarchical);
+  EXPECT_TRUE(intranode.overlaps && rank_rows.overlaps && intranode.fuses_layout && rank_rows.fuses_layout);
+  EXPECT_FALSE(direct.overlaps || hierarchical.overlaps || direct.fuses_layout || hierarchical.fuses_layout);
+  EXPECT_EQ(rank_rows.dispatch_recv_blocks, 1);
+  for (bool hier : {false, true}) {
+    try {
+      choose_path(true, hier, EpLayout::kRankRows, 8, 2);
+      FAIL() << "rank rows across nodes was accepted";
+    } catch (const ferry::NotSupported& e) {
+      EXPECT_NE(std::string(e.what()).find("2 nodes"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expanded"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
