@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "gpu/ep_harness.hpp"
+#include "gpu/sm_hog.hpp"
 
 namespace {
 
@@ -409,6 +411,31 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
     o.graph = true;
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, o));
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
+  }
+}
+
+// While a stand-in for the user's kernels holds all SMs but 1 or 3, rank rows
+// progress (dispatch() overlaps its one receive block; the halves apart too).
+TEST(EpRankRowsCases, FewFreeSms) {
+  REQUIRE_EP();
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
+  const std::string why = SmHog::unusable_reason(shared().comm->ranks_sharing_device());
+  if (!why.empty()) GTEST_SKIP() << "RESTRICTED-SM TEST SKIPPED: " << why;
+  Harness h(shared(), rank_rows_config(DataType::kBFloat16, 1024, 1024, 8, 4, true, 1));
+  ASSERT_TRUE(h.alive());
+    previous() = {};  // a new buffer (perhaps at the last one's address)
+  RoundOptions halves;
+  halves.halves = true;
+  // Once without the hog: buffers sized and kernels loaded (a cudaFree or a lazy
+  // load would wait for the hog, NOTE in test_restricted_sms.cpp).
+  ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+  ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
+  for (int free_sms : {1, 3}) {
+    SCOPED_TRACE(std::to_string(free_sms) + " free SMs");
+    std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
+    ASSERT_TRUE(hog != nullptr);
+    ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+    ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
   }
 }
 
