@@ -79,6 +79,34 @@ float block_amax(const uint16_t* block) {
   return amax;
 }
 
+bool check_row(DataType type, const uint8_t* rows, const float* scales, int64_t j, size_t hidden, const uint16_t* x,
+               float* got, CheckRecord& record, const std::string& where) {
+  const bool fp8 = type == DataType::kFloat8E4M3;
+  const size_t groups = hidden / kScaleBlock;
+  for (size_t g = 0; g < groups; ++g) {
+    const float amax = block_amax(&x[g * kScaleBlock]);
+    for (size_t h = g * kScaleBlock; h < (g + 1) * kScaleBlock; ++h) {
+      const size_t i = static_cast<size_t>(j) * hidden + h;
+      bool ok;
+      if (fp8) {
+        got[h] = fp8_value(rows[i]) * scales[static_cast<size_t>(j) * groups + g];
+        ok = std::fabs(got[h] - bf16_value(x[h])) <= fp8_tolerance(bf16_value(x[h]), amax);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, &rows[i * 2], 2);
+        got[h] = bf16_value(bits);
+        ok = bits == x[h];
+      }
+      if (!ok) {
+        record.fail(where + " column " + std::to_string(h) + ": got " + std::to_string(got[h]) + ", expected " +
+                    std::to_string(bf16_value(x[h])));
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 size_t bytes_per_token(DataType type, int hidden) {  // payload on the wire, fp8 scales included
   const size_t h = static_cast<size_t>(hidden);
   return type == DataType::kFloat8E4M3 ? h + h / kScaleBlock * sizeof(float) : h * 2;
@@ -244,6 +272,7 @@ CheckRecord check_dispatch(const CheckContext& c, const DispatchResult& result, 
 
   std::vector<uint16_t> x(H);
   std::vector<uint16_t> y;
+  std::vector<float> got(H);
   for (int le = 0; le < c.local_experts; ++le) {
     const int64_t e = first_expert + le;
     const auto& want = expected[static_cast<size_t>(le)];
@@ -268,31 +297,9 @@ CheckRecord check_dispatch(const CheckContext& c, const DispatchResult& result, 
       const std::string where = "expert " + std::to_string(e) + " row " + std::to_string(j) + " (rank " +
                                 std::to_string(s.src) + " token " + std::to_string(s.token) + ")";
       token_row(c.options.seed, s.src, s.token, c.options.hidden, x.data());
-      bool row_ok = true;
-      for (size_t g = 0; g < groups && row_ok; ++g) {
-        const float amax = block_amax(&x[g * kScaleBlock]);
-        for (size_t h = g * kScaleBlock; h < (g + 1) * kScaleBlock; ++h) {
-          const size_t i = static_cast<size_t>(j) * H + h;
-          float got;
-          bool ok;
-          if (fp8) {
-            got = fp8_value(rows[i]) * scales[static_cast<size_t>(j) * groups + g];
-            ok = std::fabs(got - bf16_value(x[h])) <= fp8_tolerance(bf16_value(x[h]), amax);
-          } else {
-            uint16_t bits;
-            std::memcpy(&bits, &rows[i * 2], 2);
-            got = bf16_value(bits);
-            ok = bits == x[h];
-          }
-          if (!ok) {
-            record.fail(where + " column " + std::to_string(h) + ": got " + std::to_string(got) + ", expected " +
-                        std::to_string(bf16_value(x[h])));
-            row_ok = false;
-            break;
-          }
-          y[i] = bf16_bits(got * expert_scale(e));
-        }
-      }
+      const bool row_ok = check_row(c.type, rows.data(), scales.data(), j, H, x.data(), got.data(), record, where);
+      if (row_ok)
+        for (size_t h = 0; h < H; ++h) y[static_cast<size_t>(j) * H + h] = bf16_bits(got[h] * expert_scale(e));
       const float w = c.in.all_routings[static_cast<size_t>(s.src)]
                           .weights[static_cast<size_t>(s.token) * K + static_cast<size_t>(s.k)];
       if (row_ok && !weights.empty() && weights[static_cast<size_t>(j)] != w) {

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "ep_check.hpp"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::bench::ep_detail {
@@ -19,6 +21,12 @@ float fp8_value(uint8_t bits);
 void token_row(uint64_t seed, int src, int t, int hidden, uint16_t* row);
 // Largest |x| of the 128 bf16 values of one fp8 scale block.
 float block_amax(const uint16_t* block);
+
+// Row j of received rows (bf16, or fp8 with `scales`) against the source token x:
+// bf16 bit for bit, fp8 within its rounding. got[h] = each received value. On the
+// first bad column records it (prefixed by `where`) and returns false.
+bool check_row(DataType type, const uint8_t* rows, const float* scales, int64_t j, size_t hidden, const uint16_t* x,
+               float* got, CheckRecord& record, const std::string& where);
 
 // Stand-in expert: expert e multiplies its rows by 2^(e % 4 - 1), exact in bf16, and
 // different for neighbouring experts so a row combined under the wrong expert shows.

@@ -54,6 +54,7 @@ CheckRecord check_dispatch_rank_rows(const CheckContext& c, const DispatchResult
   const auto lists = download<int32_t>(result.expert_rows, static_cast<size_t>(expert_offsets[Le]));
   std::vector<std::vector<int32_t>> want_lists(static_cast<size_t>(Le));
   std::vector<uint16_t> x(H), y(n * H);
+  std::vector<float> got(H);
   for (int64_t j = 0; j < n && record.mismatches < 8; ++j) {
     const Source& s = want[static_cast<size_t>(j)];
     const Routing& r = c.in.all_routings[static_cast<size_t>(s.src)];
@@ -75,27 +76,8 @@ CheckRecord check_dispatch_rank_rows(const CheckContext& c, const DispatchResult
       }
     }
     token_row(c.options.seed, s.src, s.token, c.options.hidden, x.data());
-    for (size_t g = 0; g < groups; ++g) {
-      const float amax = block_amax(&x[g * kScaleBlock]);
-      for (size_t h = g * kScaleBlock; h < (g + 1) * kScaleBlock; ++h) {
-        const size_t i = static_cast<size_t>(j) * H + h;
-        float got;
-        bool ok;
-        if (fp8) {
-          got = fp8_value(rows[i]) * scales[static_cast<size_t>(j) * groups + g];
-          ok = std::fabs(got - bf16_value(x[h])) <= fp8_tolerance(bf16_value(x[h]), amax);
-        } else {
-          uint16_t bits;
-          std::memcpy(&bits, &rows[i * 2], 2);
-          got = bf16_value(bits);
-          ok = bits == x[h];
-        }
-        if (!ok)
-          record.fail(where + " column " + std::to_string(h) + ": got " + std::to_string(got) + ", expected " +
-                      std::to_string(bf16_value(x[h])));
-        y[i] = bf16_bits(got * factor);
-      }
-    }
+    if (check_row(c.type, rows.data(), scales.data(), j, H, x.data(), got.data(), record, where))
+      for (size_t h = 0; h < H; ++h) y[static_cast<size_t>(j) * H + h] = bf16_bits(got[h] * factor);
   }
   for (int le = 0; le < Le; ++le) {
     const auto& w = want_lists[static_cast<size_t>(le)];

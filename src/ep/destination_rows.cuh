@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ep/kernel_common.cuh"
+#include "ep/layout.cuh"
 
 namespace ferry::ep {
 
@@ -64,6 +65,27 @@ __device__ inline void record_overflow(const Params& p, const DestinationRows& r
     }
     return;
   }
+}
+
+// Block 0 of a dispatch send launch: the layout itself when it fuses it (NOTE
+// [EP fused layout], in `smem`), then this rank's counts into every rank's
+// counts region (epoch parity, NOTE [EP direct rows]) and the kCountsReady
+// signal. A bad expert id publishes zeros: nothing is sent (EpBuffer reports it).
+__device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, uint64_t epoch,
+                                               size_t parity_offset) {
+  const int W = p.world_size, E = p.num_experts;
+  if (p.fuse_layout) {
+    layout_block(p, reinterpret_cast<uint32_t*>(smem), 0, 1);
+    __syncthreads();  // the layout's counts and error flag, for every thread
+  }
+  const bool bad = *p.layout_error != 0;
+  for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
+    const int r = i / (E + W), c = i % (E + W);
+    const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
+    p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
+  }
+  __syncthreads();
+  p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
 }
 
 }  // namespace ferry::ep

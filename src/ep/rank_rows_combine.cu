@@ -48,19 +48,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_send_kernel(Par
       const uint8_t* src = outputs + size_t(source_offset[s] + slot) * row_bytes + offset;
       const size_t index = stage_index(p, p.rank, slot);
       uint8_t* dst = p.combine_stage[s] + index * row_bytes + offset;
-      for (int base = 0; base < units; base += 32 * kSendUnroll) {
-        uint4 v[kSendUnroll];
-#pragma unroll
-        for (int u = 0; u < kSendUnroll; ++u) {
-          const int i = base + u * 32 + lane;
-          if (i < units) v[u] = device::load16(src + size_t(i) * 16);
-        }
-#pragma unroll
-        for (int u = 0; u < kSendUnroll; ++u) {
-          const int i = base + u * 32 + lane;
-          if (i < units) device::store16(dst + size_t(i) * 16, v[u]);
-        }
-      }
+      copy_units<kSendUnroll>(src, dst, units, lane);
       __syncwarp();  // the warp's stores, then the chunk's ready word
       if (lane == 0) device::st_release_sys(p.combine_ready[s] + index * p.num_chunks + c, epoch);
     }

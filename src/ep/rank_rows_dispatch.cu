@@ -116,20 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
-  if (blockIdx.x == 0) {  // as in dispatch_send_kernel (NOTE [EP fused layout])
-    if (p.fuse_layout) {
-      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
-      __syncthreads();
-    }
-    const bool bad = *p.layout_error != 0;
-    for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
-      const int r = i / (E + W), c = i % (E + W);
-      const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
-      p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
-    }
-    __syncthreads();
-    p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);
-  }
+  if (blockIdx.x == 0) publish_counts(p, send_smem, epoch, parity_offset);
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {

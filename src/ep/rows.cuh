@@ -45,6 +45,25 @@ __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* 
   }
 }
 
+// The one-destination case of copy_units_to_rows, the destination in a register
+// (the rank-rows combine's send half).
+template <int kUnits>
+__device__ __forceinline__ void copy_units(const uint8_t* src, uint8_t* dst, int units, int lane) {
+  for (int base = 0; base < units; base += 32 * kUnits) {
+    uint4 v[kUnits];
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i < units) device::store16(dst + size_t(i) * 16, v[u]);
+    }
+  }
+}
+
 // Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
 // scale per 128 columns into each destination's scale row. Lane = 8 columns;
 // 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
