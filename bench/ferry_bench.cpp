@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "common/knobs.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 
@@ -36,9 +37,35 @@ constexpr Subcommand kSubcommands[] = {
 };
 
 void print_usage(std::FILE* out) {
-  std::fprintf(out, "usage: mpirun -np N ferry-bench <subcommand> [options]   (one GPU per rank)\n\nsubcommands:\n");
+  std::fprintf(out, "usage: mpirun -np N ferry-bench <subcommand> [options]   (one GPU per rank)\n"
+                    "       ferry-bench --knobs [--markdown]\n\nsubcommands:\n");
   for (const Subcommand& s : kSubcommands) std::fprintf(out, "  %-12s %s\n", s.name, s.summary);
-  std::fprintf(out, "\n'ferry-bench <subcommand> --help' lists a subcommand's options.\n");
+  std::fprintf(out,
+               "\n'ferry-bench <subcommand> --help' lists a subcommand's options.\n"
+               "'ferry-bench --knobs' lists the FERRY_* environment knobs (type, default, the value set here,\n"
+               "meaning; exit status 1 when a value set does not parse); with --markdown it prints\n"
+               "docs/knobs.md instead. Neither needs MPI or a GPU.\n");
+}
+
+// `ferry-bench --knobs [--markdown]`: the knob registry (src/common/knobs.hpp).
+int print_knobs(const std::vector<std::string>& args) {
+  bool markdown = false;
+  for (const std::string& arg : args) {
+    if (arg == "--markdown") {
+      markdown = true;
+    } else {
+      std::fprintf(stderr, "ferry-bench --knobs: unknown option '%s' (expected --markdown)\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (markdown) {
+    std::fputs(ferry::knobs::markdown().c_str(), stdout);
+    return 0;
+  }
+  std::fputs(ferry::knobs::table().c_str(), stdout);
+  const std::vector<std::string> problems = ferry::knobs::problems();
+  for (const std::string& p : problems) std::fprintf(stderr, "ferry-bench --knobs: %s\n", p.c_str());
+  return problems.empty() ? 0 : 1;
 }
 
 // Help is printed before MPI starts; under mpirun only the first rank prints it.
@@ -59,6 +86,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string name = argv[1];
+  if (name == "--knobs") {
+    if (!is_first_launched_rank()) return 0;
+    return print_knobs(std::vector<std::string>(argv + 2, argv + argc));
+  }
   const Subcommand* subcommand = nullptr;
   for (const Subcommand& s : kSubcommands) {
     if (name == s.name) subcommand = &s;

@@ -21,12 +21,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_common.hpp"
+#include "common/knobs.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/device/channel.cuh"
@@ -65,7 +67,7 @@ int puts_for(const NetOptions& o, size_t size) {
 // ------------------------------------------------------------ ucx_perftest
 
 std::string perftest_path() {
-  if (const char* env = std::getenv("FERRY_UCX_PERFTEST")) return env;
+  if (std::optional<std::string> path = knobs::kUcxPerftest.read()) return *path;
 #ifdef FERRY_UCX_PERFTEST
   return FERRY_UCX_PERFTEST;
 #else
@@ -242,7 +244,7 @@ void print_net_usage(std::FILE* out) {
 int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const NetOptions o = parse(std::move(args));
   FERRY_CHECK(bootstrap->size() == 2, UsageError, "ferry-bench net runs on 2 ranks, got " << bootstrap->size());
-  if (std::getenv("FERRY_RANKS_PER_NODE") == nullptr) setenv("FERRY_RANKS_PER_NODE", "1", 1);
+  if (!knobs::kRanksPerNode.read()) setenv(knobs::kRanksPerNode.name(), "1", 1);
   const bool print = bootstrap->rank() == 0;
   const char* tls = std::getenv("UCX_TLS");
   std::unique_ptr<Communicator> comm;
@@ -267,11 +269,11 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                                                                       "perftest_msg_per_s", "perftest_cuda_gbps",
                                                                       "landing", "ucx_tls"});
   if (print) {
-    const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
+    const std::optional<std::string> pf = knobs::raw(knobs::kUcxPeerFailure.info());
     std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
                 "-e when ferry's endpoints handle peer failure); window: %s; ratio: ferry / ucx_perftest on the same memory "
                 "type\n",
-                tls ? tls : "(UCX's choice)", pf ? pf : "(default 1)",
+                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)",
                 o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size");
     table.print_header();
   }

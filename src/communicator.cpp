@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/driver_api.hpp"
-#include "common/env.hpp"
+#include "common/knobs.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/symmetric_heap.hpp"
@@ -26,19 +26,9 @@ namespace ferry {
 
 namespace {
 
-constexpr uint64_t kDefaultTimeoutMs = 10000;
-
 uint64_t timeout_ms_from(const CommunicatorOptions& options) {
   if (options.timeout.count() > 0) return static_cast<uint64_t>(options.timeout.count());
-  const char* env = std::getenv("FERRY_TIMEOUT_MS");
-  if (env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    FERRY_CHECK(end != env && *end == '\0' && v > 0, InvalidArgument,
-                "FERRY_TIMEOUT_MS must be a positive integer (milliseconds), got '" << env << "'");
-    return v;
-  }
-  return kDefaultTimeoutMs;
+  return static_cast<uint64_t>(knobs::kTimeoutMs.value());
 }
 
 // -1: keep the device of a current context if the caller made one, else local rank.
@@ -170,7 +160,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
       proxy_options.device = device_;
       proxy_options.rank = rank();
       proxy_options.fifo_capacity =
-          options.proxy_fifo_entries > 0 ? options.proxy_fifo_entries : env_size("FERRY_PROXY_FIFO_ENTRIES", 1024);
+          options.proxy_fifo_entries > 0 ? options.proxy_fifo_entries : knobs::kProxyFifoEntries.value();
       proxy_options.timeout = std::chrono::nanoseconds(timeout_ns_);
       proxy_options.error = device_error_;
       proxy_options.device_abort = device_abort_;

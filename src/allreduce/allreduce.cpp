@@ -1,21 +1,22 @@
-// AllReduce host side: argument checks, algorithm choice, scratch layout and
-// splitting a call into launches each algorithm's scratch can carry; across
-// nodes, the hierarchical algorithm's window.
+// AllReduce host side: the table of algorithms, argument checks, algorithm
+// choice, scratch layout and splitting a call into launches each algorithm's
+// scratch can carry; across nodes, the entry that spans them (hierarchical,
+// hierarchical_entry.cpp) brings its own memory and call.
 #include "ferry/allreduce.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <vector>
 
-#include "allreduce/hierarchical.hpp"
 #include "allreduce/layout.hpp"
-#include "common/env.hpp"
 #include "allreduce/validate.hpp"
+#include "common/knobs.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
-#include "ferry/window.hpp"
 #include "memory/peer_ptrs.hpp"
 
 namespace ferry {
@@ -23,13 +24,14 @@ namespace ferry {
 namespace allreduce {
 namespace {
 
-// Every kernel with its own scratch and flag region. The order is the layout:
-// region i of the scratch and of the flags belongs to entry i (NOTE [AllReduce
-// regions]); public entries in enum order, then the internal ones.
-constexpr size_t kNumAlgorithms = 5;
+// NOTE [AllReduce regions] (below). The table of every algorithm: first the
+// NVLink entries, which own a scratch and a flag region each, in this order
+// (public entries in enum order, then the internal ones); then the entries that
+// span nodes, which bring their own memory (setup) instead.
+constexpr size_t kNumAlgorithms = 6;
 const std::array<const AlgorithmEntry*, kNumAlgorithms>& algorithms() {
   static constexpr std::array<const AlgorithmEntry*, kNumAlgorithms> kAll = {
-      &kOneShotEntry, &kTwoShotEntry, &kRingEntry, &kRecursiveDoublingEntry, &kOneShotLlEntry};
+      &kOneShotEntry, &kTwoShotEntry, &kRingEntry, &kRecursiveDoublingEntry, &kOneShotLlEntry, &kHierarchicalEntry};
   return kAll;
 }
 
@@ -40,24 +42,85 @@ const AlgorithmEntry* public_entry(AllReduceAlgorithm algorithm) {
   return nullptr;
 }
 
-// Position of `entry` in algorithms(): the index of its regions.
-size_t region_index(const AlgorithmEntry& entry) {
+// The entry whose requirements kAuto has on a communicator of this shape: the
+// first public entry of its kind (one-shot inside a node, hierarchical across
+// nodes); select() picks among the entries of that kind.
+const AlgorithmEntry* auto_entry(const CommShape& comm) {
+  for (const AlgorithmEntry* entry : algorithms())
+    if (!entry->internal && entry->spans_nodes != comm.single_node) return entry;
+  return nullptr;
+}
+
+// The entry a call names (kAuto: auto_entry), or nullptr for unknown values.
+const AlgorithmEntry* entry_for(AllReduceAlgorithm algorithm, const CommShape& comm) {
+  return algorithm == AllReduceAlgorithm::kAuto ? auto_entry(comm) : public_entry(algorithm);
+}
+
+// Position of `entry` in algorithms().
+size_t table_index(const AlgorithmEntry& entry) {
   const auto& all = algorithms();
   return static_cast<size_t>(std::find(all.begin(), all.end(), &entry) - all.begin());
 }
 
+// Index of an NVLink entry's regions: its position among the NVLink entries.
+size_t region_index(const AlgorithmEntry& entry) {
+  size_t index = 0;
+  for (const AlgorithmEntry* e : algorithms()) {
+    if (e == &entry) break;
+    if (!e->spans_nodes) ++index;
+  }
+  return index;
+}
+
+size_t num_regions() { return region_index(*algorithms().back()) + (algorithms().back()->spans_nodes ? 0 : 1); }
+
+// "a, b or c": the public entries of one kind (spans_nodes), after `first` if given.
+std::string entry_names(bool spans_nodes, const char* first) {
+  std::vector<std::string> names;
+  if (first != nullptr) names.emplace_back(first);
+  for (const AlgorithmEntry* entry : algorithms())
+    if (!entry->internal && entry->spans_nodes == spans_nodes) names.emplace_back(entry->name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+// Why `entry` cannot run on a communicator of the other kind (one node, or several).
+std::string wrong_kind(const AlgorithmEntry& entry, const CommShape& comm) {
+  std::ostringstream os;
+  if (entry.spans_nodes)
+    os << "AllReduce algorithm " << entry.name << " runs across nodes, but all " << comm.world_size
+       << " ranks share one node: inside a node use " << entry_names(false, "auto");
+  else
+    os << "AllReduce algorithm " << entry.name << " needs all ranks in one node (NVLink), but the " << comm.world_size
+       << " ranks span " << comm.num_nodes << " nodes: across nodes use " << entry_names(true, nullptr)
+       << " (or auto, which picks it)";
+  return os.str();
+}
+
 }  // namespace
+
+std::string fits_one_node(const CommShape& comm) {
+  if (comm.world_size <= kMaxNodeRanks) return "";
+  return "AllReduce supports at most " + std::to_string(kMaxNodeRanks) + " ranks in a node, got " +
+         std::to_string(comm.world_size);
+}
+
+LaunchTuning launch_tuning_from_env() {
+  LaunchTuning t;
+  t.one_shot_packs_per_thread = static_cast<size_t>(knobs::kOneShotPacksPerThread.value());
+  t.one_shot_blocks = static_cast<size_t>(knobs::kOneShotBlocks.value());
+  t.two_shot_blocks = static_cast<size_t>(knobs::kTwoShotBlocks.value());
+  t.two_shot_max_chunk_packs = knobs::kTwoShotMaxChunkPacks.value();
+  t.two_shot_variant = knobs::kTwoShotVariant.value() == knobs::TwoShotVariant::kPull ? 0 : 1;
+  return t;
+}
+
 }  // namespace allreduce
-
-namespace {
-
-bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
-}  // namespace
 
 const char* algorithm_name(AllReduceAlgorithm algorithm) {
   if (algorithm == AllReduceAlgorithm::kAuto) return "auto";
-  if (algorithm == AllReduceAlgorithm::kHierarchical) return allreduce::kHierarchicalName;
   const allreduce::AlgorithmEntry* entry = allreduce::public_entry(algorithm);
   return entry != nullptr ? entry->name : "unknown";
 }
@@ -72,34 +135,18 @@ AllReduceAlgorithm algorithm_from_string(const std::string& name) {
       if (alias != nullptr && name == alias) return entry->algorithm;
     expected += std::string(", ") + entry->name;
   }
-  if (name == allreduce::kHierarchicalName) return AllReduceAlgorithm::kHierarchical;
-  expected += std::string(", ") + allreduce::kHierarchicalName;
   FERRY_THROW(InvalidArgument, "unknown allreduce algorithm '" << name << "' (expected " << expected << ")");
 }
 
 namespace allreduce {
 
-size_t tuning_knob(const char* name) { return env_size(name, 0); }
-
 CommShape comm_shape(size_t max_bytes, const Topology& topology) {
   return CommShape{max_bytes, topology.size, topology.num_nodes == 1, topology.num_nodes, topology.ranks_per_node};
 }
 
-namespace {
-// Several nodes, each with the same number of ranks, within the kernel's tables.
-bool hierarchical_fits(const CommShape& comm) {
-  return !comm.single_node && comm.num_nodes >= 2 && comm.num_nodes <= kMaxNodes && comm.ranks_per_node >= 1 &&
-         comm.ranks_per_node <= kMaxNodeRanks && comm.num_nodes * comm.ranks_per_node == comm.world_size;
-}
-}  // namespace
-
 bool algorithm_supported(AllReduceAlgorithm algorithm, const CommShape& comm) {
-  if (algorithm == AllReduceAlgorithm::kHierarchical) return hierarchical_fits(comm);
-  if (!comm.single_node) return algorithm == AllReduceAlgorithm::kAuto && hierarchical_fits(comm);
-  if (comm.world_size > kMaxNodeRanks) return false;
-  if (algorithm == AllReduceAlgorithm::kAuto) return true;  // picks one-shot or two-shot: any size
-  const AlgorithmEntry* entry = public_entry(algorithm);
-  return entry != nullptr && entry->supported(comm.world_size);
+  const AlgorithmEntry* entry = entry_for(algorithm, comm);
+  return entry != nullptr && entry->spans_nodes != comm.single_node && entry->unsupported(comm).empty();
 }
 
 size_t validate_call(const CallShape& call, const CommShape& comm) {
@@ -118,34 +165,11 @@ size_t validate_call(const CallShape& call, const CommShape& comm) {
                   "AllReduce::run: " << call.count << " elements of " << dtype_name(call.type) << " ("
                                      << call.count * elem << " bytes) exceed the capacity of " << comm.max_bytes
                                      << " bytes given at construction");
-  if (!comm.single_node) {
-    FERRY_CHECK(call.algorithm == AllReduceAlgorithm::kAuto || call.algorithm == AllReduceAlgorithm::kHierarchical,
-                NotSupported,
-                "AllReduce algorithm " << algorithm_name(call.algorithm)
-                                       << " needs all ranks in one node (NVLink), but the " << comm.world_size
-                                       << " ranks span " << comm.num_nodes
-                                       << " nodes: across nodes use hierarchical (or auto, which picks it)");
-    FERRY_CHECK(comm.ranks_per_node > 0 && comm.num_nodes * comm.ranks_per_node == comm.world_size, NotSupported,
-                "AllReduce across nodes (hierarchical) needs the same number of ranks in every node; the "
-                    << comm.world_size << " ranks span " << comm.num_nodes << " nodes of different sizes");
-    FERRY_CHECK(comm.num_nodes >= 2 && comm.num_nodes <= kMaxNodes, NotSupported,
-                "AllReduce across nodes (hierarchical) supports 2 to " << kMaxNodes << " nodes, got "
-                                                                       << comm.num_nodes);
-    FERRY_CHECK(comm.ranks_per_node <= kMaxNodeRanks, NotSupported,
-                "AllReduce across nodes (hierarchical) supports at most " << kMaxNodeRanks
-                                                                          << " ranks in a node, got "
-                                                                          << comm.ranks_per_node);
-    return call.count * elem;
-  }
-  FERRY_CHECK(call.algorithm != AllReduceAlgorithm::kHierarchical, NotSupported,
-              "AllReduce algorithm " << kHierarchicalName << " runs across nodes, but all " << comm.world_size
-                                     << " ranks share one node: inside a node use auto, one_shot, two_shot, ring "
-                                        "or recursive_doubling");
-  FERRY_CHECK(comm.world_size <= kMaxNodeRanks, NotSupported,
-              "AllReduce supports at most " << kMaxNodeRanks << " ranks in a node, got " << comm.world_size);
-  FERRY_CHECK(algorithm_supported(call.algorithm, comm), NotSupported,
-              "AllReduce algorithm " << algorithm_name(call.algorithm) << " needs a power-of-two world size, got "
-                                     << comm.world_size);
+  // One table lookup: the entry the call names (auto: the requirements of its kind).
+  const AlgorithmEntry& entry = *entry_for(call.algorithm, comm);
+  FERRY_CHECK(entry.spans_nodes != comm.single_node, NotSupported, wrong_kind(entry, comm));
+  const std::string why = entry.unsupported(comm);
+  if (!why.empty()) FERRY_THROW(NotSupported, why);
   return call.count * elem;
 }
 
@@ -153,91 +177,30 @@ size_t validate_call(const CallShape& call, const CommShape& comm) {
 
 struct AllReduce::State {
   allreduce::CommShape shape{};
-  SymmetricBuffer scratch;  // one region per algorithm, see NOTE [AllReduce regions] (one node only)
-  SymmetricBuffer flags;    // kFlagRegionWords per algorithm (one node only)
-  // By region index (allreduce::algorithms()).
+  SymmetricBuffer scratch;  // one region per NVLink algorithm, see NOTE [AllReduce regions] (one node only)
+  SymmetricBuffer flags;    // kFlagRegionWords per NVLink algorithm (one node only)
+  // By region index (allreduce::region_index).
   size_t region_offset[allreduce::kNumAlgorithms] = {};
   size_t capacity[allreduce::kNumAlgorithms] = {};
   allreduce::EpochState* epoch = nullptr;
   size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
   size_t ll_max_bytes = 0;        // one-shot: largest call using the LL protocol
-  // Hierarchical (ranks in several nodes of equal size only; else none of it).
-  std::unique_ptr<Window> window;
-  allreduce::EpochState* hierarchical_epoch = nullptr;
-  allreduce::HierarchicalParams hierarchical{};  // all but the call's pointers and count
-  size_t hierarchical_capacity = 0;               // user bytes per launch
-  int hierarchical_blocks = 0;                    // most blocks per launch, the same on every rank
+  allreduce::LaunchTuning tuning{};
+  // By position in allreduce::algorithms(): the memory of the entries that bring
+  // their own (across nodes: ranks in several nodes of equal size; else none).
+  std::unique_ptr<allreduce::AlgorithmState> own[allreduce::kNumAlgorithms];
 };
 
-namespace {
-
-// NOTE [Hierarchical AllReduce setup]
-// Only a communicator whose ranks span nodes (of equal size) gets the window, so
-// a single-node AllReduce allocates exactly what it did before. Every rank must
-// agree on the capacity per launch and the most blocks per launch (the layout
-// and the grid of each launch depend on them): the smallest of every rank's
-// choice. Every instantiation of the kernel is loaded here, before any of them
-// can wait on the proxy: under lazy module loading, the first launch of another
-// instantiation behind a running one (a bf16 call queued behind a float call,
-// say) would load its module while the running kernel waits on the proxy, and
-// the driver lock that takes stalls the proxy's CUDA calls (its staging copies):
-// a hang until the timeout (docs/internode.md, "Lazy module loading").
-void setup_hierarchical(Communicator& comm, size_t max_bytes, const AllReduceOptions& options,
-                        std::unique_ptr<Window>& window, allreduce::EpochState*& epoch,
-                        allreduce::HierarchicalParams& p, size_t& capacity, int& max_blocks) {
-  using namespace allreduce;
-  const Topology& topology = comm.topology();
-  const int num_nodes = topology.num_nodes, local_size = topology.local_size;
-  capacity = hierarchical_capacity(max_bytes, num_nodes, local_size, tuning_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES"));
-  max_blocks = std::min(kHierarchicalMaxBlocks, std::max(comm.sm_budget(), 1));
-  if (options.max_blocks > 0) max_blocks = std::min(max_blocks, options.max_blocks);
-  struct Choice {
-    uint64_t capacity;
-    int32_t max_blocks;
-    int32_t reserved;
-  };
-  for (const Choice& c : comm.bootstrap().all_gather_value(Choice{capacity, max_blocks, 0})) {
-    capacity = std::min<size_t>(capacity, c.capacity);
-    max_blocks = std::min<int>(max_blocks, c.max_blocks);
-  }
-  const HierarchicalLayout layout = hierarchical_layout(capacity, num_nodes, local_size);
-  load_hierarchical_kernels();
-  window = std::make_unique<Window>(comm, layout.window_bytes, WindowOptions{kHierarchicalSignals});
-  // The epoch, then the launch count of every block (HierarchicalParams).
-  const size_t counters = sizeof(EpochState) + kHierarchicalMaxBlocks * sizeof(uint64_t);
-  static_assert(sizeof(EpochState) % sizeof(uint64_t) == 0, "block counters are 8-byte aligned");
-  FERRY_CUDA_CHECK(cudaMalloc(&epoch, counters));
-  FERRY_CUDA_CHECK(cudaMemset(epoch, 0, counters));
-  FERRY_CUDA_CHECK(cudaDeviceSynchronize());
-
-  p = HierarchicalParams{};
-  p.window = window->device();
-  p.layout = layout;
-  p.epoch = epoch;
-  p.block_launches = reinterpret_cast<uint64_t*>(epoch + 1);
-  p.world_size = topology.size;
-  p.num_nodes = num_nodes;
-  p.node = topology.node;
-  p.local_size = local_size;
-  p.local_rank = topology.local_rank;
-  for (int q = 0; q < kMaxNodeRanks; ++q) p.local_peers[q] = q < local_size ? topology.ranks_in_node[q] : -1;
-  for (int m = 0; m < kMaxNodes; ++m) p.node_peers[m] = -1;
-  for (int r = 0; r < topology.size; ++r)
-    if (topology.local_rank_of_rank[r] == topology.local_rank) p.node_peers[topology.node_of_rank[r]] = r;
-  for (int m = 0; m < num_nodes; ++m)
-    FERRY_CHECK(p.node_peers[m] >= 0, Error,
-                "AllReduce: node " << m << " has no rank with local index " << topology.local_rank);
-}
-
-}  // namespace
-
 // NOTE [AllReduce regions]
-// Each algorithm owns a disjoint scratch region and flag region. Consecutive
-// calls may use different algorithms, and a slow peer may still be reading the
-// previous call's region when a fast rank starts the next call; each algorithm's
-// own reuse argument (see its NOTE) covers calls two apart, because every
-// algorithm's completion on one rank implies every rank started that call.
-// Regions follow allreduce::algorithms(), in that order, in both buffers.
+// Each NVLink algorithm owns a disjoint scratch region and flag region.
+// Consecutive calls may use different algorithms, and a slow peer may still be
+// reading the previous call's region when a fast rank starts the next call; each
+// algorithm's own reuse argument (see its NOTE) covers calls two apart, because
+// every algorithm's completion on one rank implies every rank started that call.
+// Regions follow the NVLink entries of allreduce::algorithms(), in that order, in
+// both buffers. Entries that span nodes have no region: their setup makes their
+// memory (NOTE [Hierarchical AllReduce setup]), so a single-node AllReduce
+// allocates only the regions and a multi-node one only that memory.
 AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions options)
     : comm_(comm), max_bytes_(max_bytes), options_(options), state_(std::make_unique<State>()) {
   FERRY_ARG_CHECK(max_bytes > 0, "AllReduce: max_bytes must be > 0");
@@ -245,26 +208,16 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   const int world = comm_.size();
   using namespace allreduce;
   state_->shape = comm_shape(max_bytes, comm_.topology());
-  // Every algorithm gets its regions, supported on this world size or not.
+  // Every NVLink algorithm gets its regions, supported on this world size or not.
   size_t total = 0;
-  for (size_t a = 0; a < kNumAlgorithms; ++a) {
-    const AlgorithmEntry& entry = *algorithms()[a];
-    state_->capacity[a] = entry.capacity(max_bytes);
-    state_->region_offset[a] = total;
-    total += round_up(entry.scratch_bytes(state_->capacity[a], world), 4096);
+  for (const AlgorithmEntry* entry : algorithms()) {
+    if (entry->spans_nodes) continue;
+    const size_t r = region_index(*entry);
+    state_->capacity[r] = entry->capacity(max_bytes);
+    state_->region_offset[r] = total;
+    total += round_up(entry->scratch_bytes(state_->capacity[r], world), 4096);
   }
-  if (state_->shape.single_node) {
-    state_->scratch = comm_.heap().allocate(total);
-    state_->flags = comm_.heap().allocate(kNumAlgorithms * kFlagRegionWords * sizeof(uint64_t));
-  } else if (algorithm_supported(AllReduceAlgorithm::kHierarchical, state_->shape)) {
-    // Across nodes only the hierarchical algorithm runs: its window, not the
-    // NVLink scratch (NOTE [Hierarchical AllReduce setup]).
-    setup_hierarchical(comm_, max_bytes, options_, state_->window, state_->hierarchical_epoch,
-                       state_->hierarchical, state_->hierarchical_capacity, state_->hierarchical_blocks);
-  }
-  FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
-  FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
-  FERRY_CUDA_CHECK(cudaDeviceSynchronize());
+  // Knobs (src/common/knobs.hpp), read before any collective allocation.
   // kAuto threshold between one-shot and two-shot (ferry-bench, bf16 and fp32).
   // 4xH200: one-shot wins up to 512 KB, two-shot from 1 MB (15.2 vs 16.1 us).
   // 2xH200: one-shot wins up to 2 MB (13.2 vs 15.6 us), two-shot from 4 MB.
@@ -272,19 +225,33 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // exchange, so the crossover falls as n grows; the 8-rank value is scaled from
   // the 4-rank one, not measured. 2 MB is also one-shot's largest single launch.
   const size_t default_one_shot = world <= 2 ? (size_t{2} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
-  state_->one_shot_max_bytes = env_size("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", default_one_shot);
+  state_->one_shot_max_bytes = knobs::kAllReduceOneShotMaxBytes.read_or(default_one_shot);
   // One-shot switches to the LL protocol (no fence, no flag; 2x the bytes) at
   // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off. 4xH200,
   // bf16, LL vs fenced one-shot: 4 KB 5.2 vs 5.7 us, 8 KB 5.8 vs 6.1, 16 KB 6.1
   // vs 6.2, 32 KB 6.9 vs 6.3, 64 KB 8.3 vs 6.6.
   state_->ll_max_bytes =
-      std::min(env_size("FERRY_ALLREDUCE_LL_MAX_BYTES", size_t{16} << 10),
-               state_->capacity[region_index(kOneShotLlEntry)]);
+      std::min<size_t>(knobs::kAllReduceLlMaxBytes.value(), state_->capacity[region_index(kOneShotLlEntry)]);
+  state_->tuning = launch_tuning_from_env();
+
+  if (state_->shape.single_node) {
+    state_->scratch = comm_.heap().allocate(total);
+    state_->flags = comm_.heap().allocate(num_regions() * kFlagRegionWords * sizeof(uint64_t));
+  }
+  // Across nodes only the entries that span them run: their own memory, not the
+  // NVLink scratch (NOTE [Hierarchical AllReduce setup]).
+  for (const AlgorithmEntry* entry : algorithms())
+    if (entry->setup != nullptr && entry->spans_nodes != state_->shape.single_node &&
+        entry->unsupported(state_->shape).empty())
+      state_->own[table_index(*entry)] = entry->setup(comm_, max_bytes, options_);
+  FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
+  FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
+  FERRY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 AllReduce::~AllReduce() {
-  if (state_) state_->window.reset();  // waits for this rank's kernels and transfers
-  if (state_ && state_->hierarchical_epoch) cudaFree(state_->hierarchical_epoch);
+  if (state_)
+    for (auto& own : state_->own) own.reset();  // waits for this rank's kernels and transfers
   if (state_ && state_->epoch) cudaFree(state_->epoch);
   // Symmetric buffers are released with the heap (collective release is not
   // safe in a destructor).
@@ -295,31 +262,32 @@ bool AllReduce::supports(AllReduceAlgorithm algorithm) const {
 }
 
 AllReduceAlgorithm AllReduce::select(size_t bytes) const {
-  if (!state_->shape.single_node) return AllReduceAlgorithm::kHierarchical;
+  // Across nodes, the entry that spans them (hierarchical); inside a node, by size.
+  const allreduce::AlgorithmEntry& entry = *allreduce::auto_entry(state_->shape);
+  if (entry.spans_nodes) return entry.algorithm;
   return bytes <= state_->one_shot_max_bytes ? AllReduceAlgorithm::kOneShot : AllReduceAlgorithm::kTwoShot;
 }
 
-size_t AllReduce::window_bytes() const { return state_->window ? state_->window->bytes() : 0; }
+size_t AllReduce::window_bytes() const {
+  size_t bytes = 0;
+  for (const auto& own : state_->own)
+    if (own) bytes += own->window_bytes();
+  return bytes;
+}
 
 void AllReduce::run(const void* in, void* out, size_t count, DataType type, ReduceOp op, cudaStream_t stream,
                     AllReduceAlgorithm algorithm) {
   comm_.check();
   const size_t bytes = allreduce::validate_call({in, out, count, type, op, algorithm}, state_->shape);
   if (algorithm == AllReduceAlgorithm::kAuto) algorithm = select(bytes);
-  const size_t elem = dtype_size(type);
+  // validate_call passed: a public entry of this communicator's kind.
+  const allreduce::AlgorithmEntry* entry = allreduce::public_entry(algorithm);
 
-  if (algorithm == AllReduceAlgorithm::kHierarchical) {
-    // validate_call passed: several nodes of equal size, so the window exists.
-    FERRY_CHECK(state_->window != nullptr, Error, "AllReduce: the hierarchical algorithm has no window");
-    allreduce::HierarchicalParams p = state_->hierarchical;
-    const size_t piece_elems = state_->hierarchical_capacity / elem;  // a multiple of 16 bytes
-    for (size_t done = 0; done < count; done += piece_elems) {
-      p.count = std::min(piece_elems, count - done);
-      p.in = static_cast<const char*>(in) + done * elem;
-      p.out = static_cast<char*>(out) + done * elem;
-      p.aligned = device_aligned(p.in) && device_aligned(p.out);
-      allreduce::launch_hierarchical(p, type, op, state_->hierarchical_blocks, stream);
-    }
+  if (entry->spans_nodes) {
+    // Several nodes of equal size (validate_call), so its setup ran.
+    allreduce::AlgorithmState* own = state_->own[allreduce::table_index(*entry)].get();
+    FERRY_CHECK(own != nullptr, Error, "AllReduce: the " << entry->name << " algorithm has no window");
+    entry->run(*own, in, out, count, type, op, stream);
     return;
   }
 
@@ -329,10 +297,9 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   }
 
   // One-shot calls up to ll_max_bytes run its LL protocol, in its own regions.
-  const allreduce::AlgorithmEntry& entry = algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes
-                                               ? allreduce::kOneShotLlEntry
-                                               : *allreduce::public_entry(algorithm);
-  const size_t a = allreduce::region_index(entry);
+  if (algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes) entry = &allreduce::kOneShotLlEntry;
+  const size_t a = allreduce::region_index(*entry);
+  const size_t elem = dtype_size(type);
   // The group is the node (validate_call: single node), so the peer tables are
   // indexed by local rank, which is the rank here.
   const Topology& topology = comm_.topology();
@@ -356,8 +323,8 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
     p.count = std::min(piece_elems, count - done);
     p.in = static_cast<const char*>(in) + done * elem;
     p.out = static_cast<char*>(out) + done * elem;
-    p.aligned = device_aligned(p.in) && device_aligned(p.out);
-    entry.launch(p, type, op, num_sms, stream);
+    p.aligned = allreduce::device_aligned(p.in) && allreduce::device_aligned(p.out);
+    entry->launch(p, state_->tuning, type, op, num_sms, stream);
   }
 }
 

@@ -1,7 +1,8 @@
 // Hierarchical AllReduce (ranks in several nodes): its parameters, its window
 // layout and its launcher. It runs on a ferry::Window (the device API of
 // ferry/device/channel.cuh: NVLink inside the node, the proxy across nodes), so
-// it does not take the NVLink kernels' Params and has no AlgorithmEntry.
+// it does not take the NVLink kernels' Params: its AlgorithmEntry
+// (hierarchical_entry.cpp) spans nodes and brings its own setup and call.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // Host/device shared definitions of the AllReduce algorithms: the one Params
-// struct every kernel takes, the epoch record, flag-row layout and the registry
-// entry of each algorithm (one file per algorithm defines its entry).
+// struct every NVLink kernel takes, the epoch record, flag-row layout and the
+// table entry of each algorithm (one file per algorithm defines its entry).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,7 +8,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "allreduce/validate.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/device/nvlink.cuh"
 #include "ferry/device/timeout.cuh"
@@ -19,6 +22,10 @@
 #else
 #define FERRY_HOST_DEVICE
 #endif
+
+namespace ferry {
+class Communicator;
+}
 
 namespace ferry::allreduce {
 
@@ -60,36 +67,70 @@ FERRY_HOST_DEVICE inline size_t packs_of(size_t count, size_t elem_size) {
 }
 FERRY_HOST_DEVICE inline size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-// Tuning knob from the environment (0 or unset: the built-in choice). Read once.
-size_t tuning_knob(const char* name);
+// Launch tuning for measurements (FERRY_ONE_SHOT_*, FERRY_TWO_SHOT_*: src/common/knobs.hpp),
+// read once when the AllReduce is built; 0: the built-in choice.
+struct LaunchTuning {
+  size_t one_shot_packs_per_thread = 0;
+  size_t one_shot_blocks = 0;
+  size_t two_shot_blocks = 0;
+  size_t two_shot_max_chunk_packs = 0;
+  int two_shot_variant = 1;  // Params::variant: 0 pull, 1 push
+};
+LaunchTuning launch_tuning_from_env();
 
-// One AllReduce algorithm (or protocol) as the host drives it: its region
-// sizes, where it can run and its launcher. Each algorithm's .cu file defines
-// its entry next to the kernel; allreduce.cpp lists them (the list's order is the
-// order of the regions in scratch and flags, NOTE [AllReduce regions]). Entries
-// are constant-initialized (function addresses and literals only), so their use
-// from other translation units does not depend on static initialization order.
+// What an entry with memory of its own (one that spans nodes: a Window) keeps
+// between calls; made by the entry's setup when the AllReduce is built.
+class AlgorithmState {
+ public:
+  virtual ~AlgorithmState() = default;
+  virtual size_t window_bytes() const = 0;
+};
+
+// One AllReduce algorithm (or protocol) as the host drives it: where it can run,
+// and either its regions and launcher (inside a node, over NVLink) or its own
+// memory and call (across nodes). Each algorithm's file defines its entry next
+// to the kernel; allreduce.cpp lists them (NOTE [AllReduce regions] for the
+// order). Entries are constant-initialized (function addresses and literals
+// only), so their use from other translation units does not depend on static
+// initialization order.
 struct AlgorithmEntry {
   const char* name;                 // algorithm_name() of `algorithm` (internal entries: a label only)
   AllReduceAlgorithm algorithm;     // the public algorithm it runs
   bool internal;                    // a protocol run() picks for `algorithm` by size (one-shot LL),
                                     // never named by users
+  bool spans_nodes;                 // runs only on ranks in several nodes (a Window: NVLink inside the
+                                    // node, the proxy between nodes); else only inside one node (NVLink)
   std::array<const char*, 2> aliases;  // other names algorithm_from_string accepts (or nullptr)
-  // The user bytes one launch may carry for an AllReduce of max_bytes.
+  // Why it cannot run on a communicator of this shape, whose kind (one node or
+  // several) matches spans_nodes: the NotSupported message; "" when it can.
+  std::string (*unsupported)(const CommShape& comm);
+
+  // Inside a node (spans_nodes false; nullptr otherwise):
+  // the user bytes one launch may carry for an AllReduce of max_bytes,
   size_t (*capacity)(size_t max_bytes);
-  // The scratch bytes (per rank) a capacity of `capacity` needs.
+  // the scratch bytes (per rank) a capacity of `capacity` needs,
   size_t (*scratch_bytes)(size_t capacity, int world_size);
-  // Whether it runs on `world_size` ranks of one node (at most kMaxNodeRanks).
-  bool (*supported)(int world_size);
-  void (*launch)(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream);
+  // and one launch of p.count elements.
+  void (*launch)(const Params& p, const LaunchTuning& tuning, DataType type, ReduceOp op, int num_sms,
+                 cudaStream_t stream);
+
+  // Across nodes (spans_nodes true; nullptr otherwise): its memory, made when
+  // the AllReduce is built (collective), and a whole call (split into launches).
+  std::unique_ptr<AlgorithmState> (*setup)(Communicator& comm, size_t max_bytes, const AllReduceOptions& options);
+  void (*run)(AlgorithmState& state, const void* in, void* out, size_t count, DataType type, ReduceOp op,
+              cudaStream_t stream);
 };
 
-inline bool any_world_size(int /*world_size*/) { return true; }
+// unsupported() of the entries that run inside one node on any number of its ranks.
+std::string fits_one_node(const CommShape& comm);
+
+inline bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 extern const AlgorithmEntry kOneShotEntry;
 extern const AlgorithmEntry kOneShotLlEntry;
 extern const AlgorithmEntry kTwoShotEntry;
 extern const AlgorithmEntry kRingEntry;
 extern const AlgorithmEntry kRecursiveDoublingEntry;
+extern const AlgorithmEntry kHierarchicalEntry;
 
 }  // namespace ferry::allreduce

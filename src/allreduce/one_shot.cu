@@ -72,15 +72,16 @@ size_t one_shot_scratch_bytes(size_t capacity, int world_size) {
   return 2 * static_cast<size_t>(world_size) * round_up(capacity, kSlotAlign);
 }
 
-void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
+void launch_one_shot(const Params& p, const LaunchTuning& tuning, DataType type, ReduceOp op, int num_sms,
+                     cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
     // About one pack per thread up to kMaxOneShotBlocks blocks: latency matters
     // more than SM count here, and on 4xH200 grids of 128+ blocks ran 5x slower
     // at 2 MB (ferry-bench, FERRY_ONE_SHOT_PACKS_PER_THREAD sweep).
-    static const size_t knob_ppt = tuning_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD");
-    static const size_t knob_blocks = tuning_knob("FERRY_ONE_SHOT_BLOCKS");
+    const size_t knob_ppt = tuning.one_shot_packs_per_thread;
+    const size_t knob_blocks = tuning.one_shot_blocks;
     const size_t per_block = kThreads * (knob_ppt ? knob_ppt : 1);
     const size_t want = (packs + per_block - 1) / per_block;
     const size_t cap = std::min<size_t>(knob_blocks ? knob_blocks : kMaxOneShotBlocks, std::min(num_sms, kMaxBlocks));
@@ -93,7 +94,7 @@ void launch_one_shot(const Params& p, DataType type, ReduceOp op, int num_sms, c
 }  // namespace
 
 const AlgorithmEntry kOneShotEntry{
-    "one_shot", AllReduceAlgorithm::kOneShot, /*internal=*/false, {"oneshot", "one-shot"},
-    &one_shot_capacity, &one_shot_scratch_bytes, &any_world_size, &launch_one_shot};
+    "one_shot", AllReduceAlgorithm::kOneShot, /*internal=*/false, /*spans_nodes=*/false, {"oneshot", "one-shot"},
+    &fits_one_node, &one_shot_capacity, &one_shot_scratch_bytes, &launch_one_shot, nullptr, nullptr};
 
 }  // namespace ferry::allreduce

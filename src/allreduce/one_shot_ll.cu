@@ -92,7 +92,8 @@ size_t one_shot_ll_scratch_bytes(size_t capacity, int world_size) {
   return 2 * static_cast<size_t>(world_size) * round_up(capacity / kPackBytes * kLinesPerPack * kLineBytes, kSlotAlign);
 }
 
-void launch_one_shot_ll(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
+void launch_one_shot_ll(const Params& p, const LaunchTuning& /*tuning*/, DataType type, ReduceOp op, int num_sms,
+                        cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
@@ -109,7 +110,7 @@ void launch_one_shot_ll(const Params& p, DataType type, ReduceOp op, int num_sms
 // Internal: never named by users; AllReduce::run picks it for one-shot calls up
 // to FERRY_ALLREDUCE_LL_MAX_BYTES.
 const AlgorithmEntry kOneShotLlEntry{
-    "one_shot_ll", AllReduceAlgorithm::kOneShot, /*internal=*/true, {nullptr, nullptr},
-    &one_shot_ll_capacity, &one_shot_ll_scratch_bytes, &any_world_size, &launch_one_shot_ll};
+    "one_shot_ll", AllReduceAlgorithm::kOneShot, /*internal=*/true, /*spans_nodes=*/false, {nullptr, nullptr},
+    &fits_one_node, &one_shot_ll_capacity, &one_shot_ll_scratch_bytes, &launch_one_shot_ll, nullptr, nullptr};
 
 }  // namespace ferry::allreduce

@@ -91,7 +91,8 @@ size_t recursive_doubling_scratch_bytes(size_t capacity, int /*world_size*/) {
   return l.work_offset + l.slot_bytes;
 }
 
-void launch_recursive_doubling(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
+void launch_recursive_doubling(const Params& p, const LaunchTuning& /*tuning*/, DataType type, ReduceOp op,
+                               int num_sms, cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
@@ -103,12 +104,19 @@ void launch_recursive_doubling(const Params& p, DataType type, ReduceOp op, int 
 }
 
 // Partners are rank ^ 2^i: the group must be a power of two.
-bool power_of_two(int world_size) { return (world_size & (world_size - 1)) == 0; }
+std::string power_of_two(const CommShape& comm) {
+  std::string why = fits_one_node(comm);
+  if (why.empty() && (comm.world_size & (comm.world_size - 1)) != 0)
+    why = "AllReduce algorithm recursive_doubling needs a power-of-two world size, got " +
+          std::to_string(comm.world_size);
+  return why;
+}
 
 }  // namespace
 
 const AlgorithmEntry kRecursiveDoublingEntry{
-    "recursive_doubling", AllReduceAlgorithm::kRecursiveDoubling, /*internal=*/false, {"rd", "recursive-doubling"},
-    &recursive_doubling_capacity, &recursive_doubling_scratch_bytes, &power_of_two, &launch_recursive_doubling};
+    "recursive_doubling", AllReduceAlgorithm::kRecursiveDoubling, /*internal=*/false, /*spans_nodes=*/false,
+    {"rd", "recursive-doubling"}, &power_of_two, &recursive_doubling_capacity, &recursive_doubling_scratch_bytes,
+    &launch_recursive_doubling, nullptr, nullptr};
 
 }  // namespace ferry::allreduce

@@ -116,7 +116,8 @@ size_t ring_scratch_bytes(size_t capacity, int world_size) {
   return l.ag_offset + l.ag_slot_bytes * (world_size - 1);
 }
 
-void launch_ring(const Params& p, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
+void launch_ring(const Params& p, const LaunchTuning& /*tuning*/, DataType type, ReduceOp op, int num_sms,
+                 cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t shard = (packs_of(p.count, sizeof(T)) + p.world_size() - 1) / p.world_size();
@@ -129,7 +130,8 @@ void launch_ring(const Params& p, DataType type, ReduceOp op, int num_sms, cudaS
 
 }  // namespace
 
-const AlgorithmEntry kRingEntry{"ring", AllReduceAlgorithm::kRing, /*internal=*/false, {nullptr, nullptr},
-                                &ring_capacity, &ring_scratch_bytes, &any_world_size, &launch_ring};
+const AlgorithmEntry kRingEntry{
+    "ring", AllReduceAlgorithm::kRing, /*internal=*/false, /*spans_nodes=*/false, {nullptr, nullptr},
+    &fits_one_node, &ring_capacity, &ring_scratch_bytes, &launch_ring, nullptr, nullptr};
 
 }  // namespace ferry::allreduce

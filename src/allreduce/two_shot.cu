@@ -158,14 +158,15 @@ size_t two_shot_scratch_bytes(size_t capacity, int world_size) {
   return l.gather_offset + l.slot_bytes * world_size;
 }
 
-void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_sms, cudaStream_t stream) {
+void launch_two_shot(const Params& params, const LaunchTuning& tuning, DataType type, ReduceOp op, int num_sms,
+                     cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     Params p = params;
     const size_t packs = packs_of(p.count, sizeof(T));
     const size_t shard = (packs + p.world_size() - 1) / p.world_size();
-    static const size_t knob_blocks = tuning_knob("FERRY_TWO_SHOT_BLOCKS");
-    static const size_t knob_chunk = tuning_knob("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
+    const size_t knob_blocks = tuning.two_shot_blocks;
+    const size_t knob_chunk = tuning.two_shot_max_chunk_packs;
     const int max_blocks = std::min(knob_blocks ? static_cast<int>(knob_blocks) : num_sms, kMaxBlocks);
     // Spread a shard over every SM, 64..2048 packs per block step, up to 8192
     // for shards of 2M+ packs (4xH200: 64 MB 307 us with 2048 vs 324 with 8192;
@@ -177,9 +178,8 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
     // All-gather by push measured faster than by pull at every size on 4xH200
     // (16 MB: 91.6 vs 100.3 us; 256 MB: 1188 vs 1265 us). A pipelined variant
     // (scatter of step k+1 in flight while waiting on step k) measured no gain
-    // and was dropped. FERRY_TWO_SHOT_VARIANT: 1 pull, 2 push.
-    static const size_t knob_variant = tuning_knob("FERRY_TWO_SHOT_VARIANT");
-    p.variant = knob_variant == 1 ? 0 : 1;
+    // and was dropped. FERRY_TWO_SHOT_VARIANT: 1 (pull) sets 0, else 1 (push).
+    p.variant = tuning.two_shot_variant;
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
     const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));
@@ -191,7 +191,7 @@ void launch_two_shot(const Params& params, DataType type, ReduceOp op, int num_s
 }  // namespace
 
 const AlgorithmEntry kTwoShotEntry{
-    "two_shot", AllReduceAlgorithm::kTwoShot, /*internal=*/false, {"twoshot", "two-shot"},
-    &two_shot_capacity, &two_shot_scratch_bytes, &any_world_size, &launch_two_shot};
+    "two_shot", AllReduceAlgorithm::kTwoShot, /*internal=*/false, /*spans_nodes=*/false, {"twoshot", "two-shot"},
+    &fits_one_node, &two_shot_capacity, &two_shot_scratch_bytes, &launch_two_shot, nullptr, nullptr};
 
 }  // namespace ferry::allreduce

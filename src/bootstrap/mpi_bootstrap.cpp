@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/knobs.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 
@@ -76,13 +77,8 @@ void release_mpi() noexcept {
 // Largest piece one MPI_Allgather moves per rank (counts are int). Testing hook:
 // FERRY_MPI_ALLGATHER_CHUNK_BYTES lowers it so the chunked path runs on small data.
 size_t allgather_chunk_bytes() {
-  size_t chunk = size_t{1} << 30;
-  if (const char* env = std::getenv("FERRY_MPI_ALLGATHER_CHUNK_BYTES"); env && *env) {
-    long long v = std::atoll(env);
-    FERRY_ARG_CHECK(v > 0, "FERRY_MPI_ALLGATHER_CHUNK_BYTES must be a positive integer, got '" << env << "'");
-    chunk = static_cast<size_t>(std::min<long long>(v, INT_MAX));
-  }
-  return chunk;
+  // A positive size, 1 GiB unless set.
+  return static_cast<size_t>(std::min<uint64_t>(knobs::kMpiAllgatherChunkBytes.value(), INT_MAX));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "bootstrap/tcp_bootstrap_impl.hpp"
 #include "bootstrap/tcp_socket.hpp"
+#include "common/knobs.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 
@@ -252,10 +253,7 @@ void TcpBootstrap::Impl::gather_at_root(const void* send, uint8_t* recv, size_t 
 // ==================================================================== public API
 TcpUniqueId TcpBootstrap::create_unique_id(const std::string& address, int port) {
   std::string host = address;
-  if (host.empty()) {
-    const char* env = std::getenv("FERRY_BOOTSTRAP_ADDR");
-    host = env && *env ? env : "127.0.0.1";
-  }
+  if (host.empty()) host = knobs::kBootstrapAddr.value();
   FERRY_ARG_CHECK(port >= 0 && port <= 65535,
                   "TcpBootstrap::create_unique_id: port must be in [0, 65535], got " << port);
   IdLayout layout{};

@@ -7,10 +7,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "common/env.hpp"
+#include "common/knobs.hpp"
 #include "ep/ep_buffer_state.hpp"
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_paths.hpp"
@@ -27,13 +28,6 @@
 namespace ferry {
 
 using ep::Params;
-
-namespace {
-
-// A tuning knob (non-negative integer) from the environment.
-int env_int(const char* name, int fallback) { return static_cast<int>(env_size(name, size_t(fallback))); }
-
-}  // namespace
 
 namespace ep {
 
@@ -100,7 +94,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // tokens keep whole-ish rows per warp (fewer ready words).
   // 4xH200: HT whole 7168-column rows beat 2048/3584; LL 2048 beat 256/512/1024.
   const int default_chunk = ll ? 2048 : 8192;
-  p.chunk_cols = std::max(256, env_int("FERRY_EP_CHUNK_COLS", default_chunk) / 256 * 256);
+  p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // dispatch()/combine() run both halves at once (the receive half consumes
   // tokens as they land): receive blocks + send blocks = num_sms.
@@ -109,29 +103,31 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // reads every expert row), so each gets the larger share there.
   const int clamp_max = std::max(1, config_.num_sms - 1);
   state_->dispatch_recv_blocks =
-      std::clamp(env_int("FERRY_EP_DISPATCH_RECV_BLOCKS", config_.num_sms * 2 / 3), 1, clamp_max);
+      std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms * 2 / 3)), 1, clamp_max);
   // Rank rows: the send half only copies rows to their homes, the receive half
   // reads two or more rows per token and writes one: it gets half.
   const bool rank_rows = config_.layout == EpLayout::kRankRows;
   state_->combine_recv_blocks = std::clamp(
-      env_int("FERRY_EP_COMBINE_RECV_BLOCKS", config_.num_sms / (ll || rank_rows ? 2 : 3)), 1, clamp_max);
+      static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / (ll || rank_rows ? 2 : 3))), 1,
+      clamp_max);
   // The halves overlap through programmatic dependent launch (NOTE [Overlapped halves
   // and free SMs]), which needs compute capability 9.0; before it they would only
   // run one after the other on half the SMs each, so they run apart with all of them.
   int cc_major = 0;
   FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, comm_.device()));
-  state_->overlap = config_.num_sms >= 2 && env_int("FERRY_EP_OVERLAP", 1) != 0 && cc_major >= 9;
-  state_->fuse_layout = env_int("FERRY_EP_FUSE_LAYOUT", 1) != 0;
-  p.spread_items = env_int("FERRY_EP_SPREAD_ITEMS", 1) != 0;  // NOTE [EP item order]; 0: block-major (to compare)
+  state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && cc_major >= 9;
+  state_->fuse_layout = knobs::kEpFuseLayout.value();
+  p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
   // NOTE [EP hierarchical] (net_hier.cuh): high-throughput across nodes of several ranks each
   // (FERRY_EP_HIERARCHICAL=0: the direct path instead).
   const Topology& topo = comm_.topology();
   // Decided from what every rank sees alike (the topology), so all ranks agree or all throw.
-  const int hier_env = env_int("FERRY_EP_HIERARCHICAL", -1);  // -1: unset
-  if (state_->spans_nodes && !ll && hier_env != 0) {
-    FERRY_CHECK(topo.ranks_per_node > 0 || hier_env != 1, NotSupported,
+  const std::optional<bool> hier_env = knobs::kEpHierarchical.read();  // unset: on where it applies
+  const bool hier_off = hier_env.has_value() && !*hier_env, hier_required = hier_env.value_or(false);
+  if (state_->spans_nodes && !ll && !hier_off) {
+    FERRY_CHECK(topo.ranks_per_node > 0 || !hier_required, NotSupported,
                 "EpBuffer: FERRY_EP_HIERARCHICAL=1 needs nodes of equal sizes; the " << W << " ranks span "
                     << topo.num_nodes << " nodes of different sizes (unset it: the direct path is taken then)");
     // One rank per node: the direct path is the same thing. Unequal nodes: the direct path.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "common/knobs.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/error.hpp"
 #include "ferry/topology.hpp"
@@ -22,12 +23,13 @@ namespace ferry::net {
 
 // Every rank its own (virtual) node: all traffic takes the proxy.
 inline Topology one_rank_per_node(Bootstrap& bootstrap) {
-  const char* old = std::getenv("FERRY_RANKS_PER_NODE");
+  const char* name = knobs::kRanksPerNode.name();
+  const char* old = std::getenv(name);
   const std::string saved = old != nullptr ? old : "";
-  setenv("FERRY_RANKS_PER_NODE", "1", 1);
+  setenv(name, "1", 1);
   Topology topology = discover_topology(bootstrap);
-  if (old != nullptr) setenv("FERRY_RANKS_PER_NODE", saved.c_str(), 1);
-  else unsetenv("FERRY_RANKS_PER_NODE");
+  if (old != nullptr) setenv(name, saved.c_str(), 1);
+  else unsetenv(name);
   return topology;
 }
 

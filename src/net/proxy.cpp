@@ -6,7 +6,6 @@
 #include <cstring>
 #include <sstream>
 
-#include "common/env.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 
@@ -19,16 +18,10 @@ constexpr size_t kMaxInFlight = 4096;   // requests before the proxy waits for t
 constexpr uint32_t kSpinsBeforeYield = 256;
 // Idle loops before the proxy naps (20 us at a time): about a fraction of a
 // second without FIFO or network activity. FERRY_PROXY_IDLE_SPINS=0: never nap.
-uint64_t spins_before_nap() {
-  static const uint64_t spins = env_size("FERRY_PROXY_IDLE_SPINS", size_t{1} << 20);
-  return spins == 0 ? ~0ull : spins;
-}
+uint64_t spins_before_nap(const ProxyOptions& options) { return options.idle_spins == 0 ? ~0ull : options.idle_spins; }
 
-// The largest single transport put (FERRY_PROXY_PUT_CHUNK_BYTES, default 4 MiB).
-size_t put_chunk_bytes() {
-  static const size_t bytes = std::max<size_t>(env_size("FERRY_PROXY_PUT_CHUNK_BYTES", size_t{4} << 20), 4096);
-  return bytes;
-}
+// The largest single transport put (FERRY_PROXY_PUT_CHUNK_BYTES, default 4 MiB; at least 4 KiB).
+size_t put_chunk_bytes(const ProxyOptions& options) { return std::max<size_t>(options.put_chunk_bytes, 4096); }
 
 template <typename T>
 T* host_alloc(size_t count, bool cuda) {
@@ -147,7 +140,7 @@ void Proxy::check() const {
 void Proxy::run() {
   if (options_.cuda) cudaSetDevice(options_.device);
   uint64_t idle = 0;
-  const uint64_t nap_after = spins_before_nap();
+  const uint64_t nap_after = spins_before_nap(options_);
   while (!stop_.load(std::memory_order_acquire)) {
     bool busy = false;
     {
@@ -231,7 +224,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
   // CUDA call on the proxy thread.
   // A large put goes out as pieces of put_chunk_bytes(): UCX then pipelines
   // them (over shared memory one 58 MB put took about 4x as long as 4 MiB pieces).
-  const size_t chunk = put_chunk_bytes();
+  const size_t chunk = put_chunk_bytes(options_);
   for (uint64_t done = 0; done < entry.bytes;) {
     const uint64_t n = std::min<uint64_t>(chunk, entry.bytes - done);
     if (!wait_for_request_room()) return;

@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/knobs.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/device/fifo.cuh"
 #include "ferry/device/timeout.cuh"
@@ -73,6 +74,10 @@ struct ProxyOptions {
   std::chrono::nanoseconds timeout{std::chrono::seconds(10)};
   DeviceErrorState* error = nullptr;  // where a transport failure is reported (host-mapped), or nullptr
   int32_t* device_abort = nullptr;    // device abort flag raised on a transport failure, or nullptr
+  // Knobs (src/common/knobs.hpp), read when the options are made: before the
+  // transport's collective creation, so a bad value throws on every rank alike.
+  uint64_t idle_spins = knobs::kProxyIdleSpins.value();         // idle loops before napping; 0: never
+  size_t put_chunk_bytes = knobs::kProxyPutChunkBytes.value();  // largest single put (at least 4 KiB)
 };
 
 class Proxy {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/knobs.hpp"
 #include "ferry/error.hpp"
 #include "net/transport.hpp"
 
@@ -53,14 +54,7 @@ struct AddressFrame {
 // a dead peer then shows up as failed requests (tcp: "Connection reset by
 // remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
 // guarantees neither. Default: on.
-bool peer_failure_mode_from_env() {
-  const char* v = std::getenv("FERRY_UCX_PEER_FAILURE");
-  if (v == nullptr || *v == '\0') return true;
-  const std::string s(v);
-  if (s == "1" || s == "on" || s == "true") return true;
-  if (s == "0" || s == "off" || s == "false") return false;
-  FERRY_THROW(InvalidArgument, "FERRY_UCX_PEER_FAILURE must be 0 or 1, got '" << s << "'");
-}
+bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
 
 // RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
 // (GPUDirect), so windows are registered in GPU memory. cuda_ipc is left out on

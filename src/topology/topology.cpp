@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "ferry/topology.hpp"
+#include "common/knobs.hpp"
 #include "ferry/error.hpp"
+#include "ferry/topology.hpp"
 
 namespace ferry {
 
@@ -20,15 +22,11 @@ namespace {
 constexpr size_t kHostNameBytes = 256;
 
 int ranks_per_node_from_env(int world_size) {
-  const char* env = std::getenv("FERRY_RANKS_PER_NODE");
-  if (env == nullptr || *env == '\0') return 0;
-  char* end = nullptr;
-  long value = std::strtol(env, &end, 10);
-  FERRY_CHECK(end != env && *end == '\0' && value > 0, InvalidArgument,
-              "FERRY_RANKS_PER_NODE must be a positive integer, got '" << env << "'");
-  FERRY_CHECK(world_size % value == 0, InvalidArgument,
-              "FERRY_RANKS_PER_NODE=" << value << " does not divide the world size " << world_size);
-  return static_cast<int>(value);
+  const std::optional<int64_t> value = knobs::kRanksPerNode.read();  // a positive int
+  if (!value) return 0;
+  FERRY_CHECK(world_size % *value == 0, InvalidArgument,
+              "FERRY_RANKS_PER_NODE=" << *value << " does not divide the world size " << world_size);
+  return static_cast<int>(*value);
 }
 }  // namespace
 

@@ -13,12 +13,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/ep_reference.hpp"
 #include "common/host_types.hpp"
+#include "common/knobs.hpp"
 #include "common/test_util.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/ep.hpp"
@@ -98,8 +100,8 @@ const char* mode_id(EpMode m) { return m == EpMode::kHighThroughput ? "ht" : "ll
 const char* dtype_id(DataType t) { return t == DataType::kFloat8E4M3 ? "fp8" : "bf16"; }
 bool expect_hierarchical(const Communicator& comm, EpMode mode) {
   // The default; FERRY_EP_HIERARCHICAL=0 turns it off.
-  const char* v = std::getenv("FERRY_EP_HIERARCHICAL");
-  const bool off = v != nullptr && std::strtol(v, nullptr, 10) == 0;
+  const std::optional<bool> v = ferry::knobs::kEpHierarchical.read();
+  const bool off = v.has_value() && !*v;
   const Topology& t = comm.topology();
   return !off && mode == EpMode::kHighThroughput && t.num_nodes > 1 && t.ranks_per_node > 1;
 }

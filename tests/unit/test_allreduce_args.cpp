@@ -313,4 +313,71 @@ TEST(AllReduceArgs, InPlaceAndUnalignedPointersAreValid) {
   }
 }
 
+// The exact messages (the part the thrower wrote) of every way a communicator's
+// shape refuses an algorithm, and the names algorithm_from_string knows: one
+// table of algorithms (allreduce.cpp) gives them all, hierarchical included.
+TEST(AllReduceArgs, ShapeRejectionsSayExactlyWhy) {
+  const CommShape uneven{size_t{1} << 20, 4, false, 2, 0};
+  const struct {
+    CommShape comm;
+    AllReduceAlgorithm algorithm;
+    const char* message;
+  } cases[] = {
+      {multi_node(2, 2), AllReduceAlgorithm::kOneShot,
+       "AllReduce algorithm one_shot needs all ranks in one node (NVLink), but the 4 ranks span 2 nodes: across "
+       "nodes use hierarchical (or auto, which picks it)"},
+      {multi_node(4, 1), AllReduceAlgorithm::kRecursiveDoubling,
+       "AllReduce algorithm recursive_doubling needs all ranks in one node (NVLink), but the 4 ranks span 4 nodes: "
+       "across nodes use hierarchical (or auto, which picks it)"},
+      {CommShape{size_t{1} << 20, 4, true}, AllReduceAlgorithm::kHierarchical,
+       "AllReduce algorithm hierarchical runs across nodes, but all 4 ranks share one node: inside a node use auto, "
+       "one_shot, two_shot, ring or recursive_doubling"},
+      {uneven, AllReduceAlgorithm::kAuto,
+       "AllReduce across nodes (hierarchical) needs the same number of ranks in every node; the 4 ranks span 2 nodes "
+       "of different sizes"},
+      {uneven, AllReduceAlgorithm::kHierarchical,
+       "AllReduce across nodes (hierarchical) needs the same number of ranks in every node; the 4 ranks span 2 nodes "
+       "of different sizes"},
+      {multi_node(32, 1), AllReduceAlgorithm::kHierarchical,
+       "AllReduce across nodes (hierarchical) supports 2 to 16 nodes, got 32"},
+      {multi_node(2, 16), AllReduceAlgorithm::kAuto,
+       "AllReduce across nodes (hierarchical) supports at most 8 ranks in a node, got 16"},
+      {CommShape{size_t{1} << 20, 9, true}, AllReduceAlgorithm::kAuto,
+       "AllReduce supports at most 8 ranks in a node, got 9"},
+      {CommShape{size_t{1} << 20, 12, true}, AllReduceAlgorithm::kRing,
+       "AllReduce supports at most 8 ranks in a node, got 12"},
+      {CommShape{size_t{1} << 20, 12, true}, AllReduceAlgorithm::kRecursiveDoubling,
+       "AllReduce supports at most 8 ranks in a node, got 12"},
+      {CommShape{size_t{1} << 20, 6, true}, AllReduceAlgorithm::kRecursiveDoubling,
+       "AllReduce algorithm recursive_doubling needs a power-of-two world size, got 6"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(ferry::algorithm_name(c.algorithm)) + " on " + std::to_string(c.comm.world_size) +
+                 " ranks in " + std::to_string(c.comm.num_nodes) + " nodes");
+    EXPECT_FALSE(algorithm_supported(c.algorithm, c.comm));
+    const std::string msg =
+        rejection<ferry::NotSupported>(call(64, DataType::kFloat32, ReduceOp::kSum, c.algorithm), c.comm);
+    EXPECT_EQ(user_part(msg), std::string("ferry: ") + c.message);
+  }
+}
+
+TEST(AllReduceArgs, AlgorithmNamesComeFromOneTable) {
+  const std::pair<AllReduceAlgorithm, const char*> names[] = {
+      {AllReduceAlgorithm::kAuto, "auto"},          {AllReduceAlgorithm::kOneShot, "one_shot"},
+      {AllReduceAlgorithm::kTwoShot, "two_shot"},   {AllReduceAlgorithm::kRing, "ring"},
+      {AllReduceAlgorithm::kRecursiveDoubling, "recursive_doubling"},
+      {AllReduceAlgorithm::kHierarchical, "hierarchical"}};
+  for (const auto& [algorithm, name] : names) {
+    EXPECT_STREQ(ferry::algorithm_name(algorithm), name);
+    EXPECT_EQ(ferry::algorithm_from_string(name), algorithm) << name;
+  }
+  EXPECT_STREQ(ferry::algorithm_name(static_cast<AllReduceAlgorithm>(99)), "unknown");
+  EXPECT_EQ(ferry::algorithm_from_string("rd"), AllReduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(ferry::algorithm_from_string("one-shot"), AllReduceAlgorithm::kOneShot);
+  const std::string msg =
+      ferry::testing::error_message<ferry::InvalidArgument>([] { return ferry::algorithm_from_string("one_shot_ll"); });
+  EXPECT_EQ(user_part(msg), "ferry: unknown allreduce algorithm 'one_shot_ll' (expected auto, one_shot, two_shot, "
+                            "ring, recursive_doubling, hierarchical)");
+}
+
 }  // namespace

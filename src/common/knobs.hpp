@@ -1,0 +1,277 @@
+// Every FERRY_* environment variable the library and ferry-bench read, in one
+// table (name, type, default, one-line meaning) with one way to read each:
+// Knob<T>::read() / value(). docs/knobs.md and `ferry-bench --knobs` are printed
+// from this table (knobs.cpp); tests/unit/test_knobs.cpp checks that the page
+// matches it and that no FERRY_* variable is read anywhere else.
+// Host only, plain C++17: nvcc compiles it too (bench/net_bench.cu).
+//
+// NOTE [Knobs]
+// - Unset or empty: the default. Any other value must parse as the knob's type
+//   and lie in its range, or the read throws InvalidArgument naming the variable
+//   and the value. Types: bool (0/1, off/on, false/true), int and size (decimal,
+//   no sign, no suffix), string (as it is), enum (a choice by name or position).
+// - A value is parsed where it is used, when the object that uses it is built
+//   (Communicator, proxy, AllReduce, EpBuffer, bootstrap), never per call, and
+//   it is not cached across objects: a test may set a variable, build an object,
+//   and unset it again.
+// - A default given as a literal (default_value) parses as the knob's type;
+//   nullptr means the default is computed where the knob is read (default_note).
+// - New knobs: add a row to kRegistry, a handle below it, and regenerate
+//   docs/knobs.md (`ferry-bench --knobs --markdown > docs/knobs.md`).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace ferry::knobs {
+
+enum class Type { kBool, kInt, kSize, kString, kEnum };
+
+struct Info {
+  const char* name;
+  Type type;
+  const char* area;           // who reads it and when: one of kAreas
+  const char* default_value;  // parses as `type`; nullptr: computed where it is read
+  const char* default_note;   // the default in words ("" when default_value says it all)
+  const char* meaning;        // one line
+  const char* unit;           // int/size: what the number counts, for messages ("" none)
+  uint64_t min;               // int/size: the accepted range
+  uint64_t max;
+  std::array<const char*, 4> choices;  // enum: the names, by position (nullptr after the last)
+};
+
+struct Area {
+  const char* name;
+  const char* when;  // when its knobs are read
+};
+
+inline constexpr Area kAreas[] = {
+    {"communicator", "read when a Communicator is created"},
+    {"bootstrap", "read when a bootstrap or its unique id is created"},
+    {"net", "read when a Communicator whose ranks span nodes starts its UCX transport and proxy thread"},
+    {"allreduce", "read when an AllReduce is constructed"},
+    {"ep", "read when an EpBuffer is constructed"},
+    {"bench", "read by ferry-bench"},
+    {"test", "testing hooks the library reads"},
+};
+
+inline constexpr uint64_t kIntMax = static_cast<uint64_t>(std::numeric_limits<int>::max());
+inline constexpr uint64_t kSizeMax = std::numeric_limits<uint64_t>::max();
+
+constexpr Info bool_knob(const char* name, const char* area, const char* default_value, const char* default_note,
+                       const char* meaning) {
+  return Info{name, Type::kBool, area, default_value, default_note, meaning, "", 0, 1, {}};
+}
+constexpr Info int_knob(const char* name, const char* area, uint64_t min, uint64_t max, const char* default_value,
+                       const char* default_note, const char* unit, const char* meaning) {
+  return Info{name, Type::kInt, area, default_value, default_note, meaning, unit, min, max, {}};
+}
+constexpr Info size_knob(const char* name, const char* area, uint64_t min, const char* default_value,
+                    const char* default_note, const char* unit, const char* meaning) {
+  return Info{name, Type::kSize, area, default_value, default_note, meaning, unit, min, kSizeMax, {}};
+}
+constexpr Info string_knob(const char* name, const char* area, const char* default_value, const char* default_note,
+                    const char* meaning) {
+  return Info{name, Type::kString, area, default_value, default_note, meaning, "", 0, 0, {}};
+}
+constexpr Info enum_knob(const char* name, const char* area, std::array<const char*, 4> choices,
+                      const char* default_value, const char* default_note, const char* meaning) {
+  return Info{name, Type::kEnum, area, default_value, default_note, meaning, "", 0, 0, choices};
+}
+
+// The table. Names, defaults and meanings are those the readers had before the
+// registry; where the default is computed, the reader computes it (default_note
+// says how) and the row has no default_value.
+inline constexpr Info kRegistry[] = {
+    // ---- communicator
+    int_knob("FERRY_TIMEOUT_MS", "communicator", 1, kSizeMax >> 1, "10000", "", "milliseconds",
+        "deadline of every device-side wait (CommunicatorOptions::timeout overrides it); on expiry the call "
+        "throws TimeoutError naming rank, peer and phase, and the communicator refuses further work"),
+    int_knob("FERRY_RANKS_PER_NODE", "communicator", 1, kIntMax, nullptr, "by hostname", "",
+        "group consecutive ranks into nodes of this many (virtual nodes); must divide the world size and be "
+        "the same on every rank"),
+    // ---- bootstrap
+    string_knob("FERRY_BOOTSTRAP_ADDR", "bootstrap", "127.0.0.1", "",
+        "address rank 0 listens on for TcpBootstrap, when create_unique_id is given none"),
+    // ---- net
+    bool_knob("FERRY_UCX_PEER_FAILURE", "net", "1", "",
+        "1: UCX endpoints with peer-failure handling (a dead peer fails requests, not the process); 0: "
+        "without (UCX's zero-copy tcp puts, 3-5x faster over tcp)"),
+    size_knob("FERRY_PROXY_FIFO_ENTRIES", "net", 1, "1024", "", "entries",
+        "descriptors the proxy FIFO holds (CommunicatorOptions::proxy_fifo_entries overrides it); a full FIFO "
+        "makes producers wait"),
+    size_knob("FERRY_PROXY_IDLE_SPINS", "net", 0, "1048576", "", "loops",
+        "idle loops before the proxy thread naps 20 us at a time; 0: never naps"),
+    size_knob("FERRY_PROXY_PUT_CHUNK_BYTES", "net", 0, "4194304", "", "bytes",
+        "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces"),
+    // ---- allreduce
+    size_knob("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", "allreduce", 0, nullptr,
+        "by ranks in the node: 2 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",
+        "largest call auto sends to one-shot (larger ones take two-shot)"),
+    size_knob("FERRY_ALLREDUCE_LL_MAX_BYTES", "allreduce", 0, "16384", "", "bytes",
+        "largest one-shot call using the LL protocol (at most its capacity); 0: never"),
+    size_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES", "allreduce", 0, "0",
+        "built-in: up to 16 MiB, keeping the window under 64 MiB", "bytes",
+        "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
+    int_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD", "allreduce", 0, kIntMax, "0", "built-in: 1", "packs",
+        "one-shot: 16-byte packs per thread when sizing its grid (measurements)"),
+    int_knob("FERRY_ONE_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 64", "blocks",
+        "one-shot: most blocks per launch, within the SM budget (measurements)"),
+    int_knob("FERRY_TWO_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: the SM budget", "blocks",
+        "two-shot: most blocks per launch, at most 256 (measurements)"),
+    size_knob("FERRY_TWO_SHOT_MAX_CHUNK_PACKS", "allreduce", 0, "0", "built-in: 2048, 8192 for shards of 2M+ packs",
+        "packs", "two-shot: most 16-byte packs one block moves per step (measurements)"),
+    enum_knob("FERRY_TWO_SHOT_VARIANT", "allreduce", {"auto", "pull", "push", nullptr}, "auto", "built-in: push",
+        "two-shot all-gather by pull or by push (measurements)"),
+    // ---- ep
+    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput, 2048 low-latency", "columns",
+        "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
+    int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms", "blocks",
+        "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
+    int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
+        "1/3 of num_sms; 1/2 in low-latency or with rank rows", "blocks",
+        "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
+    bool_knob("FERRY_EP_OVERLAP", "ep", "1", "",
+        "dispatch()/combine() run both halves at once (compute capability 9.0+, num_sms >= 2); 0: one after "
+        "the other, each with all num_sms"),
+    bool_knob("FERRY_EP_FUSE_LAYOUT", "ep", "1", "",
+        "a call of at most 256 tokens gets its routing layout from the send kernel's first block; 0: from the "
+        "layout kernel (for comparisons)"),
+    bool_knob("FERRY_EP_SPREAD_ITEMS", "ep", "1", "",
+        "the send half spreads its items over the blocks; 0: block-major order (for comparisons)"),
+    bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",
+        "high-throughput across nodes: 0 takes the direct path (one put per destination rank); 1 insists on "
+        "the hierarchical one (nodes of unequal sizes then throw NotSupported)"),
+    // ---- bench
+    string_knob("FERRY_UCX_PERFTEST", "bench", nullptr, "the ucx_perftest found at build time",
+        "ucx_perftest executable `ferry-bench net` compares against"),
+    // ---- test
+    size_knob("FERRY_MPI_ALLGATHER_CHUNK_BYTES", "test", 1, "1073741824", "", "bytes",
+        "largest piece one MPI_Allgather of MpiBootstrap moves per rank (above INT_MAX counts as INT_MAX); lower "
+        "it to exercise the chunked path"),
+};
+inline constexpr int kNumKnobs = static_cast<int>(sizeof(kRegistry) / sizeof(kRegistry[0]));
+
+// Position of `name` in kRegistry, or -1.
+constexpr int index_of(std::string_view name) {
+  for (int i = 0; i < kNumKnobs; ++i)
+    if (name == kRegistry[i].name) return i;
+  return -1;
+}
+
+// ---- reading (knobs.cpp)
+
+// The variable as set: nullopt when unset or empty.
+std::optional<std::string> raw(const Info& knob);
+// Parsers: InvalidArgument "<NAME> must be ..., got '<value>'" when `value` does not parse or is out of range.
+bool parse_bool(const Info& knob, std::string_view value);
+uint64_t parse_number(const Info& knob, std::string_view value);  // int and size
+int parse_choice(const Info& knob, std::string_view value);       // enum: the position in `choices`
+// The knob's default_value; Error for a knob whose default is computed where it is read.
+const char* fixed_default(const Info& knob);
+
+template <typename T>
+constexpr Type type_of() {
+  if constexpr (std::is_same_v<T, bool>) return Type::kBool;
+  else if constexpr (std::is_same_v<T, int64_t>) return Type::kInt;
+  else if constexpr (std::is_same_v<T, uint64_t>) return Type::kSize;
+  else if constexpr (std::is_same_v<T, std::string>) return Type::kString;
+  else {
+    static_assert(std::is_enum_v<T>, "a knob is bool, int64_t, uint64_t, std::string or an enum");
+    return Type::kEnum;
+  }
+}
+
+template <typename T>
+T parse(const Info& knob, std::string_view value) {
+  if constexpr (std::is_same_v<T, bool>) return parse_bool(knob, value);
+  else if constexpr (std::is_same_v<T, int64_t>) return static_cast<int64_t>(parse_number(knob, value));
+  else if constexpr (std::is_same_v<T, uint64_t>) return parse_number(knob, value);
+  else if constexpr (std::is_same_v<T, std::string>) return std::string(value);
+  else return static_cast<T>(parse_choice(knob, value));
+}
+
+// A handle on one row of kRegistry, typed by what it reads.
+template <typename T>
+struct Knob {
+  int index;
+
+  const Info& info() const { return kRegistry[index]; }
+  const char* name() const { return info().name; }
+  // The value set in the environment, parsed; nullopt when unset or empty.
+  std::optional<T> read() const {
+    const std::optional<std::string> v = raw(info());
+    if (!v) return std::nullopt;
+    return parse<T>(info(), *v);
+  }
+  // The value set, else `fallback` (knobs whose default is computed here).
+  T read_or(T fallback) const {
+    std::optional<T> v = read();
+    return v ? *v : fallback;
+  }
+  // The value set, else the registry's default (knobs with a default_value).
+  T value() const {
+    std::optional<T> v = read();
+    return v ? *v : parse<T>(info(), fixed_default(info()));
+  }
+};
+
+// The handle of `name`; a name missing from kRegistry, or of another type, does not compile.
+template <typename T>
+constexpr Knob<T> handle(std::string_view name) {
+  const int i = index_of(name);
+  if (i < 0) throw "no such knob in kRegistry";
+  if (kRegistry[i].type != type_of<T>()) throw "the knob's type in kRegistry differs";
+  return Knob<T>{i};
+}
+
+enum class TwoShotVariant : int { kAuto = 0, kPull = 1, kPush = 2 };
+
+inline constexpr Knob<int64_t> kTimeoutMs = handle<int64_t>("FERRY_TIMEOUT_MS");
+inline constexpr Knob<int64_t> kRanksPerNode = handle<int64_t>("FERRY_RANKS_PER_NODE");
+inline constexpr Knob<std::string> kBootstrapAddr = handle<std::string>("FERRY_BOOTSTRAP_ADDR");
+inline constexpr Knob<bool> kUcxPeerFailure = handle<bool>("FERRY_UCX_PEER_FAILURE");
+inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
+inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");
+inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PROXY_PUT_CHUNK_BYTES");
+inline constexpr Knob<uint64_t> kAllReduceOneShotMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES");
+inline constexpr Knob<uint64_t> kAllReduceLlMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL_MAX_BYTES");
+inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
+inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
+inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");
+inline constexpr Knob<int64_t> kTwoShotBlocks = handle<int64_t>("FERRY_TWO_SHOT_BLOCKS");
+inline constexpr Knob<uint64_t> kTwoShotMaxChunkPacks = handle<uint64_t>("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
+inline constexpr Knob<TwoShotVariant> kTwoShotVariant = handle<TwoShotVariant>("FERRY_TWO_SHOT_VARIANT");
+inline constexpr Knob<int64_t> kEpChunkCols = handle<int64_t>("FERRY_EP_CHUNK_COLS");
+inline constexpr Knob<int64_t> kEpDispatchRecvBlocks = handle<int64_t>("FERRY_EP_DISPATCH_RECV_BLOCKS");
+inline constexpr Knob<int64_t> kEpCombineRecvBlocks = handle<int64_t>("FERRY_EP_COMBINE_RECV_BLOCKS");
+inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
+inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
+inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");
+inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
+inline constexpr Knob<std::string> kUcxPerftest = handle<std::string>("FERRY_UCX_PERFTEST");
+inline constexpr Knob<uint64_t> kMpiAllgatherChunkBytes = handle<uint64_t>("FERRY_MPI_ALLGATHER_CHUNK_BYTES");
+
+// ---- printing (knobs.cpp)
+
+const char* type_name(Type type);
+// The type as the tables show it, with the range or the choices ("int >= 1", "enum: auto, pull, push").
+std::string type_text(const Info& knob);
+// The default as the tables show it: the value and/or the note.
+std::string default_text(const Info& knob);
+// What `ferry-bench --knobs` prints: every knob by area, with the value set in this environment
+// (and why it does not parse, where it does not).
+std::string table();
+// docs/knobs.md.
+std::string markdown();
+// One message per variable set here whose value does not parse (what reading it would throw).
+std::vector<std::string> problems();
+
+}  // namespace ferry::knobs
