@@ -209,12 +209,12 @@ class EpBuffer {
 
   const EpConfig& config() const { return config_; }
   // True when the communicator's ranks span nodes: the cross-node path
-  // (src/ep/net_dispatch.cu, net_combine.cu); false: the NVLink kernels of one node.
+  // (src/ep/internode_dispatch.cu, internode_combine.cu); false: the NVLink kernels of one node.
   bool spans_nodes() const;
   // True when the cross-node path is the hierarchical one (FERRY_EP_HIERARCHICAL=1,
   // read once at construction; high-throughput mode on nodes of several ranks
   // each): one network write per token per destination node, forwarded over
-  // NVLink inside it (src/ep/net_hier.cuh). Same results as the direct path.
+  // NVLink inside it (src/ep/internode_hier.cuh). Same results as the direct path.
   bool hierarchical() const;
   int local_experts() const;
   int world_size() const;

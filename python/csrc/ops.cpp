@@ -1,6 +1,6 @@
 // ferry._C: AllReduce and EpBuffer. Pointers and streams are integers; the
 // Python layer (python/ferry/_allreduce.py, _ep.py) checks AllReduce's tensors,
-// leaves EpBuffer's to its own checks (src/ep/validate.hpp) and wraps the
+// leaves EpBuffer's to its own checks (src/ep/ep_args.hpp) and wraps the
 // returned pointers into tensors. Both objects keep their Communicator alive
 // (keep_alive), as the C++ objects hold a reference to it.
 #include <nanobind/nanobind.h>
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../../src/ep/validate.hpp"  // the EP argument checks (public headers only; libferry exports them)
+#include "../../src/ep/ep_args.hpp"  // the EP argument checks (public headers only; libferry exports them)
 #include "bindings.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"

@@ -5,7 +5,7 @@ Every check names the call, the argument and what was expected. check_tensor
 contiguity, device; so a CPU tensor with the right dtype and shape fails on its
 device, and a test without a GPU can still check the others. EP leaves all but
 the torch side (tensor_view: Python types, torch dtypes) to the compiled
-module's checks (src/ep/validate.hpp), which run once per call.
+module's checks (src/ep/ep_args.hpp), which run once per call.
 """
 
 from __future__ import annotations

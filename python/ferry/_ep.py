@@ -49,7 +49,7 @@ class EpSpec:
 
     def dims(self) -> "_C.EpDims":
         """Sizes derived from the config (local_experts, capacity_per_expert,
-        capacity_rows, index_capacity), by the one C++ rule (src/ep/validate.hpp)."""
+        capacity_rows, index_capacity), by the one C++ rule (src/ep/ep_args.hpp)."""
         return _C.ep_dims(self.config(), self.world_size)
 
     @property
@@ -247,7 +247,7 @@ class EpLayer:
             views[2] = tensor_view(self._ones[:num_tokens])
         high_throughput = spec.mode == "high_throughput"
         rank_rows = spec.layout == "rank_rows"  # high-throughput only (EpSpec.validate)
-        # The buffer checks the arguments (src/ep/validate.hpp) before launching anything.
+        # The buffer checks the arguments (src/ep/ep_args.hpp) before launching anything.
         result = buffer.dispatch(*views, current_stream(self.device), sync_counts=high_throughput)
         local = result.local_experts
         capacity_rows = result.capacity_rows

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "allreduce/layout.hpp"
-#include "allreduce/validate.hpp"
+#include "allreduce/allreduce_params.hpp"
+#include "allreduce/allreduce_args.hpp"
 #include "common/knobs.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"

@@ -18,7 +18,7 @@
 //      the output.
 // With L = 1, A and C reduce to nothing: the partial is the input.
 #include "allreduce/hierarchical.hpp"
-#include "allreduce/kernel_common.cuh"
+#include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
 #include "ferry/device/channel.cuh"
 

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allreduce/layout.hpp"
+#include "allreduce/allreduce_params.hpp"
 #include "ferry/device/channel.cuh"
 #include "ferry/types.hpp"
 

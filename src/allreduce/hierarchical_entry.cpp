@@ -11,7 +11,7 @@
 #include <string>
 
 #include "allreduce/hierarchical.hpp"
-#include "allreduce/layout.hpp"
+#include "allreduce/allreduce_params.hpp"
 #include "common/knobs.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"

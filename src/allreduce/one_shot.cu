@@ -2,7 +2,7 @@
 // scratch, raises one flag per peer, waits for the peers' flags and reduces all
 // slots locally in rank order. One flag exchange per call: the lowest latency,
 // at the price of (n-1) x the data on every link; used for small buffers.
-#include "allreduce/kernel_common.cuh"
+#include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::allreduce {

@@ -4,7 +4,7 @@
 // 4-byte tag, so the receiver polls the data itself. No memory fence and no
 // separate flag: one NVLink trip instead of data, fence, then flag. The price is
 // twice the bytes on the wire, so it only pays for small buffers.
-#include "allreduce/kernel_common.cuh"
+#include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::allreduce {

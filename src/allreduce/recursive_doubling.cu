@@ -3,7 +3,7 @@
 // the two, lower rank's operand first, so both partners hold identical bits.
 // Partials travel in the accumulation type. Fewest dependent hops for mid sizes
 // on small groups; moves log2(n) x the data per link.
-#include "allreduce/kernel_common.cuh"
+#include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::allreduce {

@@ -3,7 +3,7 @@
 // two-shot, but with 2(n-1) dependent hops; kept for topologies where only
 // neighbours are well connected and as a reference. Partial sums travel in the
 // accumulation type (fp32 for 16-bit inputs), so rounding happens once.
-#include "allreduce/kernel_common.cuh"
+#include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::allreduce {

@@ -6,7 +6,7 @@
 // its own shard's slice in rank order into a "reduced" area and the output,
 // raises a second flag, waits for the peers', and pulls their reduced slices
 // into the output. Every link carries 2(n-1)/n of the data: the bandwidth path.
-#include "allreduce/kernel_common.cuh"
+#include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::allreduce {

@@ -3,7 +3,7 @@
 // once into the token's home rank; the receive half sums each token's partials
 // as soon as they are ready, in rank order (fp32), into out[t]. Protocol:
 // NOTE [EP epochs].
-#include "ep/kernel_common.cuh"
+#include "ep/ep_device.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 

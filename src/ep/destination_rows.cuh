@@ -4,8 +4,8 @@
 // (rank_rows_dispatch.cu).
 #pragma once
 
-#include "ep/kernel_common.cuh"
-#include "ep/layout.cuh"
+#include "ep/ep_device.cuh"
+#include "ep/routing_layout.cuh"
 
 namespace ferry::ep {
 

@@ -2,12 +2,12 @@
 // picked, straight into the output row of its first expert there, with its
 // routing record; the receive half, chunk by chunk as they land, records where
 // each token's rows are and copies the row to the token's further experts.
-// Protocol: NOTE [EP epochs] in kernel_common.cuh, NOTE [EP direct rows] here.
+// Protocol: NOTE [EP epochs] in ep_device.cuh, NOTE [EP direct rows] here.
 #include <algorithm>
 
 #include "ep/destination_rows.cuh"
-#include "ep/kernel_common.cuh"
-#include "ep/layout.cuh"
+#include "ep/ep_device.cuh"
+#include "ep/routing_layout.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 

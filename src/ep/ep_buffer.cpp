@@ -16,8 +16,8 @@
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_paths.hpp"
 #include "ep/ep_params.hpp"
-#include "ep/net_params.hpp"
-#include "ep/validate.hpp"
+#include "ep/internode_params.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/ep.hpp"
@@ -43,7 +43,7 @@ int cuda_pointer_device(const void* ptr) {
 
 namespace {
 
-// What the checks of this buffer's calls know (validate.hpp), named as the caller names them.
+// What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
   return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
 }
@@ -57,7 +57,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   comm_.check();
   const int W = comm_.size();
   ep::validate_config(config_, W);
-  // Ranks in several nodes take the cross-node path (net_dispatch.cu, net_combine.cu); one node, the NVLink kernels.
+  // Ranks in several nodes take the cross-node path (internode_dispatch.cu, internode_combine.cu); one node, the NVLink kernels.
   state_->spans_nodes = comm_.topology().num_nodes > 1;
   FERRY_CHECK(!state_->spans_nodes || W <= ep::kMaxRanks, NotSupported,
               "EpBuffer: at most " << ep::kMaxRanks << " ranks across nodes (the routing layout's limit), got "
@@ -69,7 +69,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   config_.num_sms = std::min(config_.num_sms, comm_.sm_budget());
 
   const int T = config_.max_tokens_per_rank, H = config_.hidden, K = config_.topk, E = config_.num_experts;
-  const ep::EpDims dims = ep::ep_dims(config_, W);  // sizes computed in one place (validate.cpp)
+  const ep::EpDims dims = ep::ep_dims(config_, W);  // sizes computed in one place (ep_args.cpp)
   const int Le = dims.local_experts;
   const bool fp8 = config_.dispatch_type == DataType::kFloat8E4M3;
   const bool ll = config_.mode == EpMode::kLowLatency;
@@ -120,7 +120,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
-  // NOTE [EP hierarchical] (net_hier.cuh): high-throughput across nodes of several ranks each
+  // NOTE [EP hierarchical] (internode_hier.cuh): high-throughput across nodes of several ranks each
   // (FERRY_EP_HIERARCHICAL=0: the direct path instead).
   const Topology& topo = comm_.topology();
   // Decided from what every rank sees alike (the topology), so all ranks agree or all throw.
@@ -163,7 +163,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   comm_.bootstrap().barrier();  // every rank's memory is ready before anyone dispatches
 }
 
-// NOTE [EP across nodes] (net_dispatch.cu, net_combine.cu): the layout kernel, then the cross-node
+// NOTE [EP across nodes] (internode_dispatch.cu, internode_combine.cu): the layout kernel, then the cross-node
 // kernels on one Window; local memory for the layout, the receive side and the
 // dispatch output. The halves run one after the other (dispatch()/combine() do
 // not overlap them), each grid small enough that the ranks sharing this GPU
@@ -222,7 +222,7 @@ void EpBuffer::init_cross_node() {
   ep::load_net_kernels();  // docs/internode.md, "Lazy module loading"
 }
 
-// NOTE [EP hierarchical] (net_hier.cuh): the direct path's window with the
+// NOTE [EP hierarchical] (internode_hier.cuh): the direct path's window with the
 // forward boxes after it, more signal words, and local arrays for the forward
 // indices and records.
 void EpBuffer::init_hierarchical() {

@@ -10,7 +10,7 @@
 #include "ep/ep_overlap.hpp"
 #include "ep/ep_paths.hpp"
 #include "ep/ep_params.hpp"
-#include "ep/net_params.hpp"
+#include "ep/internode_params.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/symmetric_heap.hpp"
 #include "ferry/window.hpp"
@@ -34,14 +34,14 @@ struct EpBuffer::State {
   int dispatch_recv_blocks = 1;      // of num_sms, when overlapping
   int combine_recv_blocks = 1;
   ep::HalfGrids grids;
-  // Ranks in several nodes: the cross-node path (net_dispatch.cu, net_combine.cu) on `window`, with
+  // Ranks in several nodes: the cross-node path (internode_dispatch.cu, internode_combine.cu) on `window`, with
   // the layout kernel and base's local arrays; nothing symmetric otherwise.
   bool spans_nodes = false;
   std::unique_ptr<Window> window;
   ep::NetLayout net_layout{};
   ep::NetParams net(const ep::Params& p) const { return ep::NetParams{p, window->device(), net_layout}; }
   // High-throughput, several ranks per node (unless FERRY_EP_HIERARCHICAL=0): the
-  // hierarchical path (net_hier.cuh) on the same window; `hier_base` holds its
+  // hierarchical path (internode_hier.cuh) on the same window; `hier_base` holds its
   // topology and local arrays (hier_local), `np` is filled per call.
   bool hierarchical = false;
   void* hier_local = nullptr;

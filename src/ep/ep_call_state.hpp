@@ -1,11 +1,11 @@
 // Where an EpBuffer's call sequence stands, on the host, and the checks that
 // each call fits it (a misuse is an InvalidArgument here, not a device hang).
-// validate.cpp runs these checks as part of each call's validation.
+// ep_args.cpp runs these checks as part of each call's validation.
 #pragma once
 
 #include <cstdint>
 
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/ep.hpp"
 
 namespace ferry::ep {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ep/ep_params.hpp"
-#include "ep/net_params.hpp"
+#include "ep/internode_params.hpp"
 #include "ferry/symmetric_heap.hpp"
 
 namespace ferry::ep {
@@ -36,7 +36,7 @@ struct MemoryPlan {
   LocalPlan local;
 };
 
-// The cross-node path (net_params.hpp): the local regions of plan_memory (bound
+// The cross-node path (internode_params.hpp): the local regions of plan_memory (bound
 // and zeroed by bind_local / zero_local as inside a node), then the dispatch
 // output (nobody writes it remotely: local memory here), and the window.
 struct NetMemoryPlan {

@@ -4,7 +4,7 @@
 #include "ep/ep_overlap.hpp"
 
 #include "ep/ep_buffer_state.hpp"
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/ep.hpp"

@@ -1,7 +1,7 @@
 // The overlapped halves of EpBuffer::dispatch() and combine(): both on the
 // caller's stream, the receive grid launched while the send grid runs (it
 // consumes tokens as they land; NOTE [Overlapped halves and free SMs] in
-// kernel_common.cuh), num_sms split between the two grids.
+// ep_device.cuh), num_sms split between the two grids.
 #pragma once
 
 #include <cuda_runtime.h>

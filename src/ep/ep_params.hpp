@@ -13,7 +13,7 @@
 namespace ferry::ep {
 
 // Ranks of one NVLink node: the NVLink channel's peer-table size, defined once
-// there. The cross-node path (net_params.hpp) keeps the same limit on the
+// there. The cross-node path (internode_params.hpp) keeps the same limit on the
 // whole group: the layout holds a slot per destination rank in registers.
 constexpr int kMaxRanks = device::kMaxNodeRanks;
 constexpr int kMaxTopk = 16;

@@ -2,7 +2,7 @@
 #include "ep/ep_paths.hpp"
 
 #include "ep/ep_buffer_state.hpp"
-#include "ep/net_params.hpp"
+#include "ep/internode_params.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::ep {
@@ -35,7 +35,7 @@ constexpr EpPath kDirectExpanded{
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_combine_recv(st.net(p), s); },
 };
 
-// NOTE [EP hierarchical] (net_hier.cuh).
+// NOTE [EP hierarchical] (internode_hier.cuh).
 constexpr EpPath kHierarchicalExpanded{
     "hierarchical cross-node expanded", false, false, 0,
     [](const State& st, const Params& p, cudaStream_t s) { launch_hier_dispatch_send(st.hier(p), s); },

@@ -4,7 +4,7 @@
 // receive half sums, per token and in rank order (fp32), the rows of the ranks
 // it went to, reading its own rank's row straight from expert_outputs.
 // Protocol: NOTE [EP epochs] (ready words per chunk, kCombineConsumed reuse).
-#include "ep/kernel_common.cuh"
+#include "ep/ep_device.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "ep/destination_rows.cuh"
-#include "ep/kernel_common.cuh"
-#include "ep/layout.cuh"
+#include "ep/ep_device.cuh"
+#include "ep/routing_layout.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 

@@ -1,14 +1,14 @@
-// Row helpers shared by the EP kernels inside a node and across nodes (net_dispatch.cu, net_combine.cu).
+// Row helpers shared by the EP kernels inside a node and across nodes (internode_dispatch.cu, internode_combine.cu).
 // Row writers of the send kernels: copies of 16-byte units into
 // several destination rows and the bf16 -> fp8 quantizer (the intranode send,
-// dispatch.cu, and the cross-node pack, net_dispatch.cu), and write_row_chunk, which
+// dispatch.cu, and the cross-node pack, internode_dispatch.cu), and write_row_chunk, which
 // picks between them by the call's types for the cross-node pack. It is the
 // switch of send_chunk in dispatch.cu, which keeps its own copy inline: calling
 // this one from there changed the intranode kernels' code (PTX), and the
 // intranode path must stay as it is. A change to one is a change to both.
 #pragma once
 
-#include "ep/kernel_common.cuh"
+#include "ep/ep_device.cuh"
 
 namespace ferry::ep {
 
@@ -130,7 +130,7 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
 
 // ---------------------------------------------------------------- combine
 // Weighted sums of bf16 rows, shared by the intranode combine (combine.cu) and
-// the cross-node one (net_dispatch.cu, net_combine.cu).
+// the cross-node one (internode_dispatch.cu, internode_combine.cu).
 constexpr int kCombineUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
 
 // acc[u] += weight * row[unit base + u * 32 + lane], for the kCombineUnroll units

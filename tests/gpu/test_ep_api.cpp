@@ -38,7 +38,7 @@ bool names_word(const std::string& what, const std::string& name) {
 // ---------------------------------------------------------------- path
 // One node: the NVLink kernels and their symmetric memory plan (what EP ran
 // before it ran across nodes); ranks in several nodes (FERRY_RANKS_PER_NODE):
-// the cross-node path (src/ep/net_dispatch.cu, net_combine.cu). Both checked rounds, both modes.
+// the cross-node path (src/ep/internode_dispatch.cu, internode_combine.cu). Both checked rounds, both modes.
 TEST(Ep, PathFollowsTheNodes) {
   REQUIRE_EP();
   const bool several_nodes = shared().comm->topology().num_nodes > 1;

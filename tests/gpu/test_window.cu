@@ -278,7 +278,7 @@ TEST(Window, CollectivesTakeTheirCrossNodePaths) {
   config.hidden = 256;
   config.topk = 2;
   config.num_experts = 2 * mpi_size();
-  {  // EP runs across nodes (its cross-node path, src/ep/net_dispatch.cu, net_combine.cu); tests/gpu/test_ep_*.cpp check it
+  {  // EP runs across nodes (its cross-node path, src/ep/internode_dispatch.cu, internode_combine.cu); tests/gpu/test_ep_*.cpp check it
     ferry::EpBuffer buffer(comm, config);
     EXPECT_TRUE(buffer.spans_nodes());
   }

@@ -4,7 +4,7 @@ The validators are the ones the GPU entry points run before any device work:
 ferry._checks.check_tensor and ferry._allreduce.check_allreduce_args (AllReduce),
 ferry._ep.EpSpec(.validate), and for EP calls check_dispatch_args and
 check_combine_args: the torch side (ferry._checks.tensor_view) then the C++
-checks EpBuffer runs itself (src/ep/validate.hpp, reached through ferry._C).
+checks EpBuffer runs itself (src/ep/ep_args.hpp, reached through ferry._C).
 A non-tensor is a TypeError, anything else a ferry.InvalidArgument naming the
 argument and what was expected. Specs here use device=None (no device check) so
 that the checks before it can be reached one by one with CPU tensors; the device

@@ -12,7 +12,7 @@
 
 #include "common/expect_error.hpp"
 #include "ep/ep_call_state.hpp"
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"

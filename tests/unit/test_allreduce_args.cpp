@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "allreduce/validate.hpp"
+#include "allreduce/allreduce_args.hpp"
 #include "common/expect_error.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/error.hpp"

@@ -1,4 +1,4 @@
-// EP argument checks at the API boundary (src/ep/validate.hpp) and TensorView,
+// EP argument checks at the API boundary (src/ep/ep_args.hpp) and TensorView,
 // no GPU: the config, the derived sizes, and the tensors of dispatch and combine.
 // Every rejection is an InvalidArgument whose message names the argument and the
 // value it got; valid configs and calls pass and report what they found.
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"

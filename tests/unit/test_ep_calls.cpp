@@ -1,4 +1,4 @@
-// The EP checks of each call beyond its tensors' form (src/ep/validate.hpp,
+// The EP checks of each call beyond its tensors' form (src/ep/ep_args.hpp,
 // ep_call_state.hpp), no GPU: where the tensors live, the order of the halves,
 // which handles a buffer accepts, and the names messages use (the C++ API's, or
 // the Python layer's through its binding). Every rejection is an InvalidArgument
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "ep/ep_call_state.hpp"
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "unit/ep_args_fixtures.hpp"

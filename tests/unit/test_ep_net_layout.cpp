@@ -1,4 +1,4 @@
-// The cross-node EP path's memory (src/ep/net_params.hpp, ep_memory_plan.hpp),
+// The cross-node EP path's memory (src/ep/internode_params.hpp, ep_memory_plan.hpp),
 // no GPU: the window's boxes are disjoint, in order, aligned for 16-byte
 // stores, and a slot holds a header with every expert's count plus max_tokens
 // records (routing record, row, fp8 scales); the dispatch output lies after the
@@ -12,7 +12,7 @@
 
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_params.hpp"
-#include "ep/net_params.hpp"
+#include "ep/internode_params.hpp"
 
 namespace {
 

@@ -1,11 +1,11 @@
 // EpLayout::kRankRows on the CPU: its config rules, derived sizes and the path
-// table's choice (src/ep/validate.hpp, src/ep/ep_paths.hpp), no GPU.
+// table's choice (src/ep/ep_args.hpp, src/ep/ep_paths.hpp), no GPU.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "ep/ep_paths.hpp"
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 

@@ -1,9 +1,9 @@
 // The cross-node EP path (an EpBuffer whose ranks span nodes): what its kernels
 // take, the layout of its ferry::Window, and the launch entry points. The
-// kernels (net_dispatch.cu, net_combine.cu) move data only through the device API
+// kernels (internode_dispatch.cu, internode_combine.cu) move data only through the device API
 // (include/ferry/device/channel.cuh): put_with_signal / signal / wait_signal /
 // recv_ptr, and stores through DeviceWindow::nvl_peer for peers of the node.
-// Protocol: NOTE [EP across nodes] and NOTE [EP across nodes: reuse] in net_common.cuh.
+// Protocol: NOTE [EP across nodes] and NOTE [EP across nodes: reuse] in internode_common.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -62,9 +62,9 @@ struct NetParams {
 // Loads every cross-node kernel (and the layout kernel) now: a kernel loaded
 // lazily behind one that waits on the proxy stalls the proxy (docs/internode.md,
 // "Lazy module loading").
-void load_net_kernels();           // net_combine.cu: all of them
-void load_net_dispatch_kernels();  // net_dispatch.cu: the dispatch kernels and the layout kernel
-void load_layout_kernel();         // layout.cu
+void load_net_kernels();           // internode_combine.cu: all of them
+void load_net_dispatch_kernels();  // internode_dispatch.cu: the dispatch kernels and the layout kernel
+void load_layout_kernel();         // routing_layout.cu
 
 void launch_net_dispatch_send(const NetParams& p, cudaStream_t stream);
 void launch_net_dispatch_recv(const NetParams& p, cudaStream_t stream);
@@ -72,7 +72,7 @@ void launch_net_combine_send(const NetParams& p, cudaStream_t stream);
 void launch_net_combine_recv(const NetParams& p, cudaStream_t stream);
 
 // ---------------------------------------------------------------- hierarchical
-// High-throughput EP across nodes of several ranks each (net_hier.cuh,
+// High-throughput EP across nodes of several ranks each (internode_hier.cuh,
 // NOTE [EP hierarchical]): one put per token per destination node, to the rank
 // of that node with the same local index (the forwarder), which forwards it
 // over NVLink. Same window, the direct path's boxes plus the ones below.

@@ -1,5 +1,5 @@
-// The cross-node EP path: what its dispatch (net_dispatch.cu) and combine
-// (net_combine.cu) kernels share: the protocol, the window's box offsets, the
+// The cross-node EP path: what its dispatch (internode_dispatch.cu) and combine
+// (internode_combine.cu) kernels share: the protocol, the window's box offsets, the
 // waits and the last-block election.
 // EP dispatch and combine across nodes (an EpBuffer whose ranks span nodes):
 // the "direct" path, every rank writing straight to every destination rank,
@@ -9,9 +9,9 @@
 // source token; combine sums the partials of the token's ranks in rank order.
 //
 // NOTE [EP across nodes]
-// Window (net_params.hpp, NetLayout): dispatch inbox/outbox and combine
+// Window (internode_params.hpp, NetLayout): dispatch inbox/outbox and combine
 // inbox/outbox, each [2 parity][W peer] slots; call n of a kind uses parity n & 1.
-//  - dispatch send (pack): the layout kernel (layout.cu) gives each token its
+//  - dispatch send (pack): the layout kernel (routing_layout.cu) gives each token its
 //    slot at every destination rank. Warps write, per (token, chunk of columns)
 //    and destination, the token's record at its slot: the routing record (the
 //    token index at the source, per k the local expert at the destination or
@@ -78,8 +78,8 @@
 // everywhere.
 #pragma once
 
-#include "ep/kernel_common.cuh"
-#include "ep/net_params.hpp"
+#include "ep/ep_device.cuh"
+#include "ep/internode_params.hpp"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 #include "ferry/device/channel.cuh"
@@ -132,7 +132,7 @@ __device__ bool wait_all_ranks(const NetParams& np, uint32_t index, uint64_t tar
 }
 
 // The receive side both cross-node dispatch paths share (direct:
-// net_dispatch.cu; hierarchical: net_hier_dispatch.cu), after the caller's wait
+// internode_dispatch.cu; hierarchical: internode_hier_dispatch.cu), after the caller's wait
 // for every source: reads every source's header (its token count and its rows
 // for all E experts), publishes this rank's expert offsets and counts (a
 // high-throughput overflow is seen by every rank, NOTE [EP overflow is

@@ -1,7 +1,7 @@
 // Hierarchical high-throughput EP dispatch across nodes (the default; FERRY_EP_HIERARCHICAL=0: direct):
 // the forward-index, pack, forward and receive kernels. Protocol: NOTE [EP
-// hierarchical] and NOTE [EP hierarchical reuse] in net_hier.cuh.
-#include "ep/net_hier.cuh"
+// hierarchical] and NOTE [EP hierarchical reuse] in internode_hier.cuh.
+#include "ep/internode_hier.cuh"
 
 namespace ferry::ep {
 namespace {
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_forward_kernel(HierParams h)
   reset_forward(h, 0);
 }
 
-// The direct receive kernel (net_dispatch.cu) with the inboxes of sources of
+// The direct receive kernel (internode_dispatch.cu) with the inboxes of sources of
 // other nodes filled by their forwarders: waits for kSigForwarded from them,
 // reads every inbox from the device window, signals consumed to this node.
 __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_recv_kernel(HierParams h) {

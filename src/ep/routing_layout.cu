@@ -1,11 +1,11 @@
 // The layout kernels of a call whose tokens span several layout blocks: the
-// first runs layout_block() (layout.cuh) on one block per kLayoutThreads
+// first runs layout_block() (routing_layout.cuh) on one block per kLayoutThreads
 // tokens, the second adds the lower blocks' totals (NOTE [EP layout scan]).
 // Neither waits on another block, so any number of free SMs will do.
 #include <algorithm>
 
-#include "ep/layout.cuh"
-#include "ep/net_params.hpp"
+#include "ep/routing_layout.cuh"
+#include "ep/internode_params.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 
@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kLayoutThreads) layout_add_lower_blocks_kernel
 }  // namespace
 
 // The cross-node path runs the layout kernels behind kernels that wait on the
-// proxy: loaded when the buffer is made (net_params.hpp).
+// proxy: loaded when the buffer is made (internode_params.hpp).
 void load_layout_kernel() {
   cudaFuncAttributes attributes;
   FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, layout_kernel));

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "allreduce/validate.hpp"
+#include "allreduce/allreduce_args.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/device/nvlink.cuh"
 #include "ferry/device/timeout.cuh"

@@ -1,7 +1,7 @@
 // The hierarchical high-throughput EP path across nodes (the default on nodes
-// of several ranks; FERRY_EP_HIERARCHICAL=0 turns it off): what its dispatch (net_hier_dispatch.cu) and
-// combine (net_hier_combine.cu) kernels share. The direct path's kernels
-// (net_dispatch.cu, net_combine.cu) are not used by it and not changed by it.
+// of several ranks; FERRY_EP_HIERARCHICAL=0 turns it off): what its dispatch (internode_hier_dispatch.cu) and
+// combine (internode_hier_combine.cu) kernels share. The direct path's kernels
+// (internode_dispatch.cu, internode_combine.cu) are not used by it and not changed by it.
 //
 // NOTE [EP hierarchical]
 // Ranks: node n, local index l (equal node sizes R, EpBuffer checks); the rank
@@ -77,7 +77,7 @@
 // other ranks' sends and for consumed words of earlier calls.
 #pragma once
 
-#include "ep/net_common.cuh"
+#include "ep/internode_common.cuh"
 
 namespace ferry::ep {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "allreduce/layout.hpp"
+#include "allreduce/allreduce_params.hpp"
 #include "ferry/device/nvlink.cuh"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"

@@ -4,12 +4,12 @@
 // deterministic (rows of an expert ordered by source, then token).
 //
 // layout_block() is the algorithm for one block of kLayoutThreads tokens. The
-// layout kernel (layout.cu) runs it on one block per kLayoutThreads tokens; the
+// layout kernel (routing_layout.cu) runs it on one block per kLayoutThreads tokens; the
 // dispatch send kernel runs it in its block 0 when the tokens fit one block
 // (NOTE [EP fused layout] in dispatch.cu).
 #pragma once
 
-#include "ep/kernel_common.cuh"
+#include "ep/ep_device.cuh"
 
 namespace ferry::ep {
 
@@ -29,7 +29,7 @@ static_assert(layout_smem_bytes(kMaxExperts) <= 40 * 1024, "the fused layout lea
 // count is popc(mask[e]); the slot at destination rank r comes from a ballot.
 // An exclusive scan over the block's warps per expert and per rank gives
 // offsets inside the block. One block is the whole layout. With several, the
-// layout is two kernels (layout.cu) and no block ever waits for another: the
+// layout is two kernels (routing_layout.cu) and no block ever waits for another: the
 // first writes each token's offsets inside its block and each block's totals
 // (and its first bad entry), the second adds the totals of the lower blocks and
 // block 0 writes the rank's totals. Nothing needs the blocks resident together,

@@ -1,7 +1,7 @@
 // EP dispatch across nodes: the pack (send) and receive kernels of the
 // cross-node path. Protocol: NOTE [EP across nodes] and NOTE [EP across nodes:
-// reuse] in net_common.cuh.
-#include "ep/net_common.cuh"
+// reuse] in internode_common.cuh.
+#include "ep/internode_common.cuh"
 
 namespace ferry::ep {
 namespace {

@@ -1,7 +1,7 @@
 // Hierarchical high-throughput EP combine across nodes (the default; FERRY_EP_HIERARCHICAL=0: direct):
 // the send, forward (node partials) and receive kernels. Protocol: NOTE [EP
-// hierarchical] and NOTE [EP hierarchical reuse] in net_hier.cuh.
-#include "ep/net_hier.cuh"
+// hierarchical] and NOTE [EP hierarchical reuse] in internode_hier.cuh.
+#include "ep/internode_hier.cuh"
 
 namespace ferry::ep {
 namespace {
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_recv_kernel(HierPara
 
 }  // namespace
 
-void load_hier_dispatch_kernels();  // net_hier_dispatch.cu
+void load_hier_dispatch_kernels();  // internode_hier_dispatch.cu
 
 void load_hier_kernels() {
   load_hier_dispatch_kernels();

@@ -1,4 +1,4 @@
-#include "ep/validate.hpp"
+#include "ep/ep_args.hpp"
 
 #include <algorithm>
 #include <sstream>
