@@ -68,6 +68,9 @@ def parse_args(argv=None):
     p.add_argument("--graph-iters", type=int, default=10, help="EP (dispatch, combine) iterations per graph")
     p.add_argument("--eager", action="store_true", help="no CUDA graphs anywhere")
     p.add_argument("--ep-mode", default="both", choices=("both", "ht", "ll", "high_throughput", "low_latency"))
+    p.add_argument("--ep-layout", default="both", choices=("both", "expanded", "rank_rows"),
+                   help="high-throughput EP output: one row per (token, local expert), per (token, source rank) "
+                        "(mode 'ht_rows' in the table), or both")
     p.add_argument("--fp8", action="store_true", help="also time fp8 dispatch")
     p.add_argument("--tokens", type=int, default=0, help="tokens per rank for both EP modes")
     p.add_argument("--ht-tokens", type=int, default=4096)
@@ -233,10 +236,14 @@ class Bench:
         return [every[s][0] for s in range(world)], [every[s][1] for s in range(world)]
 
     def run_ferry_ep(self, mode, fp8, x, idx, weight, max_rows, expected_rows, use_graph):
+        """mode: ht, ht_rows (high-throughput, rank rows: max_rows and expected_rows count
+        tokens, not (token, expert) rows) or ll."""
         torch, args = self.torch, self.args
-        ht = mode == "ht"
+        ht, rank_rows = mode != "ll", mode == "ht_rows"
         kwargs = {"dtype": torch.float8_e4m3fn if fp8 else torch.bfloat16, "num_sms": args.ht_sms if ht else args.ll_sms,
                   "mode": "high_throughput" if ht else "low_latency"}
+        if rank_rows:
+            kwargs["layout"] = "rank_rows"
         if ht and "max_recv_rows" in inspect.signature(self.ferry.EpLayer).parameters:
             kwargs["max_recv_rows"] = max(1, max_rows)  # what this routing needs, as ferry-bench does
         inp = x
@@ -256,12 +263,19 @@ class Bench:
             st["combined"] = torch.full(x.shape, float("nan"), dtype=torch.bfloat16, device=self.device)
             layer.combine(st["expert_out"], layout, out=st["combined"])
             torch.cuda.synchronize()
-            rows = int(layout.expert_counts.sum())
+            rows = int(layout.source_offsets[-1]) if rank_rows else int(layout.expert_counts.sum())
             bad, detail = 0, ""
             if rows != expected_rows:
                 bad, detail = 1, f"{rows} rows received, routing sends {expected_rows}"
             elif not fp8:
-                wsum = weight.sum(1, keepdim=True)
+                # The dispatch output fed back: expanded rows are weighted by combine; rank rows
+                # are summed as they are, once per rank the token reached.
+                if rank_rows:
+                    dst = idx // (self.experts // self.world)
+                    reached = torch.zeros(idx.shape[0], self.world, dtype=torch.float32, device=self.device)
+                    wsum = reached.scatter_(1, dst, 1.0).sum(1, keepdim=True)
+                else:
+                    wsum = weight.sum(1, keepdim=True)
                 ref = x.float() * wsum
                 diff = (st["combined"].float() - ref).abs()
                 wrong = ~(diff <= 1e-2 * x.float().abs() * wsum + 1e-3)  # NaN counts as wrong
@@ -271,7 +285,7 @@ class Bench:
                     detail = f"combine(dispatch) token {t} col {h}: {float(st['combined'][t, h])} vs {float(ref[t, h])}"
             st["bad"], st["detail"] = bad, detail
         error = self.try_all(setup)
-        name = f"ferry ep {mode} {'fp8' if fp8 else 'bf16'}"
+        name = f"ferry ep {mode} {'fp8' if fp8 else 'bf16'}"  # ht_rows: rank rows
         if error:
             self.failures.append(f"{name} raised: {error}")
             self.log(f"ERROR: {name}: {error}")
@@ -328,8 +342,10 @@ class Bench:
         self.log(f"EP: hidden {args.hidden}, top-{args.topk} of {experts} experts ({local} per rank"
                  + (f"; --experts {args.experts} rounded down to a multiple of {self.world}" if experts != args.experts
                     else "") + f"), uniform random routing, seed {args.seed}")
-        for mode in (("ht", "ll") if args.ep_mode == "both" else (args.ep_mode,)):
-            tokens_per_rank = args.ht_tokens if mode == "ht" else args.ll_tokens
+        ht_modes = {"both": ("ht", "ht_rows"), "expanded": ("ht",), "rank_rows": ("ht_rows",)}[args.ep_layout]
+        modes = (ht_modes if args.ep_mode in ("both", "ht") else ()) + (("ll",) if args.ep_mode in ("both", "ll") else ())
+        for mode in modes:
+            tokens_per_rank = args.ht_tokens if mode != "ll" else args.ll_tokens
             x, idx, weight = self.ep_inputs(tokens_per_rank, experts)
             tokens, rows = self.traffic(idx, local)
             recv = [sum(tokens[s][d] for s in range(self.world)) for d in range(self.world)]
@@ -339,8 +355,10 @@ class Bench:
             for fp8 in ((False, True) if args.fp8 else (False,)):
                 token_bytes = args.hidden + args.hidden // SCALE_BLOCK * 4 if fp8 else 2 * args.hidden
                 self.dist.barrier()
-                ferry_timed, ferry_error, check = self.run_ferry_ep(mode, fp8, x, idx, weight, max(recv_rows),
-                                                                    recv_rows[self.rank], use_graph)
+                by_token = mode == "ht_rows"  # rank rows: one row per token and rank
+                ferry_timed, ferry_error, check = self.run_ferry_ep(
+                    mode, fp8, x, idx, weight, max(recv if by_token else recv_rows),
+                    (recv if by_token else recv_rows)[self.rank], use_graph)
                 self.dist.barrier()
                 a2a_timed, a2a_error = self.run_a2a(token_bytes, tokens, use_graph)
                 torch.cuda.empty_cache()
