@@ -48,10 +48,17 @@ void ArgParser::finish() const {
 
 std::vector<std::string> split_list(const std::string& text, char separator) {
   std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, separator)) {
-    if (!item.empty()) items.push_back(item);
+  size_t begin = 0;
+  while (true) {
+    const size_t end = text.find(separator, begin);
+    std::string item = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    // '4K,,8K', ',4K' or '4K,': a mistyped list, not a shorter one.
+    if (item.empty())
+      throw UsageError("empty item in the list '" + text + "' (two '" + std::string(1, separator) +
+                       "' in a row, or one at an end)");
+    items.push_back(std::move(item));
+    if (end == std::string::npos) break;
+    begin = end + 1;
   }
   return items;
 }
@@ -142,9 +149,7 @@ void require_cuda_device(const std::string& program) {
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
     (void)cudaGetLastError();
-    throw UsageError("no CUDA device visible to this process (" +
-                     std::string(status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + "); " +
-                     program + " needs one GPU per rank");
+    throw UsageError(program + " needs one GPU per rank, and " + ferry::no_gpu_reason(status, devices));
   }
 }
 

@@ -46,6 +46,7 @@ class ArgParser {
   std::vector<std::string> args_;
 };
 
+// Items of a separated list; an empty item ('4K,,8K') is a UsageError.
 std::vector<std::string> split_list(const std::string& text, char separator = ',');
 // "4096", "4K", "256M", "1G" (binary multiples, case-insensitive, optional trailing B).
 size_t parse_byte_size(const std::string& text);

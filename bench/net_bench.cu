@@ -243,7 +243,10 @@ void print_net_usage(std::FILE* out) {
 
 int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const NetOptions o = parse(std::move(args));
-  FERRY_CHECK(bootstrap->size() == 2, UsageError, "ferry-bench net runs on 2 ranks, got " << bootstrap->size());
+  // A usage error, said plainly (FERRY_CHECK would add the expression and this file's path).
+  if (bootstrap->size() != 2)
+    throw UsageError("ferry-bench net measures puts between 2 ranks: start it with mpirun -np 2 (got " +
+                     std::to_string(bootstrap->size()) + " rank" + (bootstrap->size() == 1 ? "" : "s") + ")");
   if (!knobs::kRanksPerNode.read()) setenv(knobs::kRanksPerNode.name(), "1", 1);
   const bool print = bootstrap->rank() == 0;
   const char* tls = std::getenv("UCX_TLS");

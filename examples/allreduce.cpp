@@ -106,9 +106,11 @@ int run_example(const std::shared_ptr<ferry::MpiBootstrap>& bootstrap) {
   const int rank = bootstrap->rank();
 
   int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-  if (gpus == 0) {
-    if (rank == 0) std::fprintf(stderr, "ferry-example-allreduce: no CUDA device visible; it needs one GPU per rank\n");
+  const cudaError_t status = cudaGetDeviceCount(&gpus);
+  if (status != cudaSuccess || gpus == 0) {
+    if (rank == 0)
+      std::fprintf(stderr, "ferry-example-allreduce: it needs one GPU per rank, and %s\n",
+                   ferry::no_gpu_reason(status, status == cudaSuccess ? gpus : 0).c_str());
     return 2;
   }
 

@@ -136,9 +136,11 @@ int run_example(int argc, char** argv, const std::shared_ptr<ferry::MpiBootstrap
     return 2;
   }
   int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-  if (gpus == 0) {
-    if (rank == 0) std::fprintf(stderr, "ferry-example-ep: no CUDA device visible; it needs one GPU per rank\n");
+  const cudaError_t status = cudaGetDeviceCount(&gpus);
+  if (status != cudaSuccess || gpus == 0) {
+    if (rank == 0)
+      std::fprintf(stderr, "ferry-example-ep: it needs one GPU per rank, and %s\n",
+                   ferry::no_gpu_reason(status, status == cudaSuccess ? gpus : 0).c_str());
     return 2;
   }
 

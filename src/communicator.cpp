@@ -37,7 +37,7 @@ int choose_device(int requested, int local_rank) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     cudaGetLastError();
-    FERRY_THROW(CudaError, "no CUDA device available (" << cudaGetErrorString(err) << ")");
+    FERRY_THROW(CudaError, "a Communicator needs a GPU, and " << no_gpu_reason(err, count));
   }
   if (requested >= 0) {
     FERRY_CHECK(requested < count, InvalidArgument,

@@ -4,7 +4,25 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "ferry/error.hpp"
+
+namespace ferry {
+
+// Why cudaGetDeviceCount found no usable GPU, in words a user can act on. CUDA
+// says "driver version is insufficient" when there is no driver at all (a
+// machine without GPUs), so that case names the likely cause first.
+inline std::string no_gpu_reason(cudaError_t status, int devices) {
+  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice || (status == cudaSuccess && devices == 0))
+    return std::string("this machine shows no NVIDIA GPU (no GPU, or no NVIDIA driver; CUDA: ") +
+           (status == cudaSuccess ? "0 devices" : cudaGetErrorName(status)) +
+           "); on a machine without GPUs, scripts/test.sh runs the tests (GPU tests report SKIPPED)";
+  return std::string("CUDA could not list the GPUs: ") + cudaGetErrorName(status) + " (" +
+         cudaGetErrorString(status) + ")";
+}
+
+}  // namespace ferry
 
 #define FERRY_CUDA_CHECK(expr)                                                          \
   do {                                                                                  \

@@ -1,7 +1,15 @@
 // Built without UCX: no inter-node transport. A communicator whose ranks span
 // nodes fails at creation with this message.
 #include "ferry/error.hpp"
+#include "ferry/version.hpp"
 #include "net/transport.hpp"
+
+namespace ferry {
+
+UcxVersions ucx_versions() { return UcxVersions{}; }
+void check_ucx_version() {}
+
+}  // namespace ferry
 
 namespace ferry::net {
 

@@ -11,6 +11,7 @@
 
 #include "common/knobs.hpp"
 #include "ferry/error.hpp"
+#include "ferry/version.hpp"
 #include "net/transport.hpp"
 
 namespace ferry::net {
@@ -72,6 +73,7 @@ bool moves_cuda(const std::string& transport) {
 class UcxTransport final : public Transport {
  public:
   UcxTransport(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {
+    check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
     ucp_params_t params{};

@@ -3,6 +3,7 @@
 #include <ferry/allreduce.hpp>
 #include <ferry/error.hpp>
 #include <ferry/types.hpp>
+#include <ferry/version.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -31,6 +32,23 @@ int main() {
     threw = true;
   }
   expect(threw, "dtype_size(99) throws ferry::InvalidArgument");
+
+  // The installed library loads the UCX it was built with (its RUNPATH), not an
+  // older one elsewhere on the system (issue 24: a Debian libucp 1.13 was loaded).
+  const ferry::UcxVersions ucx = ferry::ucx_versions();
+  if (ucx.built_with_ucx) {
+    std::printf("consumer: UCX built %d.%d, loaded %d.%d.%d from %s\n", ucx.built_major, ucx.built_minor,
+                ucx.loaded_major, ucx.loaded_minor, ucx.loaded_release, ucx.loaded_library.c_str());
+    expect(!ucx.loaded_older(), "the loaded UCX is at least the one ferry was built with");
+    bool refused = false;
+    try {
+      ferry::check_ucx_version();
+    } catch (const ferry::NotSupported& e) {
+      refused = true;
+      std::fprintf(stderr, "consumer: %s\n", e.what());
+    }
+    expect(!refused, "check_ucx_version() accepts the loaded UCX");
+  }
 
   if (failures == 0) std::printf("consumer: installed ferry works (%s)\n", ferry::dtype_name(ferry::DataType::kBFloat16));
   return failures == 0 ? 0 : 1;
