@@ -31,8 +31,14 @@ uint64_t timeout_ms_from(const CommunicatorOptions& options) {
   return static_cast<uint64_t>(knobs::kTimeoutMs.value());
 }
 
-// -1: keep the device of a current context if the caller made one, else local rank.
-int choose_device(int requested, int local_rank) {
+// NOTE [Device of a rank]
+// -1: keep the device of a current context if the caller made one, else the
+// rank's index among the ranks of its machine (Topology::host_rank), modulo the
+// GPU count. Not its index in its node: virtual nodes (FERRY_RANKS_PER_NODE)
+// that split one machine would all start at GPU 0 (2 GPUs as 2x1 put both ranks
+// on GPU 0, and NCCL refused them), while the machine's ranks in order spread
+// over its GPUs. With one node per machine both indices are the same.
+int choose_device(int requested, int host_rank) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
@@ -50,7 +56,7 @@ int choose_device(int requested, int local_rank) {
     FERRY_CU_CHECK(driver::ctx_get_device(&dev));
     return static_cast<int>(dev);
   }
-  return local_rank % count;
+  return host_rank % count;
 }
 
 // The device error record and abort flag; the destructor and the failed-setup
@@ -83,7 +89,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
   DeviceId mine{};
   std::string local_error;
   try {
-    device_ = choose_device(options.device, topology_.local_rank);
+    device_ = choose_device(options.device, topology_.host_rank);
     FERRY_CUDA_CHECK(cudaSetDevice(device_));
     FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
     FERRY_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), device_));

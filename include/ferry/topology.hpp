@@ -2,6 +2,7 @@
 // sit in other nodes (the inter-node path reaches them).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ferry/bootstrap.hpp"
@@ -19,6 +20,10 @@ struct Topology {
   std::vector<int> node_of_rank;        // node index of every global rank
   std::vector<int> local_rank_of_rank;  // local index of every global rank
   std::vector<int> ranks_in_node;       // global ranks of this node, by local rank
+  // Index among the ranks of this machine (same hostname), in rank order: which
+  // GPU a rank takes (NOTE [Device of a rank], communicator.cpp). Equals
+  // local_rank unless virtual nodes (FERRY_RANKS_PER_NODE) split a machine.
+  int host_rank = 0;
   bool same_node(int peer) const { return node_of_rank[peer] == node; }
 };
 
@@ -30,5 +35,8 @@ Topology discover_topology(Bootstrap& bootstrap);
 // local ranks in rank order, node sizes. discover_topology's last step, also
 // for tests that describe a layout of nodes without a bootstrap.
 Topology topology_from_nodes(std::vector<int> node_of_rank, int rank);
+
+// Each rank's index among the ranks with its host name, in rank order.
+std::vector<int> host_ranks(const std::vector<std::string>& host_of_rank);
 
 }  // namespace ferry

@@ -50,17 +50,28 @@ Topology discover_topology(Bootstrap& bootstrap) {
                                                                    << all_per_node[r]);
   }
 
+  std::vector<std::string> names(topo.size);
+  for (int r = 0; r < topo.size; ++r)
+    names[r].assign(&hosts[kHostNameBytes * r], strnlen(&hosts[kHostNameBytes * r], kHostNameBytes));
   if (per_node > 0) {
     for (int r = 0; r < topo.size; ++r) topo.node_of_rank[r] = r / per_node;
   } else {
     std::map<std::string, int> node_by_host;  // nodes numbered by first appearance
     for (int r = 0; r < topo.size; ++r) {
-      std::string name(&hosts[kHostNameBytes * r], strnlen(&hosts[kHostNameBytes * r], kHostNameBytes));
-      auto [it, inserted] = node_by_host.emplace(name, static_cast<int>(node_by_host.size()));
+      auto [it, inserted] = node_by_host.emplace(names[r], static_cast<int>(node_by_host.size()));
       topo.node_of_rank[r] = it->second;
     }
   }
-  return topology_from_nodes(std::move(topo.node_of_rank), topo.rank);
+  Topology result = topology_from_nodes(std::move(topo.node_of_rank), topo.rank);
+  result.host_rank = host_ranks(names)[topo.rank];
+  return result;
+}
+
+std::vector<int> host_ranks(const std::vector<std::string>& host_of_rank) {
+  std::map<std::string, int> seen;
+  std::vector<int> index(host_of_rank.size());
+  for (size_t r = 0; r < host_of_rank.size(); ++r) index[r] = seen[host_of_rank[r]]++;
+  return index;
 }
 
 Topology topology_from_nodes(std::vector<int> node_of_rank, int rank) {
@@ -74,6 +85,7 @@ Topology topology_from_nodes(std::vector<int> node_of_rank, int rank) {
   topo.num_nodes = static_cast<int>(count_in_node.size());
   topo.node = topo.node_of_rank[topo.rank];
   topo.local_rank = topo.local_rank_of_rank[topo.rank];
+  topo.host_rank = topo.local_rank;  // one machine per node, unless discover_topology knows the hosts
   topo.local_size = count_in_node[topo.node];
   topo.ranks_per_node = count_in_node.begin()->second;
   for (const auto& [node, count] : count_in_node)
