@@ -19,6 +19,7 @@
 #include "ferry/error.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/types.hpp"
+#include "ferry/version.hpp"
 
 namespace nb = nanobind;
 
@@ -105,6 +106,18 @@ void bind_types(nb::module_& m) {
       .value("avg", ReduceOp::kAvg);
   m.def("reduce_op_from_string", &reduce_op_from_string, nb::arg("name"));
   m.def("dtype_size", &dtype_size, nb::arg("dtype"));
+  // The UCX built against and the one this process loaded (ferry/version.hpp).
+  nb::class_<UcxVersions>(m, "UcxVersions")
+      .def_ro("built_with_ucx", &UcxVersions::built_with_ucx)
+      .def_ro("built_major", &UcxVersions::built_major)
+      .def_ro("built_minor", &UcxVersions::built_minor)
+      .def_ro("loaded_major", &UcxVersions::loaded_major)
+      .def_ro("loaded_minor", &UcxVersions::loaded_minor)
+      .def_ro("loaded_release", &UcxVersions::loaded_release)
+      .def_ro("loaded_library", &UcxVersions::loaded_library)
+      .def("loaded_older", &UcxVersions::loaded_older);
+  m.def("ucx_versions", &ucx_versions);
+  m.def("check_ucx_version", &check_ucx_version);
 
   nb::class_<TensorView>(m, "TensorView")
       .def(nb::init<>())

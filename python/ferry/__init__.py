@@ -11,17 +11,42 @@
 See docs/python.md.
 """
 
-from . import _C
+
+
+def _load_ucx():
+    """The libucx-cu13 wheel's UCX, loaded before the module the way ucx-py and ucxx
+    do (libucx.load_library(): dlopen by path, RTLD_LOCAL), so that libferry's
+    libucp.so.0 resolves to it and not to an older libucp elsewhere on the system
+    (ferry.ucx_versions() says which one was loaded). Without the wheel: the
+    library's own RUNPATH, then the system's."""
+    try:
+        import libucx
+    except ImportError:
+        return
+    libucx.load_library()
+
+
+_load_ucx()
+
+from . import _C  # noqa: E402 - after the UCX libraries
 from ._C import (AbortedError, BootstrapError, CudaError, Error, InvalidArgument, MismatchError, NotSupported,
                  TimeoutError)
 from ._allreduce import AllReduce
 from ._comm import Communicator, init
-from ._ep import EpLayer, EpLayout
+from ._ep import EpLayer, EpLayout  # noqa: E402
+
+
+def ucx_versions() -> "_C.UcxVersions":
+    """The UCX ferry was built with (built_major, built_minor) and the one loaded
+    (loaded_major, loaded_minor, loaded_release, loaded_library); loaded_older()
+    is True when the loaded one is older, which the inter-node transport refuses."""
+    return _C.ucx_versions()
+
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout",
+    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "ucx_versions",
     "Error", "InvalidArgument", "TimeoutError", "AbortedError", "MismatchError", "NotSupported",
     "BootstrapError", "CudaError", "__version__",
 ]

@@ -23,6 +23,18 @@ BF16, FP8, F32 = torch.bfloat16, torch.float8_e4m3fn, torch.float32
 
 
 # ---------------------------------------------------------------- the package
+def test_loaded_ucx_is_the_one_built_with():
+    """The module runs with the UCX it was built with, or a newer one (issue 24: an
+    installed copy loaded a system libucp 1.13 under 1.22 headers)."""
+    v = ferry.ucx_versions()
+    if not v.built_with_ucx:
+        pytest.skip("built without UCX")
+    assert not v.loaded_older(), (f"built with UCX {v.built_major}.{v.built_minor}, loaded "
+                                  f"{v.loaded_major}.{v.loaded_minor}.{v.loaded_release} from {v.loaded_library}")
+    assert "libucp" in v.loaded_library
+    ferry._C.check_ucx_version()  # does not raise
+
+
 def test_import_and_public_names():
     for name in ("init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "Error", "InvalidArgument",
                  "TimeoutError"):
