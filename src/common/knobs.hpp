@@ -59,6 +59,7 @@ inline constexpr Area kAreas[] = {
     {"allreduce", "read when an AllReduce is constructed"},
     {"ep", "read when an EpBuffer is constructed"},
     {"bench", "read by ferry-bench"},
+    {"nccl_shim", "read by libferry_nccl.so (the NCCL drop-in) when it loads NCCL or creates a communicator"},
     {"test", "testing hooks the library reads"},
 };
 
@@ -153,6 +154,15 @@ inline constexpr Info kRegistry[] = {
     string_knob("FERRY_UCX_PERFTEST", "bench", nullptr, "the ucx_perftest found at build time",
         "ucx_perftest executable `ferry-bench net` compares against"),
     // ---- test
+    // ---- nccl_shim
+    enum_knob("FERRY_NCCL_SHIM", "nccl_shim", {"on", "off", nullptr, nullptr}, "on", "",
+        "on: ncclAllReduce runs on ferry where ferry handles the call; off: every call goes to NCCL (A/B)"),
+    bool_knob("FERRY_NCCL_SHIM_LOG", "nccl_shim", "0", "",
+        "1: print each ncclAllReduce's route (ferry or NCCL, and why) to stderr"),
+    string_knob("FERRY_NCCL_LIBRARY", "nccl_shim", nullptr, "the NCCL found at build time, else libnccl.so.2",
+        "the real NCCL the shim loads (dlopen) and forwards to"),
+    size_knob("FERRY_NCCL_SHIM_MAX_BYTES", "nccl_shim", 0, "67108864", "", "bytes",
+        "largest ncclAllReduce ferry takes (its AllReduce's max_bytes per communicator); larger ones go to NCCL"),
     size_knob("FERRY_MPI_ALLGATHER_CHUNK_BYTES", "test", 1, "1073741824", "", "bytes",
         "largest piece one MPI_Allgather of MpiBootstrap moves per rank (above INT_MAX counts as INT_MAX); lower "
         "it to exercise the chunked path"),
@@ -258,6 +268,11 @@ inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS
 inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
 inline constexpr Knob<std::string> kUcxPerftest = handle<std::string>("FERRY_UCX_PERFTEST");
 inline constexpr Knob<uint64_t> kMpiAllgatherChunkBytes = handle<uint64_t>("FERRY_MPI_ALLGATHER_CHUNK_BYTES");
+enum class NcclShimMode : int { kOn = 0, kOff = 1 };
+inline constexpr Knob<NcclShimMode> kNcclShim = handle<NcclShimMode>("FERRY_NCCL_SHIM");
+inline constexpr Knob<bool> kNcclShimLog = handle<bool>("FERRY_NCCL_SHIM_LOG");
+inline constexpr Knob<std::string> kNcclLibrary = handle<std::string>("FERRY_NCCL_LIBRARY");
+inline constexpr Knob<uint64_t> kNcclShimMaxBytes = handle<uint64_t>("FERRY_NCCL_SHIM_MAX_BYTES");
 
 // ---- printing (knobs.cpp)
 

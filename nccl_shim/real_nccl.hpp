@@ -1,0 +1,41 @@
+// The real NCCL behind libferry_nccl.so: loaded with dlopen, its entry points
+// resolved by name (NOTE [Real NCCL]).
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+
+// Every function of nccl.h (NCCL 2.28) the shim exports: X(name).
+#define FERRY_NCCL_FUNCTIONS(X)                                                                                   \
+  X(ncclMemAlloc) X(ncclMemFree) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig)                \
+  X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort)               \
+  X(ncclCommRevoke) X(ncclCommSplit) X(ncclCommShrink) X(ncclCommInitRankScalable) X(ncclGetErrorString)       \
+  X(ncclGetLastError) X(ncclCommGetAsyncError) X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank)        \
+  X(ncclCommRegister) X(ncclCommDeregister) X(ncclCommWindowRegister) X(ncclCommWindowDeregister)              \
+  X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclReduce) X(ncclBcast) X(ncclBroadcast) X(ncclAllReduce) \
+  X(ncclReduceScatter) X(ncclAllGather) X(ncclAlltoAll) X(ncclGather) X(ncclScatter) X(ncclSend) X(ncclRecv)   \
+  X(ncclGroupStart) X(ncclGroupEnd) X(ncclGroupSimulateEnd)
+
+namespace ferry::nccl_shim {
+
+// NOTE [Real NCCL]
+// The shim defines every nccl.h function itself (so LD_PRELOAD or linking it
+// puts it in front of NCCL) and calls the real one through pointers from
+// dlopen(FERRY_NCCL_LIBRARY, else the NCCL found at build time, else
+// libnccl.so.2) and dlsym on that handle, which resolves inside that library,
+// not back to the shim. A function the loaded NCCL lacks stays null: calling it
+// returns ncclInvalidUsage with a message naming it.
+struct RealNccl {
+#define FERRY_NCCL_POINTER(name) decltype(&::name) name = nullptr;
+  FERRY_NCCL_FUNCTIONS(FERRY_NCCL_POINTER)
+#undef FERRY_NCCL_POINTER
+  void* handle = nullptr;
+  std::string path;   // what was loaded
+  std::string error;  // why nothing was (empty when loaded)
+};
+
+// Loaded once, on first use (thread-safe).
+const RealNccl& real_nccl();
+
+}  // namespace ferry::nccl_shim

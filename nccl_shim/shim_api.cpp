@@ -1,0 +1,400 @@
+// libferry_nccl.so: NCCL's C API (nccl.h). ncclAllReduce runs on ferry where
+// ferry handles the call (route_allreduce); every other call, and every call
+// ferry does not take, goes to the real NCCL (NOTE [Real NCCL]) with the
+// handle unwrapped (NOTE [Shim communicators]).
+#include <nccl.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "common/knobs.hpp"
+#include "ferry/error.hpp"
+#include "ferry/types.hpp"
+#include "real_nccl.hpp"
+#include "shim_comm.hpp"
+
+using ferry::nccl_shim::fail;
+using ferry::nccl_shim::live;
+using ferry::nccl_shim::real_nccl;
+using ferry::nccl_shim::RealNccl;
+
+namespace {
+
+thread_local int t_group_depth = 0;  // ncclGroupStart nesting on this thread
+
+// The real NCCL, with `fn` resolved; else an error naming what is missing.
+#define FERRY_NCCL_REAL(fn)                                                                              \
+  const RealNccl& r = real_nccl();                                                                       \
+  if (r.fn == nullptr)                                                                                   \
+    return fail(ncclInvalidUsage, r.handle == nullptr ? r.error                                          \
+                                                      : std::string("libferry_nccl: the loaded NCCL (") + \
+                                                            r.path + ") has no " #fn);
+
+// The live record of `comm`, else ncclInvalidArgument.
+#define FERRY_NCCL_COMM(c, comm, fn)                                                                            \
+  ncclComm* c = live(comm);                                                                                      \
+  if (c == nullptr)                                                                                              \
+    return fail(ncclInvalidArgument, std::string(#fn ": ") +                                                     \
+                                         (comm == nullptr ? "the communicator is null"                           \
+                                                          : "not a live communicator (destroyed, or not made by " \
+                                                            "ncclCommInit*/ncclCommSplit)"));
+
+std::optional<ferry::DataType> ferry_type(ncclDataType_t t) {
+  switch (t) {
+    case ncclFloat32: return ferry::DataType::kFloat32;
+    case ncclFloat16: return ferry::DataType::kFloat16;
+    case ncclBfloat16: return ferry::DataType::kBFloat16;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<ferry::ReduceOp> ferry_op(ncclRedOp_t op) {
+  switch (op) {
+    case ncclSum: return ferry::ReduceOp::kSum;
+    case ncclProd: return ferry::ReduceOp::kProd;
+    case ncclMin: return ferry::ReduceOp::kMin;
+    case ncclMax: return ferry::ReduceOp::kMax;
+    case ncclAvg: return ferry::ReduceOp::kAvg;
+    default: return std::nullopt;  // ncclRedOpCreatePreMulSum's ops
+  }
+}
+
+void log_route(const ncclComm* c, size_t count, ncclDataType_t type, ncclRedOp_t op, const char* route,
+               const std::string& why) {
+  if (!ferry::nccl_shim::log_on()) return;
+  std::fprintf(stderr, "[ferry-nccl] rank %d: ncclAllReduce count %zu type %d op %d -> %s%s%s\n", c->rank, count,
+               static_cast<int>(type), static_cast<int>(op), route, why.empty() ? "" : ": ", why.c_str());
+}
+
+// Why ferry does not take this call, or "" when it does. The same on every
+// rank of a collective call (it depends on the call's arguments, the thread's
+// group nesting and the communicator only).
+std::string not_for_ferry(const ncclComm* c, size_t count, ncclDataType_t type, ncclRedOp_t op) {
+  if (!c->no_ferry.empty()) return c->no_ferry;
+  if (t_group_depth > 0) return "inside ncclGroupStart/End";
+  const std::optional<ferry::DataType> t = ferry_type(type);
+  if (!t) return "a datatype ferry's AllReduce lacks";
+  if (!ferry_op(op)) return "an op ferry's AllReduce lacks";
+  const size_t bytes = count * ferry::dtype_size(*t);
+  if (bytes == 0) return "no elements";
+  if (bytes > c->allreduce->max_bytes()) return "larger than FERRY_NCCL_SHIM_MAX_BYTES";
+  return "";
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  FERRY_NCCL_REAL(ncclGetVersion);
+  return r.ncclGetVersion(version);
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  FERRY_NCCL_REAL(ncclGetUniqueId);
+  return r.ncclGetUniqueId(id);
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  const RealNccl& r = real_nccl();
+  return r.ncclGetErrorString != nullptr ? r.ncclGetErrorString(result) : "unknown (the real NCCL is not loaded)";
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  const char* mine = ferry::nccl_shim::last_error();
+  if (mine[0] != '\0') return mine;
+  const RealNccl& r = real_nccl();
+  if (r.ncclGetLastError == nullptr) return r.error.c_str();
+  ncclComm* c = live(comm);
+  return r.ncclGetLastError(c != nullptr ? c->real : nullptr);
+}
+
+// ---------------------------------------------------------------- communicators
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  FERRY_NCCL_REAL(ncclCommInitRank);
+  if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm is null");
+  ncclComm_t real = nullptr;
+  const ncclResult_t res = r.ncclCommInitRank(&real, nranks, id, rank);
+  if (res != ncclSuccess) return res;
+  *comm = ferry::nccl_shim::wrap(real, true, "");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  FERRY_NCCL_REAL(ncclCommInitRankConfig);
+  if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: comm is null");
+  ncclComm_t real = nullptr;
+  const ncclResult_t res = r.ncclCommInitRankConfig(&real, nranks, id, rank, config);
+  if (res != ncclSuccess) return res;
+  // A non-blocking communicator may still be initializing: ferry's set-up would wait on it.
+  const bool blocking = config == nullptr || config->blocking != 0;
+  *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nids, ncclUniqueId* ids,
+                                      ncclConfig_t* config) {
+  FERRY_NCCL_REAL(ncclCommInitRankScalable);
+  if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankScalable: comm is null");
+  ncclComm_t real = nullptr;
+  const ncclResult_t res = r.ncclCommInitRankScalable(&real, nranks, rank, nids, ids, config);
+  if (res != ncclSuccess) return res;
+  const bool blocking = config == nullptr || config->blocking != 0;
+  *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  FERRY_NCCL_REAL(ncclCommInitAll);
+  if (comms == nullptr) return fail(ncclInvalidArgument, "ncclCommInitAll: comms is null");
+  const ncclResult_t res = r.ncclCommInitAll(comms, ndev, devlist);
+  if (res != ncclSuccess) return res;
+  // One process drives every GPU here; ferry runs one process per GPU.
+  for (int i = 0; i < ndev; ++i)
+    comms[i] = ferry::nccl_shim::wrap(comms[i], false, "ncclCommInitAll (one process, several GPUs)");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  FERRY_NCCL_REAL(ncclCommSplit);
+  FERRY_NCCL_COMM(c, comm, ncclCommSplit);
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommSplit: newcomm is null");
+  ncclComm_t real = nullptr;
+  const ncclResult_t res = r.ncclCommSplit(c->real, color, key, &real, config);
+  if (res != ncclSuccess) return res;
+  const bool blocking = config == nullptr || config->blocking != 0;
+  *newcomm = real == nullptr ? nullptr  // NCCL_SPLIT_NOCOLOR
+                             : ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm, ncclConfig_t* config,
+                            int flags) {
+  FERRY_NCCL_REAL(ncclCommShrink);
+  FERRY_NCCL_COMM(c, comm, ncclCommShrink);
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is null");
+  ncclComm_t real = nullptr;
+  const ncclResult_t res = r.ncclCommShrink(c->real, exclude, count, &real, config, flags);
+  if (res != ncclSuccess) return res;
+  *newcomm = real == nullptr ? nullptr : ferry::nccl_shim::wrap(real, false, "made by ncclCommShrink");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  FERRY_NCCL_REAL(ncclCommFinalize);
+  FERRY_NCCL_COMM(c, comm, ncclCommFinalize);
+  return r.ncclCommFinalize(c->real);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  FERRY_NCCL_REAL(ncclCommDestroy);
+  FERRY_NCCL_COMM(c, comm, ncclCommDestroy);
+  ncclComm_t real = c->real;
+  ferry::nccl_shim::retire(c);
+  return r.ncclCommDestroy(real);
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  FERRY_NCCL_REAL(ncclCommAbort);
+  FERRY_NCCL_COMM(c, comm, ncclCommAbort);
+  ncclComm_t real = c->real;
+  ferry::nccl_shim::retire(c);
+  return r.ncclCommAbort(real);
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
+  FERRY_NCCL_REAL(ncclCommRevoke);
+  FERRY_NCCL_COMM(c, comm, ncclCommRevoke);
+  return r.ncclCommRevoke(c->real, flags);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
+  FERRY_NCCL_REAL(ncclCommGetAsyncError);
+  FERRY_NCCL_COMM(c, comm, ncclCommGetAsyncError);
+  return r.ncclCommGetAsyncError(c->real, error);
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  FERRY_NCCL_REAL(ncclCommCount);
+  FERRY_NCCL_COMM(c, comm, ncclCommCount);
+  return r.ncclCommCount(c->real, count);
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  FERRY_NCCL_REAL(ncclCommCuDevice);
+  FERRY_NCCL_COMM(c, comm, ncclCommCuDevice);
+  return r.ncclCommCuDevice(c->real, device);
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  FERRY_NCCL_REAL(ncclCommUserRank);
+  FERRY_NCCL_COMM(c, comm, ncclCommUserRank);
+  return r.ncclCommUserRank(c->real, rank);
+}
+
+// ---------------------------------------------------------------- memory and registration
+
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  FERRY_NCCL_REAL(ncclMemAlloc);
+  return r.ncclMemAlloc(ptr, size);
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+  FERRY_NCCL_REAL(ncclMemFree);
+  return r.ncclMemFree(ptr);
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  FERRY_NCCL_REAL(ncclCommRegister);
+  FERRY_NCCL_COMM(c, comm, ncclCommRegister);
+  return r.ncclCommRegister(c->real, buff, size, handle);
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  FERRY_NCCL_REAL(ncclCommDeregister);
+  FERRY_NCCL_COMM(c, comm, ncclCommDeregister);
+  return r.ncclCommDeregister(c->real, handle);
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
+  FERRY_NCCL_REAL(ncclCommWindowRegister);
+  FERRY_NCCL_COMM(c, comm, ncclCommWindowRegister);
+  return r.ncclCommWindowRegister(c->real, buff, size, win, flags);
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  FERRY_NCCL_REAL(ncclCommWindowDeregister);
+  FERRY_NCCL_COMM(c, comm, ncclCommWindowDeregister);
+  return r.ncclCommWindowDeregister(c->real, win);
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  FERRY_NCCL_REAL(ncclRedOpCreatePreMulSum);
+  FERRY_NCCL_COMM(c, comm, ncclRedOpCreatePreMulSum);
+  return r.ncclRedOpCreatePreMulSum(op, scalar, type, residence, c->real);
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  FERRY_NCCL_REAL(ncclRedOpDestroy);
+  FERRY_NCCL_COMM(c, comm, ncclRedOpDestroy);
+  return r.ncclRedOpDestroy(op, c->real);
+}
+
+// ---------------------------------------------------------------- collectives
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclAllReduce);
+  FERRY_NCCL_COMM(c, comm, ncclAllReduce);
+  std::string why = ferry::nccl_shim::shim_on() ? not_for_ferry(c, count, type, op) : "FERRY_NCCL_SHIM=off";
+  if (why.empty()) {
+    try {
+      c->allreduce->run(send, recv, count, *ferry_type(type), *ferry_op(op), stream);
+      log_route(c, count, type, op, "ferry", "");
+      return ncclSuccess;
+    } catch (const ferry::InvalidArgument& e) {  // refused before launching anything: NCCL takes it
+      why = e.what();
+    } catch (const ferry::NotSupported& e) {
+      why = e.what();
+    } catch (const std::exception& e) {
+      return fail(ncclInternalError, std::string("ncclAllReduce (ferry): ") + e.what());
+    }
+  }
+  log_route(c, count, type, op, "NCCL", why);
+  return r.ncclAllReduce(send, recv, count, type, op, c->real, stream);
+}
+
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclReduce);
+  FERRY_NCCL_COMM(c, comm, ncclReduce);
+  return r.ncclReduce(send, recv, count, type, op, root, c->real, stream);
+}
+
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclBcast);
+  FERRY_NCCL_COMM(c, comm, ncclBcast);
+  return r.ncclBcast(buff, count, type, root, c->real, stream);
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclBroadcast);
+  FERRY_NCCL_COMM(c, comm, ncclBroadcast);
+  return r.ncclBroadcast(send, recv, count, type, root, c->real, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclReduceScatter);
+  FERRY_NCCL_COMM(c, comm, ncclReduceScatter);
+  return r.ncclReduceScatter(send, recv, count, type, op, c->real, stream);
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclAllGather);
+  FERRY_NCCL_COMM(c, comm, ncclAllGather);
+  return r.ncclAllGather(send, recv, count, type, c->real, stream);
+}
+
+ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                          cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclAlltoAll);
+  FERRY_NCCL_COMM(c, comm, ncclAlltoAll);
+  return r.ncclAlltoAll(send, recv, count, type, c->real, stream);
+}
+
+ncclResult_t ncclGather(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclGather);
+  FERRY_NCCL_COMM(c, comm, ncclGather);
+  return r.ncclGather(send, recv, count, type, root, c->real, stream);
+}
+
+ncclResult_t ncclScatter(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                         cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclScatter);
+  FERRY_NCCL_COMM(c, comm, ncclScatter);
+  return r.ncclScatter(send, recv, count, type, root, c->real, stream);
+}
+
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclSend);
+  FERRY_NCCL_COMM(c, comm, ncclSend);
+  return r.ncclSend(send, count, type, peer, c->real, stream);
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+  FERRY_NCCL_REAL(ncclRecv);
+  FERRY_NCCL_COMM(c, comm, ncclRecv);
+  return r.ncclRecv(recv, count, type, peer, c->real, stream);
+}
+
+// ---------------------------------------------------------------- groups
+
+ncclResult_t ncclGroupStart() {
+  FERRY_NCCL_REAL(ncclGroupStart);
+  const ncclResult_t res = r.ncclGroupStart();
+  if (res == ncclSuccess) ++t_group_depth;
+  return res;
+}
+
+ncclResult_t ncclGroupEnd() {
+  FERRY_NCCL_REAL(ncclGroupEnd);
+  if (t_group_depth > 0) --t_group_depth;
+  return r.ncclGroupEnd();
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
+  FERRY_NCCL_REAL(ncclGroupSimulateEnd);
+  if (t_group_depth > 0) --t_group_depth;
+  return r.ncclGroupSimulateEnd(info);
+}
+
+}  // extern "C"

@@ -1,0 +1,140 @@
+// NOTE [Shim communicators] (shim_comm.hpp): wrapping, the registry of live
+// handles, last errors, and ferry set up over the real communicator.
+#include "shim_comm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "common/knobs.hpp"
+#include "ferry/bootstrap.hpp"
+#include "ferry/error.hpp"
+#include "real_nccl.hpp"
+
+namespace ferry::nccl_shim {
+namespace {
+
+std::mutex g_mutex;
+std::unordered_set<ncclComm*> g_live;
+thread_local std::string t_last_error;
+
+// all_gather through the real NCCL on device staging buffers (ferry's bootstrap
+// moves a few KB per call, at set-up only).
+void nccl_all_gather(ncclComm_t real, int size, const void* send, void* recv, size_t bytes) {
+  const RealNccl& r = real_nccl();
+  void* d_send = nullptr;
+  void* d_recv = nullptr;
+  cudaStream_t stream = nullptr;
+  auto check = [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) FERRY_THROW(CudaError, "libferry_nccl bootstrap: " << what << ": " << cudaGetErrorString(e));
+  };
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  check(cudaMalloc(&d_send, bytes ? bytes : 1), "cudaMalloc");
+  check(cudaMalloc(&d_recv, bytes ? bytes * size : 1), "cudaMalloc");
+  if (bytes) check(cudaMemcpy(d_send, send, bytes, cudaMemcpyHostToDevice), "copy in");
+  const ncclResult_t res = r.ncclAllGather(d_send, d_recv, bytes, ncclUint8, real, stream);
+  check(cudaStreamSynchronize(stream), "synchronize");
+  if (bytes) check(cudaMemcpy(recv, d_recv, bytes * size, cudaMemcpyDeviceToHost), "copy out");
+  cudaFree(d_send);
+  cudaFree(d_recv);
+  cudaStreamDestroy(stream);
+  FERRY_CHECK(res == ncclSuccess, BootstrapError, "libferry_nccl bootstrap: ncclAllGather: " << r.ncclGetErrorString(res));
+}
+
+void set_up_ferry(ncclComm* c) {
+  const RealNccl& r = real_nccl();
+  ncclComm_t real = c->real;
+  const int size = c->size;
+  auto bootstrap = std::make_shared<CallbackBootstrap>(
+      c->rank, size, [real, size](const void* send, void* recv, size_t bytes) { nccl_all_gather(real, size, send, recv, bytes); },
+      [real, size] {
+        char byte = 0;
+        std::vector<char> all(size);
+        nccl_all_gather(real, size, &byte, all.data(), 1);
+      });
+  CommunicatorOptions options;
+  options.device = c->device;
+  try {
+    c->comm = std::make_unique<Communicator>(bootstrap, options);
+    c->allreduce = std::make_unique<AllReduce>(*c->comm, knobs::kNcclShimMaxBytes.value());
+  } catch (const std::exception& e) {
+    // Communicator and AllReduce fail on every rank together (their set-up is collective).
+    c->allreduce.reset();
+    c->comm.reset();
+    c->no_ferry = std::string("ferry could not be set up: ") + e.what();
+  }
+  (void)r;
+}
+
+}  // namespace
+
+bool shim_on() {
+  static const bool on = [] {
+    try {
+      return knobs::kNcclShim.value() == knobs::NcclShimMode::kOn;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "libferry_nccl: %s; forwarding every call to NCCL\n", e.what());
+      return false;
+    }
+  }();
+  return on;
+}
+
+bool log_on() {
+  static const bool on = [] {
+    try {
+      return knobs::kNcclShimLog.value();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "libferry_nccl: %s\n", e.what());
+      return false;
+    }
+  }();
+  return on;
+}
+
+ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why) {
+  const RealNccl& r = real_nccl();
+  auto* c = new ncclComm;
+  c->real = real;
+  r.ncclCommUserRank(real, &c->rank);
+  r.ncclCommCount(real, &c->size);
+  r.ncclCommCuDevice(real, &c->device);
+  if (!shim_on())
+    c->no_ferry = "FERRY_NCCL_SHIM=off";
+  else if (!with_ferry)
+    c->no_ferry = why;
+  else
+    set_up_ferry(c);
+  if (log_on())
+    std::fprintf(stderr, "[ferry-nccl] rank %d of %d (device %d): %s\n", c->rank, c->size, c->device,
+                 c->no_ferry.empty() ? "ferry serves ncclAllReduce" : c->no_ferry.c_str());
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_live.insert(c);
+  return c;
+}
+
+ncclComm* live(ncclComm_t handle) {
+  if (handle == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_live.count(handle) != 0 ? handle : nullptr;
+}
+
+void retire(ncclComm* c) {
+  c->allreduce.reset();
+  c->comm.reset();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_live.erase(c);
+  c->magic = ncclComm::kDead;
+}
+
+ncclResult_t fail(ncclResult_t code, const std::string& text) {
+  t_last_error = text;
+  return code;
+}
+
+const char* last_error() { return t_last_error.c_str(); }
+
+}  // namespace ferry::nccl_shim

@@ -1,0 +1,55 @@
+// The communicators libferry_nccl.so hands out (NOTE [Shim communicators]) and
+// the ferry side behind them.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ferry/allreduce.hpp"
+#include "ferry/communicator.hpp"
+
+// NOTE [Shim communicators]
+// nccl.h only declares `struct ncclComm`, so the shim defines it: the handle a
+// program gets from ncclCommInit* is this record, which holds the real NCCL
+// communicator every call forwards to and, where ferry could be set up on it,
+// a ferry Communicator and AllReduce. ferry is bootstrapped over the real
+// communicator itself (its all_gather is an ncclAllGather), so the unique id
+// stays NCCL's. A record is never freed: a destroyed handle stays recognisable
+// (kDead) and calls on it fail with ncclInvalidArgument instead of touching
+// freed memory.
+struct ncclComm {
+  static constexpr uint64_t kLive = 0x6665727279636f6dull;  // "ferrycom"
+  static constexpr uint64_t kDead = 0x64656164636f6d6dull;
+  uint64_t magic = kLive;
+  ncclComm_t real = nullptr;
+  int rank = 0, size = 1, device = -1;
+  std::unique_ptr<ferry::Communicator> comm;
+  std::unique_ptr<ferry::AllReduce> allreduce;
+  std::string no_ferry;  // why ferry does not serve this communicator ("" when it does)
+};
+
+namespace ferry::nccl_shim {
+
+// Wraps a real communicator that was just created (every rank of it calls this
+// in the same order). with_ferry: try to set ferry up on it (collective);
+// otherwise `why` says why not.
+ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why);
+
+// The live record behind a handle, or nullptr (null, destroyed, or not one of
+// the shim's).
+ncclComm* live(ncclComm_t handle);
+// Marks a handle destroyed (its ferry side released first).
+void retire(ncclComm* c);
+
+// Sets this thread's last error text and returns `code`.
+ncclResult_t fail(ncclResult_t code, const std::string& text);
+const char* last_error();  // "" when none
+
+bool shim_on();  // FERRY_NCCL_SHIM (read once)
+bool log_on();   // FERRY_NCCL_SHIM_LOG (read once)
+
+}  // namespace ferry::nccl_shim

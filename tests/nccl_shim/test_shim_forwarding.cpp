@@ -1,0 +1,88 @@
+// libferry_nccl.so on the CPU, in front of a stand-in NCCL (fake_nccl.cpp):
+// calls reach NCCL with the shim's handles unwrapped, results come back, and
+// bad use gets NCCL's error codes and a ncclGetLastError text, never a crash.
+// ferry itself cannot be set up without a GPU here, so every ncclAllReduce takes
+// the forwarding path (its GPU tests are the ferry side).
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <dlfcn.h>
+
+
+namespace {
+
+int calls(const char* name) {
+  // The stand-in is loaded by the shim (dlopen), not linked: find it the same way.
+  using Fn = int (*)(const char*);
+  static Fn fn = [] {
+    void* h = dlopen(std::getenv("FERRY_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    return h ? reinterpret_cast<Fn>(dlsym(h, "fake_nccl_calls")) : nullptr;
+  }();
+  return fn ? fn(name) : -1;
+}
+
+ncclComm_t make_comm() {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  return comm;
+}
+
+TEST(NcclShim, ForwardsWithItsOwnHandles) {
+  int version = 0;
+  ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);
+  EXPECT_EQ(version, NCCL_VERSION_CODE);
+  ncclComm_t comm = make_comm();
+  ASSERT_NE(comm, nullptr);
+  int n = 0, rank = -1, device = -1;
+  EXPECT_EQ(ncclCommCount(comm, &n), ncclSuccess);
+  EXPECT_EQ(ncclCommUserRank(comm, &rank), ncclSuccess);
+  EXPECT_EQ(ncclCommCuDevice(comm, &device), ncclSuccess);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(device, 0);
+
+  std::vector<float> in = {1.5f, -2.f, 3.25f}, out(3, 0.f);
+  const int before = calls("ncclAllReduce");
+  EXPECT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(calls("ncclAllReduce"), before + 1);  // no GPU: ferry is not set up, NCCL took it
+
+  std::vector<int> g_in = {4, 5}, g_out(2, 0);
+  EXPECT_EQ(ncclAllGather(g_in.data(), g_out.data(), 2, ncclInt32, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(g_out, g_in);
+
+  // Inside a group: forwarded too.
+  EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclMax, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(calls("ncclAllReduce"), before + 2);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST(NcclShim, BadUseGetsNcclErrors) {
+  std::vector<float> buf(4, 1.f);
+  EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), 4, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("null"), std::string::npos) << ncclGetLastError(nullptr);
+  int n = 0;
+  EXPECT_EQ(ncclCommCount(nullptr, &n), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommInitRank(nullptr, 1, ncclUniqueId{}, 0), ncclInvalidArgument);
+
+  ncclComm_t comm = make_comm();
+  ASSERT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), 4, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("not a live communicator"), std::string::npos);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclInvalidArgument);  // twice
+  EXPECT_NE(std::string(ncclGetErrorString(ncclInvalidArgument)).size(), 0u);
+
+  // A function the stand-in lacks: NCCL's "invalid usage", naming it.
+  EXPECT_EQ(ncclBroadcast(buf.data(), buf.data(), 4, ncclFloat32, 0, make_comm(), nullptr), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("ncclBroadcast"), std::string::npos);
+}
+
+}  // namespace
