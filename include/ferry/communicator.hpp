@@ -22,7 +22,8 @@ class Proxy;
 
 struct CommunicatorOptions {
   // CUDA device to use. -1: keep the device the caller already made current (a
-  // current CUDA context exists), else pick local_rank % device_count.
+  // current CUDA context exists), else its index among the ranks of its machine
+  // modulo the device count (NOTE [Device of a rank], communicator.cpp).
   int device = -1;
   // Deadline of every device spin-wait. 0: FERRY_TIMEOUT_MS from the environment,
   // else 10 s.
