@@ -43,10 +43,18 @@ def ucx_versions() -> "_C.UcxVersions":
     return _C.ucx_versions()
 
 
+def nccl_shim_path():
+    """Path of libferry_nccl.so, NCCL's API with ncclAllReduce on ferry (docs/nccl-shim.md),
+    for LD_PRELOAD; None when this build has none."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "libferry_nccl.so")
+    return path if os.path.isfile(path) else None
+
+
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "ucx_versions",
+    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "ucx_versions", "nccl_shim_path",
     "Error", "InvalidArgument", "TimeoutError", "AbortedError", "MismatchError", "NotSupported",
     "BootstrapError", "CudaError", "__version__",
 ]

@@ -35,6 +35,17 @@ def test_loaded_ucx_is_the_one_built_with():
     ferry._C.check_ucx_version()  # does not raise
 
 
+def test_nccl_shim_ships_with_the_package():
+    """libferry_nccl.so sits next to the module and exports NCCL's API (it loads NCCL only when called)."""
+    import ctypes
+    path = ferry.nccl_shim_path()
+    if path is None:
+        pytest.skip("built without the NCCL drop-in (no nccl.h)")
+    shim = ctypes.CDLL(path)
+    for name in ("ncclAllReduce", "ncclCommInitRank", "ncclGetUniqueId", "ncclGroupStart", "ncclCommSplit"):
+        assert hasattr(shim, name), name
+
+
 def test_import_and_public_names():
     for name in ("init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "Error", "InvalidArgument",
                  "TimeoutError"):
