@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/ep_reference.hpp"
+#include "common/expect_error.hpp"
 #include "common/host_types.hpp"
 #include "common/test_util.hpp"
 #include "ferry/ep.hpp"
@@ -437,6 +438,54 @@ TEST(EpRankRowsCases, FewFreeSms) {
     ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
     ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
   }
+}
+
+// Every token of every rank picks rank 0, whose output holds one row fewer than
+// the W * T rank rows that needs: every rank's dispatch fails, naming rank 0 and
+// max_recv_rows (NOTE [EP overflow is collective]); then a dispatch that fits
+// (no token picks an expert) and its combine work everywhere.
+TEST(EpRankRowsCases, RecvRowsOverflowFailsOnEveryRank) {
+  REQUIRE_EP();
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
+  constexpr int T = 16, H = 512, K = 2;
+  const int W = mpi_size();
+  EpConfig cfg = rank_rows_config(DataType::kBFloat16, T, H, K, 2, true, 1);
+  cfg.max_recv_rows = int64_t{W} * T - 1;
+  Harness h(shared(), cfg);
+  ASSERT_TRUE(h.alive());
+  previous() = {};
+  DevMem tok, idx, w, out;
+  tok.ensure(size_t{T} * H * 2);
+  idx.ensure(size_t{T} * K * 4);
+  w.ensure(size_t{T} * K * 4);
+  out.ensure(size_t{T} * H * 2);
+  CK(cudaMemset(tok.get(), 0, tok.size()));
+  CK(cudaMemset(w.get(), 0, w.size()));
+  std::vector<int32_t> to_rank0(size_t{T} * K);
+  for (size_t i = 0; i < to_rank0.size(); ++i) to_rank0[i] = int32_t(i % K);  // experts 0 and 1: rank 0's
+  CK(cudaMemcpy(idx.get(), to_rank0.data(), to_rank0.size() * 4, cudaMemcpyHostToDevice));
+  const TensorView tv(tok.get(), DataType::kBFloat16, {T, H}), iv(idx.get(), DataType::kInt32, {T, K}),
+      wv(w.get(), DataType::kFloat32, {T, K});
+  const std::string msg = error_message<ferry::InvalidArgument>(
+      [&] { return h.buf().dispatch(tv, iv, wv, TensorView(), h.stream()).num_rows; });
+  EXPECT_TRUE(contains_ci(user_part(msg), "rank 0")) << msg;
+  EXPECT_TRUE(contains_ci(user_part(msg), "max_recv_rows")) << msg;
+  EXPECT_NO_THROW(h.buf().check_errors());  // reported once
+
+  std::vector<int32_t> none(size_t{T} * K, -1);
+  CK(cudaMemcpy(idx.get(), none.data(), none.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(out.get(), 0x7f, out.size()));  // poisoned: combine must write zeros
+  DispatchResult r = h.buf().dispatch(tv, iv, wv, TensorView(), h.stream());
+  EXPECT_EQ(r.num_rows, 0);
+  EXPECT_EQ(r.num_index_entries, 0);
+  h.buf().combine(TensorView(r.tokens, DataType::kBFloat16, {0, H}), r.handle,
+                  TensorView(out.get(), DataType::kBFloat16, {T, H}), h.stream());
+  CK(cudaStreamSynchronize(h.stream()));
+  std::vector<uint16_t> host(size_t{T} * H);
+  CK(cudaMemcpy(host.data(), out.get(), host.size() * 2, cudaMemcpyDeviceToHost));
+  size_t nonzero = 0;
+  for (uint16_t v : host) nonzero += v != 0;
+  EXPECT_EQ(nonzero, 0u) << "combine of tokens without experts must write zeros";
 }
 
 // Low-latency mode and cross-node communicators refuse the layout with NotSupported.
