@@ -45,7 +45,6 @@ void nccl_all_gather(ncclComm_t real, int size, const void* send, void* recv, si
 }
 
 void set_up_ferry(ncclComm* c) {
-  const RealNccl& r = real_nccl();
   ncclComm_t real = c->real;
   const int size = c->size;
   auto bootstrap = std::make_shared<CallbackBootstrap>(
@@ -66,7 +65,6 @@ void set_up_ferry(ncclComm* c) {
     c->comm.reset();
     c->no_ferry = std::string("ferry could not be set up: ") + e.what();
   }
-  (void)r;
 }
 
 }  // namespace

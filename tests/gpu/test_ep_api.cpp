@@ -21,6 +21,7 @@
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 #include "gpu/ep_harness.hpp"
+#include "gpu/ep_overflow_case.hpp"
 
 namespace {
 
@@ -387,35 +388,5 @@ TEST(Ep, RecvRowsOverflowFailsOnEveryRank) {
   cfg.max_recv_rows = int64_t{W} * T * K - 1;
   Harness h(shared(), cfg);
   ASSERT_TRUE(h.alive());
-  DevMem tok, idx, w, out;
-  tok.ensure(size_t{T} * H * 2);
-  idx.ensure(size_t{T} * K * 4);
-  w.ensure(size_t{T} * K * 4);
-  out.ensure(size_t{T} * H * 2);
-  CK(cudaMemset(tok.get(), 0, tok.size()));
-  CK(cudaMemset(w.get(), 0, w.size()));
-  std::vector<int32_t> to_rank0(size_t{T} * K);
-  for (size_t i = 0; i < to_rank0.size(); ++i) to_rank0[i] = int32_t(i % K);  // experts 0 and 1: rank 0's
-  CK(cudaMemcpy(idx.get(), to_rank0.data(), to_rank0.size() * 4, cudaMemcpyHostToDevice));
-  const TensorView tv(tok.get(), DataType::kBFloat16, {T, H}), iv(idx.get(), DataType::kInt32, {T, K}),
-      wv(w.get(), DataType::kFloat32, {T, K});
-  const std::string msg = error_message<ferry::InvalidArgument>(
-      [&] { return h.buf().dispatch(tv, iv, wv, TensorView(), h.stream()).num_rows; });
-  EXPECT_TRUE(contains_ci(user_part(msg), "rank 0")) << msg;
-  EXPECT_TRUE(contains_ci(user_part(msg), "max_recv_rows")) << msg;
-  EXPECT_NO_THROW(h.buf().check_errors());  // reported once
-
-  std::vector<int32_t> none(size_t{T} * K, -1);
-  CK(cudaMemcpy(idx.get(), none.data(), none.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemset(out.get(), 0x7f, out.size()));  // poisoned: combine must write zeros
-  DispatchResult r = h.buf().dispatch(tv, iv, wv, TensorView(), h.stream());
-  EXPECT_EQ(r.num_rows, 0);
-  h.buf().combine(TensorView(r.tokens, DataType::kBFloat16, {0, H}), r.handle,
-                  TensorView(out.get(), DataType::kBFloat16, {T, H}), h.stream());
-  CK(cudaStreamSynchronize(h.stream()));
-  std::vector<uint16_t> host(size_t{T} * H);
-  CK(cudaMemcpy(host.data(), out.get(), host.size() * 2, cudaMemcpyDeviceToHost));
-  size_t nonzero = 0;
-  for (uint16_t v : host) nonzero += v != 0;
-  EXPECT_EQ(nonzero, 0u) << "combine of tokens without experts must write zeros";
+  expect_overflow_then_a_dispatch_that_fits(h, T, H, K);
 }

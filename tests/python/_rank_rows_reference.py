@@ -7,6 +7,7 @@ import torch
 import torch.distributed as dist
 
 import ferry
+from _ep_reference import RankInput as _EpRankInput
 from _helpers import cpu_generator
 
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
@@ -50,25 +51,15 @@ class Problem:
 
 
 @dataclasses.dataclass
-class RankInput:
-    num_tokens: int
-    idx: torch.Tensor                 # [T, K] int64, -1 = no expert
-    weights: torch.Tensor = None      # [T, K] float32, or None
-    x: torch.Tensor = None            # [T, H] bf16 (bf16 input)
-    q: torch.Tensor = None            # [T, H] fp8 e4m3 bytes as uint8 (fp8 input; fp8 tensors do not pickle)
-    scales: torch.Tensor = None       # [T, H / 128] float32 (fp8 input)
+class RankInput(_EpRankInput):
+    """_ep_reference's rank input (fields, api_args) with the values in float64:
+    the reference MoE here is computed in float64."""
 
     def values(self) -> torch.Tensor:
         """float64 [T, H]: what the experts are applied to (exact)."""
         if self.x is not None:
             return self.x.double()
         return self.q.view(FP8).double() * self.scales.double().repeat_interleave(SCALE_GROUP, dim=1)
-
-    def api_args(self, device, idx_dtype):
-        """(input, exp_indices, weight) as EpLayer.dispatch takes them."""
-        inp = self.x.to(device) if self.x is not None else (self.q.view(FP8).to(device), self.scales.to(device))
-        w = self.weights.to(device) if self.weights is not None else None
-        return inp, self.idx.to(idx_dtype).to(device), w
 
 
 def _fp8_bytes(shape, g):
