@@ -7,6 +7,9 @@
 #   mpirun -np FERRY_AB_NP ferry-bench ARGS --csv OUT/ab_{base,new}_ROUND.csv
 # FERRY_AB_ROUNDS times (default 3), base and new alternately, where new is
 # BUILD_DIR/bench/ferry-bench (default build-device: run scripts/device_run.sh first).
+# FERRY_AB_NEW_ARGS (optional) is appended for the new side only, for options the
+# base lacks (e.g. "--layout expanded" against a base without rank rows).
+# FERRY_AB_TAG (optional) prefixes the CSV names, so several A/Bs share one OUT.
 # Compare the CSVs' medians afterwards; both must come from the same machine.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -30,9 +33,10 @@ cd "$ROOT" || exit 1
 np="${FERRY_AB_NP:-1}"
 for round in $(seq 1 "${FERRY_AB_ROUNDS:-3}"); do
   for side in base new; do
-    bin="$NEW"; [ "$side" = base ] && bin="$BASE/build/bench/ferry-bench"
+    bin="$NEW"; extra=()
+    if [ "$side" = base ]; then bin="$BASE/build/bench/ferry-bench"; else read -r -a extra <<<"${FERRY_AB_NEW_ARGS:-}"; fi
     echo "=== ab round $round: $side"
-    mpirun --allow-run-as-root --bind-to none -np "$np" "$bin" "$@" --csv "$OUT/ab_${side}_${round}.csv" ||
+    mpirun --allow-run-as-root --bind-to none -np "$np" "$bin" "$@" "${extra[@]}" --csv "$OUT/ab_${FERRY_AB_TAG:-}${side}_${round}.csv" ||
       { echo "ab_bench: $side failed"; exit 1; }
   done
 done
