@@ -28,10 +28,11 @@ namespace {
 // NVLink entries, which own a scratch and a flag region each, in this order
 // (public entries in enum order, then the internal ones); then the entries that
 // span nodes, which bring their own memory (setup) instead.
-constexpr size_t kNumAlgorithms = 6;
+constexpr size_t kNumAlgorithms = 7;
 const std::array<const AlgorithmEntry*, kNumAlgorithms>& algorithms() {
   static constexpr std::array<const AlgorithmEntry*, kNumAlgorithms> kAll = {
-      &kOneShotEntry, &kTwoShotEntry, &kRingEntry, &kRecursiveDoublingEntry, &kOneShotLlEntry, &kHierarchicalEntry};
+      &kOneShotEntry, &kTwoShotEntry, &kRingEntry, &kRecursiveDoublingEntry, &kOneShotLlEntry,
+      &kOneShotPipelinedEntry, &kHierarchicalEntry};
   return kAll;
 }
 
@@ -114,6 +115,7 @@ LaunchTuning launch_tuning_from_env() {
   t.two_shot_blocks = static_cast<size_t>(knobs::kTwoShotBlocks.value());
   t.two_shot_max_chunk_packs = knobs::kTwoShotMaxChunkPacks.value();
   t.two_shot_variant = knobs::kTwoShotVariant.value() == knobs::TwoShotVariant::kPull ? 0 : 1;
+  t.one_shot_pipelined_step_packs = knobs::kOneShotPipelinedStepPacks.value();
   return t;
 }
 
@@ -185,6 +187,7 @@ struct AllReduce::State {
   allreduce::EpochState* epoch = nullptr;
   size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
   size_t ll_max_bytes = 0;        // one-shot: largest call using the LL protocol
+  size_t pipelined_min_bytes = 0; // one-shot on two ranks: calls above it run pipelined (SIZE_MAX: never)
   allreduce::LaunchTuning tuning{};
   // By position in allreduce::algorithms(): the memory of the entries that bring
   // their own (across nodes: ranks in several nodes of equal size; else none).
@@ -223,8 +226,11 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // 2xH200: one-shot wins up to 2 MB (13.2 vs 15.6 us), two-shot from 4 MB.
   // One-shot moves (n-1)/2 x the bytes of two-shot per link but saves one flag
   // exchange, so the crossover falls as n grows; the 8-rank value is scaled from
-  // the 4-rank one, not measured. 2 MB is also one-shot's largest single launch.
-  const size_t default_one_shot = world <= 2 ? (size_t{2} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
+  // the 4-rank one, not measured. 2 MB is also one-shot's largest single launch;
+  // on two ranks one-shot calls above FERRY_ALLREDUCE_PIPELINED_MIN_BYTES (2 MiB)
+  // run the pipelined one-shot in one launch: 2xH100, bf16, 4 MB 21.8 us vs
+  // two-shot 23.7, 8 MB 37.6 vs 37.5, so two ranks take one-shot up to 4 MB.
+  const size_t default_one_shot = world <= 2 ? (size_t{4} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
   state_->one_shot_max_bytes = knobs::kAllReduceOneShotMaxBytes.read_or(default_one_shot);
   // One-shot switches to the LL protocol (no fence, no flag; 2x the bytes) at
   // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off. 4xH200,
@@ -233,6 +239,10 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   state_->ll_max_bytes =
       std::min<size_t>(knobs::kAllReduceLlMaxBytes.value(), state_->capacity[region_index(kOneShotLlEntry)]);
   state_->tuning = launch_tuning_from_env();
+  // Two ranks: one-shot calls above this run pipelined (NOTE [Pipelined one-shot]).
+  state_->pipelined_min_bytes = kOneShotPipelinedEntry.unsupported(state_->shape).empty()
+                                    ? knobs::kAllReducePipelinedMinBytes.read_or(size_t{2} << 20)
+                                    : SIZE_MAX;
 
   if (state_->shape.single_node) {
     state_->scratch = comm_.heap().allocate(total);
@@ -297,7 +307,10 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   }
 
   // One-shot calls up to ll_max_bytes run its LL protocol, in its own regions.
+  // Two ranks: one-shot calls above pipelined_min_bytes run pipelined.
   if (algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes) entry = &allreduce::kOneShotLlEntry;
+  if (algorithm == AllReduceAlgorithm::kOneShot && bytes > state_->pipelined_min_bytes)
+    entry = &allreduce::kOneShotPipelinedEntry;
   const size_t a = allreduce::region_index(*entry);
   const size_t elem = dtype_size(type);
   // The group is the node (validate_call: single node), so the peer tables are

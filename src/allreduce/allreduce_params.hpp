@@ -75,6 +75,7 @@ struct LaunchTuning {
   size_t two_shot_blocks = 0;
   size_t two_shot_max_chunk_packs = 0;
   int two_shot_variant = 1;  // Params::variant: 0 pull, 1 push
+  size_t one_shot_pipelined_step_packs = 0;
 };
 LaunchTuning launch_tuning_from_env();
 
@@ -128,6 +129,7 @@ inline bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t
 
 extern const AlgorithmEntry kOneShotEntry;
 extern const AlgorithmEntry kOneShotLlEntry;
+extern const AlgorithmEntry kOneShotPipelinedEntry;
 extern const AlgorithmEntry kTwoShotEntry;
 extern const AlgorithmEntry kRingEntry;
 extern const AlgorithmEntry kRecursiveDoublingEntry;

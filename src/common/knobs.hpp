@@ -114,10 +114,15 @@ inline constexpr Info kRegistry[] = {
         "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces"),
     // ---- allreduce
     size_knob("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", "allreduce", 0, nullptr,
-        "by ranks in the node: 2 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",
+        "by ranks in the node: 4 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",
         "largest call auto sends to one-shot (larger ones take two-shot)"),
     size_knob("FERRY_ALLREDUCE_LL_MAX_BYTES", "allreduce", 0, "16384", "", "bytes",
         "largest one-shot call using the LL protocol (at most its capacity); 0: never"),
+    size_knob("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES", "allreduce", 0, nullptr, "2 MiB", "bytes",
+        "two ranks in a node: one-shot calls above this run the pipelined one-shot"),
+    size_knob("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS", "allreduce", 0, "0",
+        "built-in: 2048", "packs",
+        "pipelined one-shot: 16-byte packs one block moves per step (measurements)"),
     size_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES", "allreduce", 0, "0",
         "built-in: up to 16 MiB, keeping the window under 64 MiB", "bytes",
         "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
@@ -253,6 +258,8 @@ inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_
 inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PROXY_PUT_CHUNK_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceOneShotMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceLlMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL_MAX_BYTES");
+inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES");
+inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
 inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
 inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");

@@ -86,6 +86,24 @@ TEST(AllReduce, LargeSums) {
   ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat64, ReduceOp::kSum, kMaxBytes / 8));
 }
 
+// One-shot calls above 2 MiB on two ranks in a node run the pipelined one-shot
+// (NOTE [Pipelined one-shot]; FERRY_ALLREDUCE_PIPELINED_MIN_BYTES): every type and
+// op just above the threshold at an odd count (a partial last pack), unaligned,
+// in place, and across several 32 KB steps per block. Elsewhere: plain one-shot.
+TEST(AllReduce, OneShotAboveTwoMiBEveryTypeAndOp) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  if (spans_nodes(s)) GTEST_SKIP() << "one-shot runs inside one node";
+  for (DataType t : kTypes) {
+    const size_t above = (size_t{2} << 20) / ferry::dtype_size(t) + 4097;
+    for (ReduceOp op : kOps) ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, t, op, above));
+    ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, above, 1, 3));
+    ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kMax, above, 0, 0, /*in_place=*/true));
+  }
+  // Many steps per block (a call near max_bytes, 32 MiB).
+  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, DataType::kFloat32, ReduceOp::kSum, kMaxBytes / 4 - 5));
+}
+
 // The path taken, not a time: inside one node auto never picks hierarchical and
 // the AllReduce has no window; across nodes it picks hierarchical, has a window,
 // and a call goes through this rank's proxy.
