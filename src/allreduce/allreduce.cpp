@@ -228,9 +228,9 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // exchange, so the crossover falls as n grows; the 8-rank value is scaled from
   // the 4-rank one, not measured. 2 MB is also one-shot's largest single launch;
   // on two ranks one-shot calls above FERRY_ALLREDUCE_PIPELINED_MIN_BYTES (2 MiB)
-  // run the pipelined one-shot in one launch: 2xH100, bf16, 4 MB 21.8 us vs
-  // two-shot 23.7, 8 MB 37.6 vs 37.5, so two ranks take one-shot up to 4 MB.
-  const size_t default_one_shot = world <= 2 ? (size_t{4} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
+  // run the pipelined one-shot, one launch up to 32 MiB: 2xH100, bf16, vs
+  // two-shot 4 MB 22.4 vs 23.7 us, 16 MB 62.0 vs 64.8, 32 MB 111.6 vs 116.8.
+  const size_t default_one_shot = world <= 2 ? (size_t{32} << 20) : world <= 4 ? (size_t{512} << 10) : (size_t{256} << 10);
   state_->one_shot_max_bytes = knobs::kAllReduceOneShotMaxBytes.read_or(default_one_shot);
   // One-shot switches to the LL protocol (no fence, no flag; 2x the bytes) at
   // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off. 4xH200,

@@ -1,7 +1,7 @@
 // Pipelined one-shot AllReduce for two ranks inside a node: each rank pushes its
 // whole input into the peer's scratch and reduces locally, like one-shot, but
-// every block cuts its range into steps with one flag each, so the local
-// reduction of step s overlaps the NVLink stores of step s+1. On two ranks
+// every block cuts its range into steps with one flag each, and half its warps
+// only push while the other half reduce the steps that arrived. On two ranks
 // one-shot and two-shot put the same bytes on the link (the whole buffer per
 // direction); this one waits on one flag per step instead of two phases of
 // flags, and needs no all-gather copy. It runs for one-shot calls above
@@ -15,35 +15,51 @@ namespace ferry::allreduce {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kPushThreads = 256;    // warps 0-7: push steps, signal each
+constexpr int kReduceThreads = 256;  // warps 8-15: wait for each step, reduce it
+constexpr int kThreads = kPushThreads + kReduceThreads;
+constexpr int kPushBarrier = 1, kReduceBarrier = 2;  // named barriers (0 is __syncthreads)
 constexpr int kUnroll = 4;  // packs in flight per thread in a step's copy
 constexpr size_t kMaxLaunchBytes = size_t{32} << 20;
 constexpr size_t kSlotAlign = 256;
 constexpr unsigned kStepBits = 20;
 
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // NOTE [Pipelined one-shot]
 // Rank p's packs of launch e land in parity (e & 1) of the peer's scratch, at
 // their own pack index (one sender, so one slot). Block b of both ranks owns the
-// same pack range and walks it in steps; after pushing step s, a block stores
-// (e << 20 | s + 1) into its flag row at the peer (release: the step's stores
-// first), pushes step s+1, then waits until the peer's flag reaches step s and
-// reduces that step. Flags only grow (steps < 2^20 per block), so one row per
-// block serves every step of every launch. Reuse is NOTE [One-shot buffer
-// reuse]'s argument: the peer reaches launch e+2, which writes parity (e & 1)
-// again, only after its launch e+1 received this rank's data of e+1, which this
-// rank pushed after its whole launch e (every block's reads of parity e & 1)
-// finished. In place is safe: a step's output packs were pushed before they are
-// written, and the peer reads only its scratch.
+// same pack range and walks it in steps, with two warp groups that never wait
+// for each other's progress on the peer:
+// - the push group copies step s into the peer, meets at its named barrier, and
+//   its thread 0 release-stores (e << 20 | s + 1) into the block's flag row at
+//   the peer (the barrier orders the group's stores first, as __syncthreads
+//   does for block_signal_row), then raises `pushed` in shared memory;
+// - the reduce group's thread 0 waits until the peer's flag reaches step s and
+//   `pushed` passed s (so in place, this rank's input of step s was read before
+//   its output overwrites it), the group meets at its barrier and reduces step s.
+// The push group never waits on the peer, so its stores stream at link speed
+// while the reductions trail one flag behind. Flags only grow (steps < 2^20 per
+// block), so one row per block serves every step of every launch. Reuse is NOTE
+// [One-shot buffer reuse]'s argument: the peer reaches launch e+2, which writes
+// parity (e & 1) again, only after its launch e+1 received this rank's data of
+// e+1, which this rank pushed after its whole launch e (every block's reads of
+// parity e & 1) finished.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) {
   __shared__ int failed;
-  if (threadIdx.x == 0) failed = 0;
+  __shared__ unsigned pushed;  // steps the push group finished (atomics: a flag, not data)
+  if (threadIdx.x == 0) {
+    failed = 0;
+    pushed = 0;
+  }
+  __syncthreads();
   const uint64_t epoch = read_epoch(p.epoch);
   const int me = p.rank(), peer = 1 - me;
   const size_t slot_bytes = round_up(p.capacity_bytes, kSlotAlign);
   const size_t parity_offset = (epoch & 1) * slot_bytes;
-  char* remote = p.scratch[peer] + parity_offset;  // where this rank's packs land
-  const char* local = p.scratch[me] + parity_offset;
   const size_t num_packs = packs_of(p.count, sizeof(T));
   size_t begin, end;
   split_range(num_packs, gridDim.x, blockIdx.x, &begin, &end);
@@ -53,56 +69,69 @@ __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) 
   const size_t steps = (end - begin + step - 1) / step;
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
   auto flag_of = [&](size_t s) { return (epoch << kStepBits) | (s + 1); };
+  auto step_range = [&](size_t s, size_t* step_begin, size_t* step_end) {
+    *step_begin = begin + s * step;
+    *step_end = min(*step_begin + step, end);
+  };
 
-  // Calls fn(first pack, last pack + 1) for the kUnroll-pack groups of step s.
-  auto for_step = [&](size_t s, auto fn) {
-    const size_t step_begin = begin + s * step, step_end = min(step_begin + step, end);
-    for (size_t base = step_begin; base < step_end; base += size_t{kThreads} * kUnroll) fn(base, step_end);
-  };
-  auto push = [&](size_t s) {
-    for_step(s, [&](size_t base, size_t step_end) {
-      uint4 v[kUnroll];
+  if (threadIdx.x < kPushThreads) {
+    const int t = threadIdx.x;
+    char* remote = p.scratch[peer] + parity_offset;  // where this rank's packs land
+    for (size_t s = 0; s < steps; ++s) {
+      size_t b0, b1;
+      step_range(s, &b0, &b1);
+      for (size_t base = b0; base < b1; base += size_t{kPushThreads} * kUnroll) {
+        uint4 v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const size_t i = base + u * kThreads + threadIdx.x;
-        if (i < step_end) v[u] = load_user_pack(in, i, p.count, p.aligned);
-      }
+        for (int u = 0; u < kUnroll; ++u) {
+          const size_t i = base + u * kPushThreads + t;
+          if (i < b1) v[u] = load_user_pack(in, i, p.count, p.aligned);
+        }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const size_t i = base + u * kThreads + threadIdx.x;
-        if (i < step_end) device::store16(remote + i * kPackBytes, v[u]);
-      }
-    });
-  };
-  auto reduce = [&](size_t s) {
-    for_step(s, [&](size_t base, size_t step_end) {
-      uint4 raw[kUnroll][kMaxNodeRanks];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const size_t i = base + u * kThreads + threadIdx.x;
-        if (i < step_end) {  // rank order with constant indices (registers, not local memory)
-          const uint4 mine = load_user_pack(in, i, p.count, p.aligned);
-          const uint4 theirs = device::load16(local + i * kPackBytes);
-          raw[u][0] = me == 0 ? mine : theirs;
-          raw[u][1] = me == 0 ? theirs : mine;
+        for (int u = 0; u < kUnroll; ++u) {
+          const size_t i = base + u * kPushThreads + t;
+          if (i < b1) device::store16(remote + i * kPackBytes, v[u]);
         }
       }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const size_t i = base + u * kThreads + threadIdx.x;
-        if (i < step_end) store_user_pack(out, i, p.count, p.aligned, reduce_in_rank_order<T, Op>(raw[u], 2));
+      named_barrier(kPushBarrier, kPushThreads);
+      if (t == 0) {
+        p.flags.signal(peer, row + me, flag_of(s));
+        atomicExch(&pushed, static_cast<unsigned>(s + 1));
       }
-    });
-  };
-
-  if (steps > 0) push(0);
-  for (size_t s = 0; s < steps; ++s) {
-    __syncthreads();  // step s's stores, then its flag (NOTE [Pipelined one-shot])
-    p.flags.block_signal_row(row, flag_of(s), /*include_self=*/false);
-    if (s + 1 < steps) push(s + 1);
-    if (!p.flags.block_wait_row(row, flag_of(s), p.wait, kPhaseOneShotExchange, /*include_self=*/false, &failed))
-      break;
-    reduce(s);
+    }
+  } else {
+    const int t = threadIdx.x - kPushThreads;
+    const char* local = p.scratch[me] + parity_offset;
+    for (size_t s = 0; s < steps; ++s) {
+      if (t == 0) {
+        if (!p.flags.wait(row + peer, flag_of(s), p.wait, peer, kPhaseOneShotExchange)) failed = 1;
+        // No timeout needed: the push group waits on nothing, so it gets there.
+        while (atomicAdd(&pushed, 0u) <= s) {
+        }
+      }
+      named_barrier(kReduceBarrier, kReduceThreads);
+      if (*static_cast<volatile int*>(&failed) != 0) break;
+      size_t b0, b1;
+      step_range(s, &b0, &b1);
+      for (size_t base = b0; base < b1; base += size_t{kReduceThreads} * kUnroll) {
+        uint4 raw[kUnroll][kMaxNodeRanks];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const size_t i = base + u * kReduceThreads + t;
+          if (i < b1) {  // rank order with constant indices (registers, not local memory)
+            const uint4 mine = load_user_pack(in, i, p.count, p.aligned);
+            const uint4 theirs = device::load16(local + i * kPackBytes);
+            raw[u][0] = me == 0 ? mine : theirs;
+            raw[u][1] = me == 0 ? theirs : mine;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const size_t i = base + u * kReduceThreads + t;
+          if (i < b1) store_user_pack(out, i, p.count, p.aligned, reduce_in_rank_order<T, Op>(raw[u], 2));
+        }
+      }
+    }
   }
   finish_epoch(p.epoch);
 }
@@ -124,13 +153,13 @@ void launch_one_shot_pipelined(const Params& params, const LaunchTuning& tuning,
     const int blocks = std::max(1, std::min(num_sms, kMaxBlocks));
     // About 4 steps per block, 256..2048 packs (4..32 KB) each: enough steps to
     // overlap the reduction with the stores, few enough flags.
-    // Steps of 2048 packs (32 KB). Smaller steps were slower, not faster: on 2
-    // H100s, steps of 256 / 512 / 1024 / 2048 / 4096 packs took 38.4 / 27.6 /
-    // 24.0 / 21.8 / 21.8 us at 4 MB and 139 / 87 / 67 / 68 / 80 us at 16 MB
-    // (bf16): each step's flag costs more than its overlap saves, so auto sends
-    // only calls up to 4 MB here, where a block's range is one or two steps.
+    // Steps of 1024 packs (16 KB). 2 H100s, bf16, steps of 512 / 1024 / 2048 /
+    // 4096 packs: 16 MB 72.6 / 62.0 / 70.2 / 77.3 us, 32 MB 133.7 / 111.6 /
+    // 131.5 / 143.3, 4 MB 23.4 / 22.4 / 22.2 / 22.2. (A first version, where
+    // the whole block pushed, signalled, waited and reduced each step in turn,
+    // got slower with smaller steps: 38.4 us at 4 MB with 256-pack steps.)
     const size_t knob_step = tuning.one_shot_pipelined_step_packs;
-    p.chunk_packs = knob_step ? knob_step : 2048;
+    p.chunk_packs = knob_step ? knob_step : 1024;
     one_shot_pipelined_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();
   });
