@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/knobs.hpp"
+#include "ferry_nccl_ext.h"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 #include "real_nccl.hpp"
@@ -24,7 +25,10 @@ namespace {
 thread_local int t_group_depth = 0;  // ncclGroupStart nesting on this thread
 
 // The real NCCL, with `fn` resolved; else an error naming what is missing.
+// Every entry point starts here, which also forgets the shim's last error text:
+// ncclGetLastError then shows NCCL's for a call NCCL failed after one the shim failed.
 #define FERRY_NCCL_REAL(fn)                                                                              \
+  ferry::nccl_shim::clear_last_error();                                                                  \
   const RealNccl& r = real_nccl();                                                                       \
   if (r.fn == nullptr)                                                                                   \
     return fail(ncclInvalidUsage, r.handle == nullptr ? r.error                                          \
@@ -293,6 +297,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   if (why.empty()) {
     try {
       c->allreduce->run(send, recv, count, *ferry_type(type), *ferry_op(op), stream);
+      c->allreduce_ferry.fetch_add(1, std::memory_order_relaxed);
       log_route(c, count, type, op, "ferry", "");
       return ncclSuccess;
     } catch (const ferry::InvalidArgument& e) {  // refused before launching anything: NCCL takes it
@@ -303,6 +308,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
       return fail(ncclInternalError, std::string("ncclAllReduce (ferry): ") + e.what());
     }
   }
+  c->allreduce_forwarded.fetch_add(1, std::memory_order_relaxed);
   log_route(c, count, type, op, "NCCL", why);
   return r.ncclAllReduce(send, recv, count, type, op, c->real, stream);
 }
@@ -395,6 +401,19 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
   FERRY_NCCL_REAL(ncclGroupSimulateEnd);
   if (t_group_depth > 0) --t_group_depth;
   return r.ncclGroupSimulateEnd(info);
+}
+
+// ---------------------------------------------------------------- the shim's own (ferry_nccl_ext.h)
+
+ncclResult_t ferryNcclShimStats(ncclComm_t comm, ferryNcclShimStats_t* stats) {
+  FERRY_NCCL_COMM(c, comm, ferryNcclShimStats);
+  if (stats == nullptr) return fail(ncclInvalidArgument, "ferryNcclShimStats: stats is null");
+  stats->allreduce_ferry = c->allreduce_ferry.load(std::memory_order_relaxed);
+  stats->allreduce_forwarded = c->allreduce_forwarded.load(std::memory_order_relaxed);
+  stats->ferry_serves = c->allreduce != nullptr && c->no_ferry.empty() ? 1 : 0;
+  stats->max_bytes = stats->ferry_serves ? c->allreduce->max_bytes() : 0;
+  stats->no_ferry = c->no_ferry.c_str();
+  return ncclSuccess;
 }
 
 }  // extern "C"

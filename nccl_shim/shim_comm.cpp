@@ -135,4 +135,8 @@ ncclResult_t fail(ncclResult_t code, const std::string& text) {
 
 const char* last_error() { return t_last_error.c_str(); }
 
+void clear_last_error() {
+  if (!t_last_error.empty()) t_last_error.clear();
+}
+
 }  // namespace ferry::nccl_shim

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,8 @@ struct ncclComm {
   std::unique_ptr<ferry::Communicator> comm;
   std::unique_ptr<ferry::AllReduce> allreduce;
   std::string no_ferry;  // why ferry does not serve this communicator ("" when it does)
+  // ncclAllReduce routes (ferryNcclShimStats, ferry_nccl_ext.h).
+  std::atomic<uint64_t> allreduce_ferry{0}, allreduce_forwarded{0};
 };
 
 namespace ferry::nccl_shim {
@@ -48,6 +51,7 @@ void retire(ncclComm* c);
 // Sets this thread's last error text and returns `code`.
 ncclResult_t fail(ncclResult_t code, const std::string& text);
 const char* last_error();  // "" when none
+void clear_last_error();
 
 bool shim_on();  // FERRY_NCCL_SHIM (read once)
 bool log_on();   // FERRY_NCCL_SHIM_LOG (read once)

@@ -12,6 +12,7 @@
 
 #include <dlfcn.h>
 
+#include "ferry_nccl_ext.h"
 
 namespace {
 
@@ -62,7 +63,18 @@ TEST(NcclShim, ForwardsWithItsOwnHandles) {
   EXPECT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclMax, comm, nullptr), ncclSuccess);
   EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
   EXPECT_EQ(calls("ncclAllReduce"), before + 2);
+
+  // The shim's own introspection (ferry_nccl_ext.h): both calls forwarded, ferry not set up.
+  ferryNcclShimStats_t s{};
+  ASSERT_EQ(ferryNcclShimStats(comm, &s), ncclSuccess);
+  EXPECT_EQ(s.allreduce_ferry, 0u);
+  EXPECT_EQ(s.allreduce_forwarded, 2u);
+  EXPECT_EQ(s.ferry_serves, 0);
+  EXPECT_EQ(s.max_bytes, 0u);
+  EXPECT_STREQ(s.no_ferry, "FERRY_NCCL_SHIM=off");
+  EXPECT_EQ(ferryNcclShimStats(comm, nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT_EQ(ferryNcclShimStats(comm, &s), ncclInvalidArgument);
 }
 
 TEST(NcclShim, BadUseGetsNcclErrors) {
@@ -83,6 +95,11 @@ TEST(NcclShim, BadUseGetsNcclErrors) {
   // A function the stand-in lacks: NCCL's "invalid usage", naming it.
   EXPECT_EQ(ncclBroadcast(buf.data(), buf.data(), 4, ncclFloat32, 0, make_comm(), nullptr), ncclInvalidUsage);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("ncclBroadcast"), std::string::npos);
+
+  // The shim's text is forgotten at the next call: NCCL's shows again.
+  int version = 0;
+  EXPECT_EQ(ncclGetVersion(&version), ncclSuccess);
+  EXPECT_STREQ(ncclGetLastError(nullptr), "fake NCCL last error");
 }
 
 }  // namespace
