@@ -22,8 +22,6 @@ using ferry::nccl_shim::RealNccl;
 
 namespace {
 
-thread_local int t_group_depth = 0;  // ncclGroupStart nesting on this thread
-
 // The real NCCL, with `fn` resolved; else an error naming what is missing.
 // Every entry point starts here, which also forgets the shim's last error text:
 // ncclGetLastError then shows NCCL's for a call NCCL failed after one the shim failed.
@@ -76,7 +74,7 @@ void log_route(const ncclComm* c, size_t count, ncclDataType_t type, ncclRedOp_t
 // group nesting and the communicator only).
 std::string not_for_ferry(const ncclComm* c, size_t count, ncclDataType_t type, ncclRedOp_t op) {
   if (!c->no_ferry.empty()) return c->no_ferry;
-  if (t_group_depth > 0) return "inside ncclGroupStart/End";
+  if (ferry::nccl_shim::group_depth() > 0) return "inside ncclGroupStart/End";
   const std::optional<ferry::DataType> t = ferry_type(type);
   if (!t) return "a datatype ferry's AllReduce lacks";
   if (!ferry_op(op)) return "an op ferry's AllReduce lacks";
@@ -121,9 +119,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommInitRank(&real, nranks, id, rank);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
   *comm = ferry::nccl_shim::wrap(real, true, "");
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
@@ -131,11 +129,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: comm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommInitRankConfig(&real, nranks, id, rank, config);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
   // A non-blocking communicator may still be initializing: ferry's set-up would wait on it.
   const bool blocking = config == nullptr || config->blocking != 0;
   *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nids, ncclUniqueId* ids,
@@ -144,10 +142,10 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, in
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankScalable: comm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommInitRankScalable(&real, nranks, rank, nids, ids, config);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
   const bool blocking = config == nullptr || config->blocking != 0;
   *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -167,11 +165,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommSplit: newcomm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommSplit(c->real, color, key, &real, config);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
   const bool blocking = config == nullptr || config->blocking != 0;
   *newcomm = real == nullptr ? nullptr  // NCCL_SPLIT_NOCOLOR
                              : ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator");
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm, ncclConfig_t* config,
@@ -181,9 +179,9 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t
   if (newcomm == nullptr) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommShrink(c->real, exclude, count, &real, config, flags);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
   *newcomm = real == nullptr ? nullptr : ferry::nccl_shim::wrap(real, false, "made by ncclCommShrink");
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -387,20 +385,22 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, n
 ncclResult_t ncclGroupStart() {
   FERRY_NCCL_REAL(ncclGroupStart);
   const ncclResult_t res = r.ncclGroupStart();
-  if (res == ncclSuccess) ++t_group_depth;
+  if (res == ncclSuccess) ferry::nccl_shim::group_start();
   return res;
 }
 
 ncclResult_t ncclGroupEnd() {
   FERRY_NCCL_REAL(ncclGroupEnd);
-  if (t_group_depth > 0) --t_group_depth;
-  return r.ncclGroupEnd();
+  const ncclResult_t res = r.ncclGroupEnd();
+  ferry::nccl_shim::group_end(res == ncclSuccess);  // NOTE [Communicators made inside a group]
+  return res;
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
   FERRY_NCCL_REAL(ncclGroupSimulateEnd);
-  if (t_group_depth > 0) --t_group_depth;
-  return r.ncclGroupSimulateEnd(info);
+  const ncclResult_t res = r.ncclGroupSimulateEnd(info);
+  ferry::nccl_shim::group_end(false);
+  return res;
 }
 
 // ---------------------------------------------------------------- the shim's own (ferry_nccl_ext.h)

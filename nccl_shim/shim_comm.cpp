@@ -93,25 +93,79 @@ bool log_on() {
   return on;
 }
 
-ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why) {
+namespace {
+
+struct Pending {
+  ncclComm* c;
+  bool with_ferry;
+  std::string why;
+};
+thread_local int t_group_depth = 0;
+thread_local std::vector<Pending> t_pending;  // made inside this thread's open group
+
+void describe(ncclComm* c) {
   const RealNccl& r = real_nccl();
-  auto* c = new ncclComm;
-  c->real = real;
-  r.ncclCommUserRank(real, &c->rank);
-  r.ncclCommCount(real, &c->size);
-  r.ncclCommCuDevice(real, &c->device);
+  r.ncclCommUserRank(c->real, &c->rank);
+  r.ncclCommCount(c->real, &c->size);
+  r.ncclCommCuDevice(c->real, &c->device);
+}
+
+void log_comm(const ncclComm* c) {
+  if (log_on())
+    std::fprintf(stderr, "[ferry-nccl] rank %d of %d (device %d): %s\n", c->rank, c->size, c->device,
+                 c->no_ferry.empty() ? "ferry serves ncclAllReduce" : c->no_ferry.c_str());
+}
+
+// A communicator NCCL has initialized: its queries, then ferry where wanted.
+void finish(ncclComm* c, bool with_ferry, const std::string& why) {
+  describe(c);
   if (!shim_on())
     c->no_ferry = "FERRY_NCCL_SHIM=off";
   else if (!with_ferry)
     c->no_ferry = why;
-  else
+  else {
+    c->no_ferry.clear();
     set_up_ferry(c);
-  if (log_on())
-    std::fprintf(stderr, "[ferry-nccl] rank %d of %d (device %d): %s\n", c->rank, c->size, c->device,
-                 c->no_ferry.empty() ? "ferry serves ncclAllReduce" : c->no_ferry.c_str());
+  }
+  log_comm(c);
+}
+
+}  // namespace
+
+ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why) {
+  auto* c = new ncclComm;
+  c->real = real;
+  if (t_group_depth > 0) {  // NOTE [Communicators made inside a group]
+    c->no_ferry = "made inside ncclGroupStart/End, not initialized yet";
+    t_pending.push_back({c, with_ferry, why});
+  } else {
+    finish(c, with_ferry, why);
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
   g_live.insert(c);
   return c;
+}
+
+void group_start() { ++t_group_depth; }
+
+int group_depth() { return t_group_depth; }
+
+void group_end(bool ok) {
+  if (t_group_depth > 0) --t_group_depth;
+  if (t_group_depth > 0 || t_pending.empty()) return;
+  std::vector<Pending> made;
+  made.swap(t_pending);
+  if (!ok) {
+    for (Pending& p : made) finish(p.c, false, "its ncclGroupEnd did not complete it (failed, or non-blocking)");
+    return;
+  }
+  for (Pending& p : made) describe(p.c);
+  bool one_device = true;
+  for (const Pending& p : made) one_device &= p.c->device == made.front().c->device;
+  for (Pending& p : made) {
+    if (one_device) finish(p.c, p.with_ferry, p.why);
+    else finish(p.c, false, "made in one group with communicators on other GPUs (one process, several GPUs)");
+  }
 }
 
 ncclComm* live(ncclComm_t handle) {

@@ -39,8 +39,25 @@ namespace ferry::nccl_shim {
 
 // Wraps a real communicator that was just created (every rank of it calls this
 // in the same order). with_ferry: try to set ferry up on it (collective);
-// otherwise `why` says why not.
+// otherwise `why` says why not. Inside a group, only recorded (NOTE
+// [Communicators made inside a group]).
 ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why);
+
+// NOTE [Communicators made inside a group]
+// NCCL lets ncclCommInit* and ncclCommSplit run between ncclGroupStart and
+// ncclGroupEnd (nccl-tests creates its communicators so): the call only
+// registers the communicator and NCCL initializes it at ncclGroupEnd. Its rank,
+// size and device are unknown before that, and ferry's set-up (collective, over
+// the real communicator) cannot run inside the caller's group. So wrap() only
+// records such a communicator (calls on it forward meanwhile) and the outermost
+// ncclGroupEnd finishes it: queries, then ferry's set-up, in creation order
+// (the same on every rank). Communicators of one group on different GPUs (one
+// process driving several) stay on NCCL: setting them up one after another
+// would wait on a rank of the same process. A group that failed, or ended in
+// ncclInProgress (non-blocking), leaves its communicators on NCCL.
+void group_start();   // after a successful ncclGroupStart on this thread
+int group_depth();    // ncclGroupStart nesting on this thread
+void group_end(bool ok);  // after ncclGroupEnd (ok: it returned ncclSuccess) or ncclGroupSimulateEnd (false)
 
 // The live record behind a handle, or nullptr (null, destroyed, or not one of
 // the shim's).

@@ -77,6 +77,31 @@ TEST(NcclShim, ForwardsWithItsOwnHandles) {
   EXPECT_EQ(ferryNcclShimStats(comm, &s), ncclInvalidArgument);
 }
 
+// NOTE [Communicators made inside a group]: recorded at ncclCommInitRank,
+// finished (queries, ferry's set-up or the reason against it) at the outermost ncclGroupEnd.
+TEST(NcclShim, CommunicatorMadeInsideAGroup) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  ASSERT_NE(comm, nullptr);
+  ferryNcclShimStats_t s{};
+  ASSERT_EQ(ferryNcclShimStats(comm, &s), ncclSuccess);
+  EXPECT_NE(std::string(s.no_ferry).find("inside ncclGroupStart/End"), std::string::npos) << s.no_ferry;
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);  // inner: still pending
+  ASSERT_EQ(ferryNcclShimStats(comm, &s), ncclSuccess);
+  EXPECT_NE(std::string(s.no_ferry).find("inside ncclGroupStart/End"), std::string::npos) << s.no_ferry;
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(ferryNcclShimStats(comm, &s), ncclSuccess);
+  EXPECT_STREQ(s.no_ferry, "FERRY_NCCL_SHIM=off");
+  std::vector<float> in = {1.f, 2.f}, out(2, 0.f);
+  EXPECT_EQ(ncclAllReduce(in.data(), out.data(), 2, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 TEST(NcclShim, BadUseGetsNcclErrors) {
   std::vector<float> buf(4, 1.f);
   EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), 4, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument);

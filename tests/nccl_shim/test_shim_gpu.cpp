@@ -314,6 +314,26 @@ TEST_F(ShimGpu, SplitCommunicator) {
   EXPECT_EQ(ncclCommDestroy(sub), ncclSuccess);
 }
 
+// A communicator made between ncclGroupStart and ncclGroupEnd, as nccl-tests
+// makes its own: ferry is set up at the group's end (NOTE [Communicators made
+// inside a group], nccl_shim/shim_comm.hpp).
+TEST_F(ShimGpu, CommunicatorMadeInsideAGroup) {
+  ncclUniqueId id{};
+  if (g.rank == 0) NCCL_OK(ncclGetUniqueId(&id), g.comm);
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  NCCL_OK(ncclGroupStart(), g.comm);
+  NCCL_OK(ncclCommInitRankConfig(&comm, g.size, id, g.rank, &config), g.comm);
+  NCCL_OK(ncclGroupEnd(), g.comm);
+  ASSERT_NE(comm, nullptr);
+  const ferryNcclShimStats_t s = stats(comm);
+  EXPECT_EQ(s.ferry_serves, g.shim_off ? 0 : 1) << "communicator made in a group: " << s.no_ferry;
+  DeviceBuffer a(1u << 20), b(1u << 20);
+  allreduce_case(comm, ncclBfloat16, ncclSum, 65537, false, 9300, g.stream, a.ptr, b.ptr);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 // Bad use: NCCL's codes and a ncclGetLastError text, never a crash. A
 // mismatch of count or datatype between ranks is not checked: NCCL does not
 // detect it either (it hangs or reads past a buffer), and the shim forwards
