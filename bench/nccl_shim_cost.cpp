@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/knobs.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/bootstrap.hpp"
 #include "ferry/communicator.hpp"
@@ -62,8 +63,7 @@ struct RealNccl {
 };
 
 RealNccl load_real_nccl() {
-  const char* env = std::getenv("FERRY_NCCL_LIBRARY");
-  const std::string path = env && *env ? env : FERRY_NCCL_DEFAULT_LIBRARY;
+  const std::string path = ferry::knobs::kNcclLibrary.read().value_or(FERRY_NCCL_DEFAULT_LIBRARY);
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) throw std::runtime_error("dlopen " + path + ": " + dlerror());
   RealNccl r;
