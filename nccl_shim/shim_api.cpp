@@ -136,6 +136,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   return res;
 }
 
+#ifdef FERRY_NCCL_HAS_ncclCommInitRankScalable
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nids, ncclUniqueId* ids,
                                       ncclConfig_t* config) {
   FERRY_NCCL_REAL(ncclCommInitRankScalable);
@@ -147,6 +148,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, in
   *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
   return res;
 }
+#endif
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   FERRY_NCCL_REAL(ncclCommInitAll);
@@ -172,6 +174,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return res;
 }
 
+#ifdef FERRY_NCCL_HAS_ncclCommShrink
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm, ncclConfig_t* config,
                             int flags) {
   FERRY_NCCL_REAL(ncclCommShrink);
@@ -183,6 +186,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t
   *newcomm = real == nullptr ? nullptr : ferry::nccl_shim::wrap(real, false, "made by ncclCommShrink");
   return res;
 }
+#endif
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   FERRY_NCCL_REAL(ncclCommFinalize);
@@ -206,11 +210,13 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return r.ncclCommAbort(real);
 }
 
+#ifdef FERRY_NCCL_HAS_ncclCommRevoke
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
   FERRY_NCCL_REAL(ncclCommRevoke);
   FERRY_NCCL_COMM(c, comm, ncclCommRevoke);
   return r.ncclCommRevoke(c->real, flags);
 }
+#endif
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
   FERRY_NCCL_REAL(ncclCommGetAsyncError);
@@ -260,17 +266,21 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return r.ncclCommDeregister(c->real, handle);
 }
 
+#ifdef FERRY_NCCL_HAS_ncclCommWindowRegister
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   FERRY_NCCL_REAL(ncclCommWindowRegister);
   FERRY_NCCL_COMM(c, comm, ncclCommWindowRegister);
   return r.ncclCommWindowRegister(c->real, buff, size, win, flags);
 }
+#endif
 
+#ifdef FERRY_NCCL_HAS_ncclCommWindowDeregister
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   FERRY_NCCL_REAL(ncclCommWindowDeregister);
   FERRY_NCCL_COMM(c, comm, ncclCommWindowDeregister);
   return r.ncclCommWindowDeregister(c->real, win);
 }
+#endif
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
@@ -396,12 +406,14 @@ ncclResult_t ncclGroupEnd() {
   return res;
 }
 
+#ifdef FERRY_NCCL_HAS_ncclGroupSimulateEnd
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
   FERRY_NCCL_REAL(ncclGroupSimulateEnd);
   const ncclResult_t res = r.ncclGroupSimulateEnd(info);
   ferry::nccl_shim::group_end(false);
   return res;
 }
+#endif
 
 // ---------------------------------------------------------------- the shim's own (ferry_nccl_ext.h)
 
