@@ -39,8 +39,7 @@ namespace {
   if (c == nullptr)                                                                                              \
     return fail(ncclInvalidArgument, std::string(#fn ": ") +                                                     \
                                          (comm == nullptr ? "the communicator is null"                           \
-                                                          : "not a live communicator (destroyed, or not made by " \
-                                                            "ncclCommInit*/ncclCommSplit)"));
+                                                          : "not a live communicator (destroyed)"));
 
 std::optional<ferry::DataType> ferry_type(ncclDataType_t t) {
   switch (t) {

@@ -19,6 +19,7 @@ namespace {
 
 std::mutex g_mutex;
 std::unordered_set<ncclComm*> g_live;
+std::unordered_set<ncclComm*> g_made;  // every record ever made (records are never freed)
 thread_local std::string t_last_error;
 
 // all_gather through the real NCCL on device staging buffers (ferry's bootstrap
@@ -143,6 +144,7 @@ ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why) {
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   g_live.insert(c);
+  g_made.insert(c);
   return c;
 }
 
@@ -168,10 +170,27 @@ void group_end(bool ok) {
   }
 }
 
+// NOTE [Real handles reaching the shim]
+// The real NCCL may call its own exported functions (ncclCommCount, ncclGroupStart,
+// ...) through the dynamic linker, which then finds the shim's definitions first
+// (LD_PRELOAD, or a program linked to the shim) and hands them a real
+// communicator, not one of the shim's records. Such a handle is forwarded as it
+// is, through a per-thread pass-through record without ferry. Only null and the
+// shim's own destroyed records are refused.
 ncclComm* live(ncclComm_t handle) {
   if (handle == nullptr) return nullptr;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_live.count(handle) != 0 ? handle : nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_live.count(handle) != 0) return handle;
+    if (g_made.count(handle) != 0) return nullptr;  // destroyed
+  }
+  thread_local ncclComm pass_through;
+  pass_through.real = handle;
+  pass_through.comm.reset();
+  pass_through.allreduce.reset();
+  pass_through.magic = ncclComm::kLive;
+  pass_through.no_ferry = "a communicator of the real NCCL, not made through the shim";
+  return &pass_through;
 }
 
 void retire(ncclComm* c) {

@@ -59,8 +59,9 @@ void group_start();   // after a successful ncclGroupStart on this thread
 int group_depth();    // ncclGroupStart nesting on this thread
 void group_end(bool ok);  // after ncclGroupEnd (ok: it returned ncclSuccess) or ncclGroupSimulateEnd (false)
 
-// The live record behind a handle, or nullptr (null, destroyed, or not one of
-// the shim's).
+// The live record behind a handle; nullptr for null and for the shim's destroyed
+// records; a pass-through record for a real NCCL handle (NOTE [Real handles
+// reaching the shim], shim_comm.cpp).
 ncclComm* live(ncclComm_t handle);
 // Marks a handle destroyed (its ferry side released first).
 void retire(ncclComm* c);
