@@ -235,9 +235,12 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // One-shot switches to the LL protocol (no fence, no flag; 2x the bytes) at
   // and below this size; FERRY_ALLREDUCE_LL_MAX_BYTES=0 turns it off. 4xH200,
   // bf16, LL vs fenced one-shot: 4 KB 5.2 vs 5.7 us, 8 KB 5.8 vs 6.1, 16 KB 6.1
-  // vs 6.2, 32 KB 6.9 vs 6.3, 64 KB 8.3 vs 6.6.
-  state_->ll_max_bytes =
-      std::min<size_t>(knobs::kAllReduceLlMaxBytes.value(), state_->capacity[region_index(kOneShotLlEntry)]);
+  // vs 6.2, 32 KB 6.9 vs 6.3, 64 KB 8.3 vs 6.6. Two ranks (one peer, so twice
+  // the bytes of one copy), 2xH100, bf16, LL vs fenced: 32 KB 5.0 vs 6.2 us,
+  // 64 KB 5.3 vs 6.3, 128 KB 5.9 vs 6.5: LL up to 128 KiB there.
+  const size_t default_ll = world <= 2 ? (size_t{128} << 10) : (size_t{16} << 10);
+  state_->ll_max_bytes = std::min<size_t>(knobs::kAllReduceLlMaxBytes.read_or(default_ll),
+                                          state_->capacity[region_index(kOneShotLlEntry)]);
   state_->tuning = launch_tuning_from_env();
   // Two ranks: one-shot calls above this run pipelined (NOTE [Pipelined one-shot]).
   state_->pipelined_min_bytes = kOneShotPipelinedEntry.unsupported(state_->shape).empty()

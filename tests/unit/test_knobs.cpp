@@ -115,7 +115,7 @@ TEST(Knobs, DefaultsAreThoseTheReadersHad) {
   EXPECT_EQ(knobs::kProxyIdleSpins.value(), uint64_t{1} << 20);
   EXPECT_EQ(knobs::kProxyPutChunkBytes.value(), uint64_t{4} << 20);
   EXPECT_EQ(knobs::kAllReduceOneShotMaxBytes.read_or(12345), 12345u);
-  EXPECT_EQ(knobs::kAllReduceLlMaxBytes.value(), uint64_t{16} << 10);
+  EXPECT_EQ(knobs::kAllReduceLlMaxBytes.read_or(54321), 54321u);  // default by world size
   EXPECT_EQ(knobs::kHierarchicalLaunchBytes.value(), 0u);
   EXPECT_EQ(knobs::kOneShotPacksPerThread.value(), 0);
   EXPECT_EQ(knobs::kOneShotBlocks.value(), 0);
