@@ -53,6 +53,8 @@
 #   python_mpi mpirun -np N pytest tests/python/test_mpi_init.py (ferry.init() from MPI)
 #   example_py torchrun examples/moe_layer.py on the largest N, both modes
 #   bench_py   torchrun bench/python/ferry_torch_bench.py (table, CSV, PNG in $OUT)
+#   nccl_shim  scripts/device_nccl_shim.sh on 2 GPUs (libferry_nccl.so: GPU test on/off, PyTorch under
+#              LD_PRELOAD, cost per call, nccl-tests all_reduce_perf; logs in $OUT/nccl_shim)
 #
 # Environment:
 #   OUT                    where logs and the CSV go (default ./out)
@@ -447,6 +449,10 @@ read -r -a py_bench_args <<<"${FERRY_PY_BENCH_ARGS:-}"
 if [ "$PY_STAGES_OK" -ne 1 ] || [ "$NBENCH" -lt 1 ] || [ "${FERRY_SKIP_BENCH:-0}" = 1 ] ||
    [[ " $BENCHES " != *" torch "* ]]; then skip bench_py "skipped"
 else run_stage bench_py "${TO[@]}" "${TORCHRUN[@]}" --nproc-per-node "$NBENCH" bench/python/ferry_torch_bench.py --out "$OUT" "${py_bench_args[@]}"; fi
+# The NCCL drop-in (issue 25): its GPU test with the shim on and off, the PyTorch test under LD_PRELOAD, its
+# cost per call and nccl-tests' all_reduce_perf with and without it (.deps/nccl-tests), 2 GPUs, one rank each.
+if [ "$GPUS" -lt 2 ] || [ "${FERRY_SKIP_NCCL_SHIM:-0}" = 1 ]; then skip nccl_shim "needs 2 GPUs (or FERRY_SKIP_NCCL_SHIM=1)"
+else run_stage nccl_shim "${TO[@]}" env OUT="$OUT/nccl_shim" BUILD_DIR="$B" scripts/device_nccl_shim.sh; fi
 if [ -n "$PIP_PID" ]; then
   wait "$PIP_PID"
   read -r _ result secs < <(grep '^PIP_RESULT' "$OUT/pip.log" || echo "PIP_RESULT FAIL 0")
