@@ -168,8 +168,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   const ncclResult_t res = r.ncclCommSplit(c->real, color, key, &real, config);
   if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
   const bool blocking = config == nullptr || config->blocking != 0;
-  *newcomm = real == nullptr ? nullptr  // NCCL_SPLIT_NOCOLOR
-                             : ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator");
+  *newcomm = real == nullptr || c->pass_through ? real  // NCCL_SPLIT_NOCOLOR; a real parent's child stays real
+                                                : ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator");
   return res;
 }
 
@@ -182,7 +182,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommShrink(c->real, exclude, count, &real, config, flags);
   if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
-  *newcomm = real == nullptr ? nullptr : ferry::nccl_shim::wrap(real, false, "made by ncclCommShrink");
+  *newcomm = real == nullptr || c->pass_through ? real : ferry::nccl_shim::wrap(real, false, "made by ncclCommShrink");
   return res;
 }
 #endif

@@ -175,8 +175,9 @@ void group_end(bool ok) {
 // ...) through the dynamic linker, which then finds the shim's definitions first
 // (LD_PRELOAD, or a program linked to the shim) and hands them a real
 // communicator, not one of the shim's records. Such a handle is forwarded as it
-// is, through a per-thread pass-through record without ferry. Only null and the
-// shim's own destroyed records are refused.
+// is, through a per-thread pass-through record without ferry; communicators
+// split from one stay real handles too (never wrapped, never set up with ferry).
+// Only null and the shim's own destroyed records are refused.
 ncclComm* live(ncclComm_t handle) {
   if (handle == nullptr) return nullptr;
   {
@@ -189,6 +190,7 @@ ncclComm* live(ncclComm_t handle) {
   pass_through.comm.reset();
   pass_through.allreduce.reset();
   pass_through.magic = ncclComm::kLive;
+  pass_through.pass_through = true;
   pass_through.no_ferry = "a communicator of the real NCCL, not made through the shim";
   return &pass_through;
 }

@@ -43,6 +43,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int ra
   *comm = reinterpret_cast<ncclComm_t>(new FakeComm);
   return ncclSuccess;
 }
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int, ncclComm_t* newcomm, ncclConfig_t*) {
+  count("ncclCommSplit");
+  if (comm == nullptr) return ncclInvalidArgument;
+  *newcomm = color == NCCL_SPLIT_NOCOLOR ? nullptr : reinterpret_cast<ncclComm_t>(new FakeComm);
+  return ncclSuccess;
+}
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { count("ncclCommDestroy"); delete reinterpret_cast<FakeComm*>(comm); return ncclSuccess; }
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* n) { *n = reinterpret_cast<const FakeComm*>(comm)->size; return ncclSuccess; }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* r) { *r = reinterpret_cast<const FakeComm*>(comm)->rank; return ncclSuccess; }

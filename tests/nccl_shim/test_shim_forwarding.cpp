@@ -102,6 +102,41 @@ TEST(NcclShim, CommunicatorMadeInsideAGroup) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// NOTE [Real handles reaching the shim]: the real NCCL calling its own exported
+// functions reaches the shim with its own handles (on 2 H100s every such call had
+// failed with ncclInvalidArgument): they are forwarded as they are, and a
+// communicator split from one stays a real handle.
+TEST(NcclShim, RealHandlesAreForwardedAsTheyAre) {
+  void* h = dlopen(std::getenv("FERRY_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr) << "the shim loads the stand-in first";
+  using Init = ncclResult_t (*)(ncclComm_t*, int, ncclUniqueId, int);
+  const auto init = reinterpret_cast<Init>(dlsym(h, "ncclCommInitRank"));
+  ASSERT_NE(init, nullptr);
+  ncclComm_t real = nullptr;
+  ASSERT_EQ(init(&real, 1, ncclUniqueId{}, 0), ncclSuccess);  // the stand-in's own handle, not the shim's
+  int n = 0, rank = -1;
+  EXPECT_EQ(ncclCommCount(real, &n), ncclSuccess);
+  EXPECT_EQ(ncclCommUserRank(real, &rank), ncclSuccess);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(rank, 0);
+  std::vector<float> in = {3.f, -4.f}, out(2, 0.f);
+  const int before = calls("ncclAllReduce");
+  EXPECT_EQ(ncclAllReduce(in.data(), out.data(), 2, ncclFloat32, ncclSum, real, nullptr), ncclSuccess);
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(calls("ncclAllReduce"), before + 1);
+  ferryNcclShimStats_t s{};
+  ASSERT_EQ(ferryNcclShimStats(real, &s), ncclSuccess);
+  EXPECT_EQ(s.ferry_serves, 0);
+  EXPECT_NE(std::string(s.no_ferry).find("real NCCL"), std::string::npos) << s.no_ferry;
+  ncclComm_t child = nullptr;
+  ASSERT_EQ(ncclCommSplit(real, 0, 0, &child, nullptr), ncclSuccess);
+  ASSERT_NE(child, nullptr);
+  ASSERT_EQ(ferryNcclShimStats(child, &s), ncclSuccess);
+  EXPECT_NE(std::string(s.no_ferry).find("real NCCL"), std::string::npos) << "the child of a real handle stays real";
+  EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(real), ncclSuccess);  // the stand-in's destroy, with its own handle
+}
+
 TEST(NcclShim, BadUseGetsNcclErrors) {
   std::vector<float> buf(4, 1.f);
   EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), 4, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument);
