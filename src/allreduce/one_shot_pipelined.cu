@@ -160,6 +160,10 @@ void launch_one_shot_pipelined(const Params& params, const LaunchTuning& tuning,
     // got slower with smaller steps: 38.4 us at 4 MB with 256-pack steps.)
     const size_t knob_step = tuning.one_shot_pipelined_step_packs;
     p.chunk_packs = knob_step ? knob_step : 1024;
+    // Flags carry the step in their low kStepBits: fewer than 2^20 steps per block.
+    const size_t packs = packs_of(p.count, sizeof(T)), per_block = (packs + blocks - 1) / blocks;
+    const size_t max_steps = (size_t{1} << kStepBits) - 1;
+    p.chunk_packs = std::max(p.chunk_packs, (per_block + max_steps - 1) / max_steps);
     one_shot_pipelined_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();
   });
