@@ -34,4 +34,21 @@ if ! "$work/consumer/ferry_install_consumer"; then
   fi
   exit 1
 fi
+# The NCCL drop-in, where this build made it (issue 25): installed beside libferry, which it
+# finds through its RUNPATH ($ORIGIN), exporting NCCL's API and the shim's own function, with
+# its header.
+if [ -f "$BUILD_DIR/nccl_shim/libferry_nccl.so" ]; then
+  shim="$(find "$prefix" -name libferry_nccl.so -print -quit)"
+  [ -n "$shim" ] || { echo "check_install: libferry_nccl.so was built but not installed" >&2; exit 1; }
+  for sym in ncclAllReduce ncclCommInitRank ncclGetVersion ncclGroupEnd ferryNcclShimStats; do
+    nm -D --defined-only "$shim" | grep -qw "$sym" ||
+      { echo "check_install: the installed libferry_nccl.so does not export $sym" >&2; exit 1; }
+  done
+  [ -f "$prefix/include/ferry_nccl_ext.h" ] || { echo "check_install: ferry_nccl_ext.h is not installed" >&2; exit 1; }
+  if ldd "$shim" | grep -E 'libferry\.so[^ ]* => not found'; then
+    echo "check_install: the installed libferry_nccl.so does not find libferry next to it" >&2
+    exit 1
+  fi
+  echo "check_install: libferry_nccl.so installed ($shim)"
+fi
 echo "check_install: PASSED"
