@@ -6,51 +6,20 @@
 
 #include <string>
 
-// Every function of nccl.h the shim exports: X(name). Those newer NCCLs added
-// are in only where the nccl.h built against declares them (FERRY_NCCL_HAS_*,
-// from CMake's check of the header: torch's NCCL 2.28.3 lacks ncclCommRevoke).
-#define FERRY_NCCL_FUNCTIONS(X) FERRY_NCCL_BASE_FUNCTIONS(X) FERRY_NCCL_OPTIONAL_FUNCTIONS(X)
-#define FERRY_NCCL_BASE_FUNCTIONS(X)                                                                              \
-  X(ncclMemAlloc) X(ncclMemFree) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig)                \
-  X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort)               \
-  X(ncclCommSplit) X(ncclGetErrorString)       \
-  X(ncclGetLastError) X(ncclCommGetAsyncError) X(ncclCommCount) X(ncclCommCuDevice) X(ncclCommUserRank)        \
-  X(ncclCommRegister) X(ncclCommDeregister)              \
-  X(ncclRedOpCreatePreMulSum) X(ncclRedOpDestroy) X(ncclReduce) X(ncclBcast) X(ncclBroadcast) X(ncclAllReduce) \
-  X(ncclReduceScatter) X(ncclAllGather) X(ncclAlltoAll) X(ncclGather) X(ncclScatter) X(ncclSend) X(ncclRecv)   \
-  X(ncclGroupStart) X(ncclGroupEnd)
+#include "ferry_nccl_optional.h"  // generated: FERRY_NCCL_OPTIONAL_FUNCTIONS, FERRY_NCCL_HAS_*
 
-#ifdef FERRY_NCCL_HAS_ncclCommRevoke
-#define FERRY_NCCL_X_ncclCommRevoke(X) X(ncclCommRevoke)
-#else
-#define FERRY_NCCL_X_ncclCommRevoke(X)
-#endif
-#ifdef FERRY_NCCL_HAS_ncclCommShrink
-#define FERRY_NCCL_X_ncclCommShrink(X) X(ncclCommShrink)
-#else
-#define FERRY_NCCL_X_ncclCommShrink(X)
-#endif
-#ifdef FERRY_NCCL_HAS_ncclCommInitRankScalable
-#define FERRY_NCCL_X_ncclCommInitRankScalable(X) X(ncclCommInitRankScalable)
-#else
-#define FERRY_NCCL_X_ncclCommInitRankScalable(X)
-#endif
-#ifdef FERRY_NCCL_HAS_ncclCommWindowRegister
-#define FERRY_NCCL_X_ncclCommWindowRegister(X) X(ncclCommWindowRegister)
-#else
-#define FERRY_NCCL_X_ncclCommWindowRegister(X)
-#endif
-#ifdef FERRY_NCCL_HAS_ncclCommWindowDeregister
-#define FERRY_NCCL_X_ncclCommWindowDeregister(X) X(ncclCommWindowDeregister)
-#else
-#define FERRY_NCCL_X_ncclCommWindowDeregister(X)
-#endif
-#ifdef FERRY_NCCL_HAS_ncclGroupSimulateEnd
-#define FERRY_NCCL_X_ncclGroupSimulateEnd(X) X(ncclGroupSimulateEnd)
-#else
-#define FERRY_NCCL_X_ncclGroupSimulateEnd(X)
-#endif
-#define FERRY_NCCL_OPTIONAL_FUNCTIONS(X) FERRY_NCCL_X_ncclCommRevoke(X) FERRY_NCCL_X_ncclCommShrink(X) FERRY_NCCL_X_ncclCommInitRankScalable(X) FERRY_NCCL_X_ncclCommWindowRegister(X) FERRY_NCCL_X_ncclCommWindowDeregister(X) FERRY_NCCL_X_ncclGroupSimulateEnd(X)
+// Every function of nccl.h the shim exports: X(name). Those newer NCCLs added
+// are in only where the nccl.h built against declares them (the generated
+// ferry_nccl_optional.h, from CMake's checks: torch's NCCL 2.28.3 lacks ncclCommRevoke).
+#define FERRY_NCCL_FUNCTIONS(X) FERRY_NCCL_BASE_FUNCTIONS(X) FERRY_NCCL_OPTIONAL_FUNCTIONS(X)
+#define FERRY_NCCL_BASE_FUNCTIONS(X)                                                                            \
+  X(ncclMemAlloc) X(ncclMemFree) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig)                 \
+  X(ncclCommInitRank) X(ncclCommInitAll) X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort)                \
+  X(ncclCommSplit) X(ncclGetErrorString) X(ncclGetLastError) X(ncclCommGetAsyncError) X(ncclCommCount)          \
+  X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclCommRegister) X(ncclCommDeregister) X(ncclRedOpCreatePreMulSum) \
+  X(ncclRedOpDestroy) X(ncclReduce) X(ncclBcast) X(ncclBroadcast) X(ncclAllReduce) X(ncclReduceScatter)         \
+  X(ncclAllGather) X(ncclAlltoAll) X(ncclGather) X(ncclScatter) X(ncclSend) X(ncclRecv) X(ncclGroupStart)       \
+  X(ncclGroupEnd)
 
 namespace ferry::nccl_shim {
 

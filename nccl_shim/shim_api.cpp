@@ -83,6 +83,17 @@ std::string not_for_ferry(const ncclComm* c, size_t count, ncclDataType_t type, 
   return "";
 }
 
+// The end of every ncclCommInit*: NCCL's result (ncclInProgress: a non-blocking
+// init under way) with the shim's record of the new communicator handed out.
+ncclResult_t hand_out(ncclResult_t res, ncclComm_t real, ncclComm_t* comm, bool with_ferry, const char* why) {
+  if (res != ncclSuccess && res != ncclInProgress) return res;
+  *comm = ferry::nccl_shim::wrap(real, with_ferry, why);
+  return res;
+}
+constexpr const char* kNonBlocking = "a non-blocking communicator (config->blocking = 0)";
+// A non-blocking communicator may still be initializing: ferry's set-up would wait on it.
+bool blocking(const ncclConfig_t* config) { return config == nullptr || config->blocking != 0; }
+
 }  // namespace
 
 extern "C" {
@@ -113,14 +124,13 @@ const char* ncclGetLastError(ncclComm_t comm) {
 
 // ---------------------------------------------------------------- communicators
 
+
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   FERRY_NCCL_REAL(ncclCommInitRank);
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRank: comm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommInitRank(&real, nranks, id, rank);
-  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
-  *comm = ferry::nccl_shim::wrap(real, true, "");
-  return res;
+  return hand_out(res, real, comm, true, "");
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
@@ -128,11 +138,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: comm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommInitRankConfig(&real, nranks, id, rank, config);
-  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
-  // A non-blocking communicator may still be initializing: ferry's set-up would wait on it.
-  const bool blocking = config == nullptr || config->blocking != 0;
-  *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
-  return res;
+  return hand_out(res, real, comm, blocking(config), kNonBlocking);
 }
 
 #ifdef FERRY_NCCL_HAS_ncclCommInitRankScalable
@@ -142,10 +148,7 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, in
   if (comm == nullptr) return fail(ncclInvalidArgument, "ncclCommInitRankScalable: comm is null");
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommInitRankScalable(&real, nranks, rank, nids, ids, config);
-  if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
-  const bool blocking = config == nullptr || config->blocking != 0;
-  *comm = ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator (config->blocking = 0)");
-  return res;
+  return hand_out(res, real, comm, blocking(config), kNonBlocking);
 }
 #endif
 
@@ -167,9 +170,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   ncclComm_t real = nullptr;
   const ncclResult_t res = r.ncclCommSplit(c->real, color, key, &real, config);
   if (res != ncclSuccess && res != ncclInProgress) return res;  // in progress: non-blocking
-  const bool blocking = config == nullptr || config->blocking != 0;
   *newcomm = real == nullptr || c->pass_through ? real  // NCCL_SPLIT_NOCOLOR; a real parent's child stays real
-                                                : ferry::nccl_shim::wrap(real, blocking, "a non-blocking communicator");
+                                                : ferry::nccl_shim::wrap(real, blocking(config), kNonBlocking);
   return res;
 }
 

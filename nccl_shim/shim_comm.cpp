@@ -18,8 +18,7 @@ namespace ferry::nccl_shim {
 namespace {
 
 std::mutex g_mutex;
-std::unordered_set<ncclComm*> g_live;
-std::unordered_set<ncclComm*> g_made;  // every record ever made (records are never freed)
+std::unordered_set<ncclComm*> g_made;  // every record ever made (never freed; retired ones are kDead)
 thread_local std::string t_last_error;
 
 // all_gather through the real NCCL on device staging buffers (ferry's bootstrap
@@ -143,7 +142,6 @@ ncclComm_t wrap(ncclComm_t real, bool with_ferry, const char* why) {
     finish(c, with_ferry, why);
   }
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_live.insert(c);
   g_made.insert(c);
   return c;
 }
@@ -182,8 +180,7 @@ ncclComm* live(ncclComm_t handle) {
   if (handle == nullptr) return nullptr;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_live.count(handle) != 0) return handle;
-    if (g_made.count(handle) != 0) return nullptr;  // destroyed
+    if (g_made.count(handle) != 0) return handle->magic == ncclComm::kLive ? handle : nullptr;  // else destroyed
   }
   thread_local ncclComm pass_through;
   pass_through.real = handle;
@@ -198,8 +195,7 @@ ncclComm* live(ncclComm_t handle) {
 void retire(ncclComm* c) {
   c->allreduce.reset();
   c->comm.reset();
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_live.erase(c);
+  std::lock_guard<std::mutex> lock(g_mutex);  // live() reads magic under it
   c->magic = ncclComm::kDead;
 }
 
