@@ -22,8 +22,7 @@ OUT="${OUT:-./out}"; mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
 [ -e "$BASE/.deps" ] || ln -s "$ROOT/.deps" "$BASE/.deps"
 cd "$BASE" || exit 1
 ferry_setup >/dev/null || exit 1
-ferry_cmake_args build -DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
-  -DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest"
+ferry_device_cmake_args build
 if ! { cmake "${cmake_args[@]}" >"$OUT/ab_configure.log" 2>&1 &&
        cmake --build build -j "$(nproc)" --target ferry-bench >"$OUT/ab_build.log" 2>&1; }; then
   echo "ab_bench: the base build failed (logs in $OUT/ab_*.log)"; tail -20 "$OUT/ab_build.log" 2>/dev/null; exit 1

@@ -64,6 +64,18 @@ ferry_cmake_args() {
   fi
 }
 
+# ferry_cmake_args for a build on the GPU machine: sm_90 unless FERRY_CUDA_ARCHS says
+# otherwise, GoogleTest from .deps/googletest when carried there, and CMake 4's
+# minimum-policy override (older GoogleTest trees ask for CMake < 3.5). Extra
+# arguments are appended.
+ferry_device_cmake_args() {
+  local build_dir="$1"
+  shift
+  local -a device_args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+  [ -f "$ROOT/.deps/googletest/CMakeLists.txt" ] && device_args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
+  ferry_cmake_args "$build_dir" "${device_args[@]}" "$@"
+}
+
 # NCCL from a Python wheel (-DNCCL_ROOT=... in cmake_args): its library directory
 # must be found at run time too.
 ferry_nccl_library_path() {

@@ -50,9 +50,7 @@ run_stage() {
 
 # ---------------------------------------------------------------- configure
 ferry_setup >"$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 1; }
-args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
-[ -f .deps/googletest/CMakeLists.txt ] && args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
-ferry_cmake_args "$B" "${args[@]}"
+ferry_device_cmake_args "$B"
 ferry_nccl_library_path
 if ! cmake "${cmake_args[@]}" >"$OUT/configure.log" 2>&1; then
   tail -30 "$OUT/configure.log"

@@ -13,9 +13,7 @@ mkdir -p "$OUT"
 ferry_export_env
 ferry_setup >"$OUT/quick_setup.log" 2>&1 || { tail -20 "$OUT/quick_setup.log"; exit 1; }
 export B="${BUILD_DIR:-build-device}"
-args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
-[ -f .deps/googletest/CMakeLists.txt ] && args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
-ferry_cmake_args "$B" "${args[@]}"
+ferry_device_cmake_args "$B"
 ferry_nccl_library_path
 targets="$1"; shift
 t0=$(date +%s)

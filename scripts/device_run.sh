@@ -151,11 +151,7 @@ cat "$OUT/setup.log"
 dt="$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
 if [ $rc -eq 0 ]; then record setup PASS "$dt"; else record setup FAIL "$dt" "exit $rc (log: $OUT/setup.log)"; fi
 
-device_args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}")
-[ -f .deps/googletest/CMakeLists.txt ] && device_args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
-# CMake 4 refuses projects that ask for CMake < 3.5 (older GoogleTest trees do).
-device_args+=(-DCMAKE_POLICY_VERSION_MINIMUM=3.5)
-ferry_cmake_args "$BUILD_DIR" "${device_args[@]}"  # -> cmake_args
+ferry_device_cmake_args "$BUILD_DIR"  # -> cmake_args
 ferry_nccl_library_path  # the bench finds a wheel's NCCL at run time
 if [ -n "${FERRY_CMAKE_ARGS:-}" ]; then
   read -r -a user_cmake_args <<<"$FERRY_CMAKE_ARGS"
