@@ -249,4 +249,16 @@ bool run_case(Harness& h, ep::Routing routing, ep::TokenCounts counts, const Har
 
 inline const std::vector<EpMode> kModes = {EpMode::kHighThroughput, EpMode::kLowLatency};
 
+// One row of a dispatch/combine matrix (test_ep_matrix.cpp, test_ep_rank_rows.cpp):
+// shape, routing, token counts, index type, weights, alignment (high-throughput
+// only), sync_counts and API (whole calls or send/recv halves).
+struct MatrixRow {
+  int hidden, topk, local_experts;
+  ep::Routing routing;
+  ep::TokenCounts counts;
+  bool idx64, weights;
+  int alignment;
+  bool sync_counts, halves;
+};
+
 }  // namespace ferry::testing::ep_gpu

@@ -28,14 +28,7 @@ namespace ep = ferry::testing::ep;
 // mode x dispatch type x 8 (hidden, topk) rows, each row with its own local
 // expert count, routing, token counts, index type, weights, alignment,
 // sync_counts and API (whole calls or send/recv halves).
-struct Row {
-  int hidden, topk, local_experts;
-  ep::Routing routing;
-  ep::TokenCounts counts;
-  bool idx64, weights;
-  int alignment;  // high-throughput only
-  bool sync_counts, halves;
-};
+using Row = MatrixRow;
 const std::vector<Row> kRows = {
     {2048, 1, 1, ep::Routing::kUniform, ep::TokenCounts::kVaried, false, true, 1, true, false},
     {4096, 2, 3, ep::Routing::kDrops, ep::TokenCounts::kFull, true, true, 128, true, false},

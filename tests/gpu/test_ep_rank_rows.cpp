@@ -323,14 +323,7 @@ bool run(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOpt
 }
 
 // dtype x (hidden, topk, local experts, routing, counts, index type, weights, alignment, API).
-struct Row {
-  int hidden, topk, local_experts;
-  ep::Routing routing;
-  ep::TokenCounts counts;
-  bool idx64, weights;
-  int alignment;
-  bool sync_counts, halves;
-};
+using Row = MatrixRow;
 const std::vector<Row> kRows = {
     {2048, 1, 1, ep::Routing::kUniform, ep::TokenCounts::kVaried, false, true, 1, true, false},
     {4096, 2, 3, ep::Routing::kDrops, ep::TokenCounts::kFull, true, true, 128, true, false},
