@@ -15,8 +15,13 @@ namespace ferry::allreduce {
 
 namespace {
 
-constexpr int kPushThreads = 256;    // warps 0-7: push steps, signal each
-constexpr int kReduceThreads = 256;  // warps 8-15: wait for each step, reduce it
+// Warps 0-15 push steps and signal each; warps 16-31 wait for each step and
+// reduce it. 2 H200s, bf16, push + reduce threads 256+256 / 512+512 / 384+128 /
+// 768+256: 4 MB 21.8 / 20.9 / 24.3 / 21.6 us, 16 MB 61.4 / 60.8 / 65.6 / 61.2.
+// A separate signal warp, so the pushers never stall on the release (bar.arrive
+// per step): 16 MB 72.8 us, slower (docs/results/allreduce_midsize_2xH100/).
+constexpr int kPushThreads = 512;
+constexpr int kReduceThreads = 512;
 constexpr int kThreads = kPushThreads + kReduceThreads;
 constexpr int kPushBarrier = 1, kReduceBarrier = 2;  // named barriers (0 is __syncthreads)
 constexpr int kUnroll = 4;  // packs in flight per thread in a step's copy
