@@ -105,6 +105,10 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_UCX_PEER_FAILURE", "net", "1", "",
         "1: UCX endpoints with peer-failure handling (a dead peer fails requests, not the process); 0: "
         "without (UCX's zero-copy tcp puts, 3-5x faster over tcp)"),
+    enum_knob("FERRY_UCX_GPU_MEMORY", "net", {"auto", "on", "off", nullptr}, "auto", "",
+        "windows in GPU memory, which UCX reads and writes itself (no host staging): auto where every remote "
+        "endpoint has a GPUDirect RDMA transport (rc/dc/ud), on where every one has one or cuda_ipc (an error "
+        "where one has neither), off never"),
     size_knob("FERRY_PROXY_FIFO_ENTRIES", "net", 1, "1024", "", "entries",
         "descriptors the proxy FIFO holds (CommunicatorOptions::proxy_fifo_entries overrides it); a full FIFO "
         "makes producers wait"),
@@ -249,11 +253,13 @@ constexpr Knob<T> handle(std::string_view name) {
 }
 
 enum class TwoShotVariant : int { kAuto = 0, kPull = 1, kPush = 2 };
+enum class UcxGpuMemory : int { kAuto = 0, kOn = 1, kOff = 2 };
 
 inline constexpr Knob<int64_t> kTimeoutMs = handle<int64_t>("FERRY_TIMEOUT_MS");
 inline constexpr Knob<int64_t> kRanksPerNode = handle<int64_t>("FERRY_RANKS_PER_NODE");
 inline constexpr Knob<std::string> kBootstrapAddr = handle<std::string>("FERRY_BOOTSTRAP_ADDR");
 inline constexpr Knob<bool> kUcxPeerFailure = handle<bool>("FERRY_UCX_PEER_FAILURE");
+inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_UCX_GPU_MEMORY");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");
 inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PROXY_PUT_CHUNK_BYTES");

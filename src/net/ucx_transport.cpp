@@ -58,13 +58,18 @@ struct AddressFrame {
 bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
 
 // RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
-// (GPUDirect), so windows are registered in GPU memory. cuda_ipc is left out on
-// purpose: it only reaches processes of the same host, and on an endpoint that
+// (GPUDirect), so windows are registered in GPU memory. cuda_ipc is left out by
+// default: it only reaches processes of the same host, and on an endpoint that
 // also has tcp or shared-memory lanes UCX may carry a put (its wire-up replay,
 // say) over those, reading the CUDA source as host memory (seen: a segfault).
-bool moves_cuda(const std::string& transport) {
+// FERRY_UCX_GPU_MEMORY=on adds cuda_ipc (the same-host stand-in for GPUDirect):
+// puts and mem_map carry UCS_MEMORY_TYPE_CUDA, so UCX picks a lane for CUDA
+// memory by type, not by guessing from the address (NOTE [GPU-memory windows]).
+bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
   static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5",
                                        "rc_x",     "dc_x",    "ud_x",    "gga_mlx5"};
+  if (mode == knobs::UcxGpuMemory::kOff) return false;
+  if (mode == knobs::UcxGpuMemory::kOn && transport == "cuda_ipc") return true;
   for (const char* name : kNames)
     if (transport == name) return true;
   return false;
@@ -318,7 +323,9 @@ class UcxTransport final : public Transport {
 
   // Which transports the endpoints use, and whether they move CUDA memory.
   void query_transports() {
+    const knobs::UcxGpuMemory mode = knobs::kUcxGpuMemory.value();
     std::ostringstream os;
+    std::string without_cuda;  // the first endpoint with no lane that moves CUDA memory
     bool any = false, all_cuda = true;
     for (size_t r = 0; r < endpoints_.size(); ++r) {
       if (endpoints_[r] == nullptr) continue;
@@ -336,14 +343,20 @@ class UcxTransport final : public Transport {
       std::ostringstream ep;
       for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
         const std::string name = entries[i].transport_name ? entries[i].transport_name : "?";
-        cuda = cuda || moves_cuda(name);
+        cuda = cuda || moves_cuda(name, mode);
         ep << (i ? "," : "") << name << "/" << (entries[i].device_name ? entries[i].device_name : "?");
       }
       if (!any) os << ep.str();
       any = true;
       all_cuda = all_cuda && cuda;
+      if (!cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.str() + ")";
     }
     moves_cuda_memory_ = any && all_cuda;
+    FERRY_CHECK(mode != knobs::UcxGpuMemory::kOn || !any || all_cuda, NotSupported,
+                "FERRY_UCX_GPU_MEMORY=on: the UCX endpoint to "
+                    << without_cuda
+                    << " has no transport that moves GPU memory (an RDMA transport, or cuda_ipc on the same host); "
+                       "set UCX_TLS to include one, or use FERRY_UCX_GPU_MEMORY=auto");
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
   }
