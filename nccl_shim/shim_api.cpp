@@ -46,7 +46,10 @@ std::optional<ferry::DataType> ferry_type(ncclDataType_t t) {
     case ncclFloat32: return ferry::DataType::kFloat32;
     case ncclFloat16: return ferry::DataType::kFloat16;
     case ncclBfloat16: return ferry::DataType::kBFloat16;
-    default: return std::nullopt;
+    case ncclFloat64: return ferry::DataType::kFloat64;
+    case ncclInt32: return ferry::DataType::kInt32;
+    case ncclInt64: return ferry::DataType::kInt64;
+    default: return std::nullopt;  // 8-bit, unsigned and fp8 types
   }
 }
 

@@ -33,6 +33,7 @@ inline const char* type_name(ncclDataType_t t) {
   switch (t) {
     case ncclInt8: return "int8";
     case ncclInt32: return "int32";
+    case ncclInt64: return "int64";
     case ncclFloat16: return "fp16";
     case ncclBfloat16: return "bf16";
     case ncclFloat32: return "fp32";
@@ -52,7 +53,10 @@ inline const char* op_name(ncclRedOp_t op) {
 }
 
 // The datatypes and ops of the shim's policy: ferry takes these (NOTE in docs/nccl-shim.md).
-inline bool ferry_type(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16; }
+inline bool ferry_type(ncclDataType_t t) {
+  return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16 || t == ncclFloat64 || t == ncclInt32 ||
+         t == ncclInt64;
+}
 inline bool ferry_op(ncclRedOp_t op) { return op == ncclSum || op == ncclProd || op == ncclMin || op == ncclMax || op == ncclAvg; }
 
 // One element as a double (every value the tests make is exact in each type).
@@ -60,6 +64,7 @@ inline double load(ncclDataType_t t, const uint8_t* p) {
   switch (t) {
     case ncclInt8: return static_cast<int8_t>(*p);
     case ncclInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case ncclInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     case ncclFloat16: { __half v; std::memcpy(&v, p, 2); return __half2float(v); }
     case ncclBfloat16: { __nv_bfloat16 v; std::memcpy(&v, p, 2); return __bfloat162float(v); }
     case ncclFloat32: { float v; std::memcpy(&v, p, 4); return v; }
@@ -70,6 +75,7 @@ inline void store(ncclDataType_t t, uint8_t* p, double x) {
   switch (t) {
     case ncclInt8: { int8_t v = static_cast<int8_t>(static_cast<int64_t>(x)); std::memcpy(p, &v, 1); break; }
     case ncclInt32: { int32_t v = static_cast<int32_t>(static_cast<int64_t>(x)); std::memcpy(p, &v, 4); break; }
+    case ncclInt64: { int64_t v = static_cast<int64_t>(x); std::memcpy(p, &v, 8); break; }
     case ncclFloat16: { __half v = __float2half_rn(static_cast<float>(x)); std::memcpy(p, &v, 2); break; }
     case ncclBfloat16: { __nv_bfloat16 v = __float2bfloat16_rn(static_cast<float>(x)); std::memcpy(p, &v, 2); break; }
     case ncclFloat32: { float v = static_cast<float>(x); std::memcpy(p, &v, 4); break; }

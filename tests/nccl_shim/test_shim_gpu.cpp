@@ -111,7 +111,7 @@ class ShimGpu : public ::testing::Test {
   }
 };
 
-const ncclDataType_t kTypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclInt32, ncclFloat64, ncclInt8};
+const ncclDataType_t kTypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclInt32, ncclInt64, ncclFloat64, ncclInt8};
 const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMin, ncclMax, ncclAvg};
 
 // Every op x type (ferry's and those it lacks) at small and odd sizes, in and
@@ -138,7 +138,7 @@ TEST_F(ShimGpu, LargeSizesUpToAndPastTheLimit) {
   DeviceBuffer a(g.limit + 64), b(g.limit + 64);
   ASSERT_TRUE(a.ptr && b.ptr);
   uint64_t tag = 5000;
-  for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclFloat16}) {
+  for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclFloat16, ncclFloat64, ncclInt32, ncclInt64}) {
     const size_t e = type_size(t);
     for (size_t count : {(size_t{1} << 20) / e, (size_t{16} << 20) / e + 3, g.limit / e, g.limit / e + 1}) {
       allreduce_case(g.comm, t, ncclSum, count, false, ++tag, g.stream, a.ptr, b.ptr);
@@ -147,7 +147,7 @@ TEST_F(ShimGpu, LargeSizesUpToAndPastTheLimit) {
     allreduce_case(g.comm, t, ncclMax, (size_t{16} << 20) / e, true, ++tag, g.stream, a.ptr, b.ptr);
     if (HasFatalFailure()) return;
   }
-  allreduce_case(g.comm, ncclInt32, ncclSum, (size_t{16} << 20) / 4, false, ++tag, g.stream, a.ptr, b.ptr);
+  allreduce_case(g.comm, ncclInt8, ncclSum, size_t{16} << 20, false, ++tag, g.stream, a.ptr, b.ptr);  // forwarded
 }
 
 // The legacy default stream (stream 0) works too.
@@ -168,7 +168,7 @@ TEST_F(ShimGpu, CudaGraphCaptureAndReplay) {
     bool in_place;
   };
   const std::vector<Call> calls = {{ncclFloat32, ncclSum, 262147, false}, {ncclBfloat16, ncclMax, 4099, true},
-                                   {ncclFloat16, ncclAvg, 65537, false},  {ncclInt32, ncclSum, 1001, false},
+                                   {ncclFloat16, ncclAvg, 65537, false},  {ncclInt8, ncclSum, 1001, false},
                                    {ncclFloat32, ncclProd, 1, false},     {ncclBfloat16, ncclSum, 1 << 20, true}};
   std::vector<std::unique_ptr<DeviceBuffer>> in, out;
   for (const Call& c : calls) {
@@ -289,7 +289,8 @@ TEST_F(ShimGpu, RegisteredBuffers) {
   NCCL_OK(ncclCommRegister(g.comm, b, bytes, &hb), g.comm);
   allreduce_case(g.comm, ncclBfloat16, ncclSum, bytes / 2, false, 9100, g.stream, a, b);
   allreduce_case(g.comm, ncclFloat32, ncclMax, bytes / 4 - 5, true, 9101, g.stream, a, b);
-  allreduce_case(g.comm, ncclInt32, ncclSum, bytes / 4, false, 9102, g.stream, a, b);  // forwarded
+  allreduce_case(g.comm, ncclInt64, ncclSum, bytes / 8 - 1, true, 9102, g.stream, a, b);
+  allreduce_case(g.comm, ncclInt8, ncclSum, bytes, false, 9103, g.stream, a, b);  // forwarded
   EXPECT_EQ(ncclCommDeregister(g.comm, ha), ncclSuccess) << ncclGetLastError(g.comm);
   EXPECT_EQ(ncclCommDeregister(g.comm, hb), ncclSuccess) << ncclGetLastError(g.comm);
   EXPECT_EQ(ncclMemFree(a), ncclSuccess);
