@@ -171,16 +171,23 @@ __device__ __forceinline__ uint64_t read_epoch(const EpochState* state) {
   return *reinterpret_cast<const volatile uint64_t*>(&state->epoch) + 1;
 }
 
+// A block's reads of the epoch are ordered before the count by the barrier and
+// the count's release; the last block's acquire orders every block's reads
+// before its increment. The next launch on the stream sees the increment (the
+// kernel boundary), so no fence follows it. A grid of one block has read the
+// epoch by the barrier, so it skips the count (the tail of LL calls <= 4 KB).
 __device__ __forceinline__ void finish_epoch(EpochState* state) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned done = atomicAdd(&state->blocks_done, 1u);
-    if (done == gridDim.x - 1) {
-      state->blocks_done = 0;
-      state->epoch = state->epoch + 1;
-      __threadfence();
-    }
+  if (threadIdx.x != 0) return;
+  if (gridDim.x == 1) {
+    state->epoch = state->epoch + 1;
+    return;
+  }
+  unsigned done;
+  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(done) : "l"(&state->blocks_done) : "memory");
+  if (done == gridDim.x - 1) {
+    state->blocks_done = 0;
+    state->epoch = state->epoch + 1;
   }
 }
 

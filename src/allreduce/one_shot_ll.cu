@@ -30,21 +30,24 @@ __device__ __forceinline__ uint4 make_line(uint32_t a, uint32_t b, uint32_t tag)
 
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
-  const uint64_t epoch = read_epoch(p.epoch);
-  const uint32_t tag = static_cast<uint32_t>(epoch);
-  const int world = p.world_size(), me = p.rank();
-  const size_t slot_bytes = round_up(p.capacity_bytes / kPackBytes * kLinesPerPack * kLineBytes, kSlotAlign);
-  const size_t parity_offset = (epoch & 1) * world * slot_bytes;
   const size_t num_packs = packs_of(p.count, sizeof(T));
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // The first pack's load is in flight while the epoch is read (small calls:
+  // most threads have one pack, and both loads sit on the critical path).
+  const uint4 first_pack = first < num_packs ? load_user_pack(in, first, p.count, p.aligned) : uint4{};
+  const uint64_t epoch = read_epoch(p.epoch);
+  const uint32_t tag = static_cast<uint32_t>(epoch);
+  const int world = p.world_size(), me = p.rank();
+  const size_t slot_bytes = round_up(p.capacity_bytes / kPackBytes * kLinesPerPack * kLineBytes, kSlotAlign);
+  const size_t parity_offset = (epoch & 1) * world * slot_bytes;
 
   // 1. Push: two tagged lines per pack into this rank's slot of every peer.
   const size_t my_slot = parity_offset + me * slot_bytes;
   for (size_t i = first; i < num_packs; i += stride) {
-    const uint4 v = load_user_pack(in, i, p.count, p.aligned);
+    const uint4 v = i == first ? first_pack : load_user_pack(in, i, p.count, p.aligned);
     const uint4 line0 = make_line(v.x, v.y, tag), line1 = make_line(v.z, v.w, tag);
 #pragma unroll
     for (int q = 0; q < kMaxNodeRanks; ++q) {
@@ -65,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
     for (int r = 0; r < kMaxNodeRanks; ++r) {
       if (r >= world || !ok) continue;
       if (r == me) {
-        raw[r] = load_user_pack(in, i, p.count, p.aligned);
+        raw[r] = i == first ? first_pack : load_user_pack(in, i, p.count, p.aligned);
         continue;
       }
       const char* src = local + r * slot_bytes + i * kLinesPerPack * kLineBytes;
