@@ -58,13 +58,10 @@ struct AddressFrame {
 bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
 
 // RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
-// (GPUDirect), so windows are registered in GPU memory. cuda_ipc is left out by
-// default: it only reaches processes of the same host, and on an endpoint that
-// also has tcp or shared-memory lanes UCX may carry a put (its wire-up replay,
-// say) over those, reading the CUDA source as host memory (seen: a segfault).
-// FERRY_UCX_GPU_MEMORY=on adds cuda_ipc (the same-host stand-in for GPUDirect):
-// puts and mem_map carry UCS_MEMORY_TYPE_CUDA, so UCX picks a lane for CUDA
-// memory by type, not by guessing from the address (NOTE [GPU-memory windows]).
+// (GPUDirect), so windows are registered in GPU memory. cuda_ipc only reaches
+// processes of the same host, so it counts only with FERRY_UCX_GPU_MEMORY=on
+// (the same-host stand-in for GPUDirect). Its first run segfaulted: UCX typed
+// the CUDA source as host memory (NOTE [GPU-memory puts]).
 bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
   static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5",
                                        "rc_x",     "dc_x",    "ud_x",    "gga_mlx5"};
@@ -231,6 +228,20 @@ class UcxTransport final : public Transport {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no guessing from the address
     param.memory_type = cuda_source ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+    if (cuda_source) {
+      // NOTE [GPU-memory puts]: UCX 1.22 honours memory_type only when it says
+      // HOST; for CUDA it detects the type, through a cache that can miss a
+      // cudaMalloc'd buffer and then "assumes host memory" (datatype_iter.inl,
+      // ucp_context.h), so the put took the CPU-copy emulation and read device
+      // memory from the host (a segfault on cuda_ipc). The source's own memh
+      // carries the type it was mapped with: the source is always inside this
+      // rank's part of the same region (the window, NOTE [Window staging]).
+      const uint64_t begin = reinterpret_cast<uint64_t>(src), mine = target.base[topology_.rank];
+      FERRY_CHECK(begin >= mine && begin + bytes <= mine + target.bytes[topology_.rank], InvalidArgument,
+                  "a GPU-memory put's source is outside this rank's registered region " << region);
+      param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      param.memh = target.memh;
+    }
     return keep(ucp_put_nbx(endpoints_[peer], src, bytes, target.base[peer] + offset, target.keys[peer], &param),
                 peer);
   }
