@@ -12,6 +12,7 @@
 #   cost          ferry-nccl-shim-cost: shim vs ferry direct vs NCCL, us per call
 #   perf_*        all_reduce_perf 8 B..256 MB -g 1, mpirun -np 2, bf16 and float,
 #                 with and without LD_PRELOAD (FERRY_NCCL_SHIM_LOG off: timing)
+#                 (FERRY_NCCL_SHIM_PERF_ITERS: its iteration options, default "-w 20 -n 200")
 #
 # Logs and tables under $OUT; a short summary is printed last.
 #
@@ -130,10 +131,13 @@ if want cost; then run_stage cost 180 "${M[@]}" "$B/bench/ferry-nccl-shim-cost";
 PERF="$NT/build/all_reduce_perf"
 SHIM_LIB="$ROOT/$B/nccl_shim/libferry_nccl.so"
 if want perf && [ -x "$PERF" ]; then
+  # 200 timed iterations after 20 warm-up ones per size (nccl-tests' default of
+  # 20 after 1 left single samples 40% off between runs at 8 KB).
+  read -r -a iters <<<"${FERRY_NCCL_SHIM_PERF_ITERS:--w 20 -n 200}"
   for dtype in bfloat16 float; do
-    run_stage "perf_${dtype}_nccl" 120 "${M[@]}" "$PERF" -b 8 -e 256M -f 2 -g 1 -d "$dtype"
+    run_stage "perf_${dtype}_nccl" 120 "${M[@]}" "$PERF" -b 8 -e 256M -f 2 -g 1 -d "$dtype" "${iters[@]}"
     run_stage "perf_${dtype}_shim" 120 "${M[@]}" -x LD_PRELOAD="$SHIM_LIB" -x FERRY_NCCL_LIBRARY \
-      "$PERF" -b 8 -e 256M -f 2 -g 1 -d "$dtype"
+      "$PERF" -b 8 -e 256M -f 2 -g 1 -d "$dtype" "${iters[@]}"
   done
   # One logged run: which calls ferry took (small sizes only, to keep the log short).
   run_stage perf_route_log 60 "${M[@]}" -x LD_PRELOAD="$SHIM_LIB" -x FERRY_NCCL_LIBRARY -x FERRY_NCCL_SHIM_LOG=1 \
