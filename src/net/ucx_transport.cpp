@@ -74,86 +74,18 @@ bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
 
 class UcxTransport final : public Transport {
  public:
+  // A failure part way (UCX refusing an endpoint, FERRY_UCX_GPU_MEMORY=on without
+  // a transport for GPU memory) releases what was made before it throws.
   UcxTransport(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {
-    check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
-    ucp_config_t* config = nullptr;
-    FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
-    const ucs_status_t init = ucp_init(&params, config, &context_);
-    ucp_config_release(config);
-    FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
-
-    ucp_worker_params_t worker_params{};
-    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the proxy's lock serializes callers
-    FERRY_UCS_CHECK(ucp_worker_create(context_, &worker_params, &worker_));
-
-    ucp_address_t* address = nullptr;
-    size_t address_bytes = 0;
-    FERRY_UCS_CHECK(ucp_worker_get_address(worker_, &address, &address_bytes));
-    AddressFrame mine{};
-    const bool fits = address_bytes <= kMaxWorkerAddress;
-    if (fits) std::memcpy(mine.address, address, address_bytes);
-    mine.bytes = fits ? static_cast<uint32_t>(address_bytes) : 0;
-    ucp_worker_release_address(worker_, address);
-    std::vector<AddressFrame> all = bootstrap_.all_gather_value(mine);
-    for (int r = 0; r < topology_.size; ++r)
-      FERRY_CHECK(all[r].bytes > 0, Error, "UCX worker address of rank " << r << " is larger than "
-                                                                          << kMaxWorkerAddress << " bytes");
-
-    endpoints_.assign(topology_.size, nullptr);
-    const bool want_peer_failure = peer_failure_mode_from_env();
-    peer_failure_detection_ = want_peer_failure;
-    for (int r = 0; r < topology_.size; ++r) {
-      if (topology_.same_node(r)) continue;
-      ucp_ep_params_t ep_params{};
-      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-      if (want_peer_failure)
-        ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep_params.address = reinterpret_cast<const ucp_address_t*>(all[r].address);
-      ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
-      ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
-      ep_params.err_handler.arg = this;
-      ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
-      if (created == UCS_ERR_UNREACHABLE && want_peer_failure) {
-        // Shared-memory transports cannot detect a dead peer, so UCX refuses
-        // peer-failure handling on them: connect without it. A dead peer is
-        // then found by the waits' timeouts alone.
-        ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-        created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
-        peer_failure_detection_ = false;
-      }
-      FERRY_CHECK(created == UCS_OK, Error,
-                  "UCX could not connect rank " << topology_.rank << " to rank " << r << ": "
-                                                << ucs_status_string(created) << " (UCX_TLS=" <<
-                                                (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all") << ")");
+    try {
+      start();
+    } catch (...) {
+      release();
+      throw;
     }
-    query_transports();
-    // Every endpoint is wired before anyone puts: a put to a peer whose worker
-    // is not yet connected to us would wait for a wire-up that needs progress.
-    bootstrap_.barrier();
   }
 
-  ~UcxTransport() override {
-    for (auto& keys : regions_) drop_keys(keys);
-    for (size_t r = 0; r < endpoints_.size(); ++r) {
-      if (endpoints_[r] == nullptr) continue;
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
-      ucs_status_ptr_t request = ucp_ep_close_nbx(endpoints_[r], &param);
-      if (UCS_PTR_IS_PTR(request)) {
-        while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(request);
-      }
-    }
-    for (auto& region : regions_)
-      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    if (context_ != nullptr) ucp_cleanup(context_);
-  }
+  ~UcxTransport() override { release(); }
 
   std::string describe() const override { return description_; }
   bool reaches(int peer) const override {
@@ -278,6 +210,99 @@ class UcxTransport final : public Transport {
   std::string failure() const override { return failure_; }
 
  private:
+  void start() {
+    check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
+    ucp_config_t* config = nullptr;
+    FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
+    const ucs_status_t init = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
+
+    ucp_worker_params_t worker_params{};
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the proxy's lock serializes callers
+    FERRY_UCS_CHECK(ucp_worker_create(context_, &worker_params, &worker_));
+
+    ucp_address_t* address = nullptr;
+    size_t address_bytes = 0;
+    FERRY_UCS_CHECK(ucp_worker_get_address(worker_, &address, &address_bytes));
+    AddressFrame mine{};
+    const bool fits = address_bytes <= kMaxWorkerAddress;
+    if (fits) std::memcpy(mine.address, address, address_bytes);
+    mine.bytes = fits ? static_cast<uint32_t>(address_bytes) : 0;
+    ucp_worker_release_address(worker_, address);
+    std::vector<AddressFrame> all = bootstrap_.all_gather_value(mine);
+    for (int r = 0; r < topology_.size; ++r)
+      FERRY_CHECK(all[r].bytes > 0, Error, "UCX worker address of rank " << r << " is larger than "
+                                                                          << kMaxWorkerAddress << " bytes");
+
+    endpoints_.assign(topology_.size, nullptr);
+    const bool want_peer_failure = peer_failure_mode_from_env();
+    peer_failure_detection_ = want_peer_failure;
+    for (int r = 0; r < topology_.size; ++r) {
+      if (topology_.same_node(r)) continue;
+      ucp_ep_params_t ep_params{};
+      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+      if (want_peer_failure)
+        ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep_params.address = reinterpret_cast<const ucp_address_t*>(all[r].address);
+      ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
+      ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
+      ep_params.err_handler.arg = this;
+      ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
+      if (created == UCS_ERR_UNREACHABLE && want_peer_failure) {
+        // Shared-memory transports cannot detect a dead peer, so UCX refuses
+        // peer-failure handling on them: connect without it. A dead peer is
+        // then found by the waits' timeouts alone.
+        ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+        created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
+        peer_failure_detection_ = false;
+      }
+      FERRY_CHECK(created == UCS_OK, Error,
+                  "UCX could not connect rank " << topology_.rank << " to rank " << r << ": "
+                                                << ucs_status_string(created) << " (UCX_TLS=" <<
+                                                (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all") << ")");
+    }
+    query_transports();
+    // Every endpoint is wired before anyone puts: a put to a peer whose worker
+    // is not yet connected to us would wait for a wire-up that needs progress.
+    // Errors the configuration makes on every rank come after it, so no rank
+    // closes its worker while a peer still connects to it (seen over tcp: the
+    // peer's ucp_ep_create then failed with "Destination is unreachable").
+    bootstrap_.barrier();
+    FERRY_CHECK(no_gpu_memory_endpoint_.empty(), NotSupported,
+                "FERRY_UCX_GPU_MEMORY=on: the UCX endpoint to "
+                    << no_gpu_memory_endpoint_
+                    << " has no transport that moves GPU memory (an RDMA transport, or cuda_ipc on the same host); "
+                       "set UCX_TLS to include one, or use FERRY_UCX_GPU_MEMORY=auto");
+  }
+
+  void release() noexcept {
+    for (auto& keys : regions_) drop_keys(keys);
+    for (size_t r = 0; r < endpoints_.size(); ++r) {
+      if (endpoints_[r] == nullptr) continue;
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
+      ucs_status_ptr_t request = ucp_ep_close_nbx(endpoints_[r], &param);
+      if (UCS_PTR_IS_PTR(request)) {
+        while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+        ucp_request_free(request);
+      }
+    }
+    for (auto& region : regions_)
+      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+    regions_.clear();
+    endpoints_.clear();
+    worker_ = nullptr;
+    context_ = nullptr;
+  }
+
   struct Region {
     ucp_mem_h memh = nullptr;
     std::vector<uint64_t> base;   // by rank
@@ -363,11 +388,7 @@ class UcxTransport final : public Transport {
       if (!cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.str() + ")";
     }
     moves_cuda_memory_ = any && all_cuda;
-    FERRY_CHECK(mode != knobs::UcxGpuMemory::kOn || !any || all_cuda, NotSupported,
-                "FERRY_UCX_GPU_MEMORY=on: the UCX endpoint to "
-                    << without_cuda
-                    << " has no transport that moves GPU memory (an RDMA transport, or cuda_ipc on the same host); "
-                       "set UCX_TLS to include one, or use FERRY_UCX_GPU_MEMORY=auto");
+    if (mode == knobs::UcxGpuMemory::kOn && any && !all_cuda) no_gpu_memory_endpoint_ = without_cuda;
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
   }
@@ -379,6 +400,7 @@ class UcxTransport final : public Transport {
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   std::vector<Region> regions_;
   bool moves_cuda_memory_ = false;
+  std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
   bool peer_failure_detection_ = true;
   std::string description_;
   bool failed_ = false;

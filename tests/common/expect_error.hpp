@@ -1,6 +1,6 @@
 // Checks on thrown exceptions and their messages, for every test tier (no MPI,
 // no CUDA): catching exactly the expected type, and looking into the part of the
-// message the thrower wrote.
+// message the thrower wrote; and ScopedEnv, for tests of knobs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -84,5 +84,25 @@ template <typename E, typename Fn>
 std::string error_message(Fn&& fn) {
   return caught<E>(std::forward<Fn>(fn)).value_or(std::string());
 }
+
+// Sets (or unsets, for nullptr) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = std::string(old);
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace ferry::testing

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +21,8 @@
 namespace {
 
 using ferry::testing::all_ranks;
+using ferry::testing::caught;
+using ferry::testing::ScopedEnv;
 using ferry::testing::HostNet;
 using ferry::testing::mix;
 using ferry::testing::mpi_rank;
@@ -166,6 +169,33 @@ TEST(Proxy, PeerFailureHandlingAsConfigured) {
       << "UCX_TLS " << tls << ", FERRY_UCX_PEER_FAILURE=" << (pf ? pf : "(unset)") << ": "
       << net.proxy->transport().describe();
   bootstrap->barrier();
+}
+
+// FERRY_UCX_GPU_MEMORY (NOTE [GPU-memory puts], ucx_transport.cpp): `on` where no
+// endpoint has a transport that moves GPU memory (tcp, shared memory: no RDMA, no
+// cuda_ipc) fails on every rank with NotSupported naming the knob and the
+// endpoint's transports, not with a crash or a silently staged window; `auto`
+// and `off` stage through host memory there.
+TEST(Proxy, GpuMemoryOnWithoutAGpuTransportFailsClearly) {
+  if (std::getenv("FERRY_TEST_NET_TLS") == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  {
+    ScopedEnv on("FERRY_UCX_GPU_MEMORY", "on");
+    const std::optional<std::string> what =
+        caught<ferry::NotSupported>([&] { HostNet net(*bootstrap, 4096, 1, 16, kTimeout); });
+    ASSERT_TRUE(what.has_value());
+    EXPECT_NE(what->find("FERRY_UCX_GPU_MEMORY=on"), std::string::npos) << *what;
+    EXPECT_NE(what->find(std::getenv("FERRY_TEST_NET_TLS") == std::string("tcp") ? "tcp" : "memory"),
+              std::string::npos)
+        << "the message names the endpoint's transports: " << *what;
+  }
+  bootstrap->barrier();
+  for (const char* mode : {"auto", "off"}) {
+    ScopedEnv set("FERRY_UCX_GPU_MEMORY", mode);
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    EXPECT_FALSE(net.proxy->transport().moves_cuda_memory()) << mode << ": " << net.proxy->transport().describe();
+    bootstrap->barrier();
+  }
 }
 
 // quiet() returns only once every earlier put is in place at its target: after

@@ -25,32 +25,13 @@ namespace {
 namespace knobs = ferry::knobs;
 using knobs::Info;
 using knobs::Type;
+using ferry::testing::ScopedEnv;
 using ferry::testing::user_part;
 
 #ifndef FERRY_SOURCE_DIR
 #error "FERRY_SOURCE_DIR must name the source tree (tests/CMakeLists.txt)"
 #endif
 const std::filesystem::path kSourceDir = FERRY_SOURCE_DIR;
-
-// Sets (or unsets, for nullptr) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = std::string(old);
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // Parses `value` as `knob`'s type, as the typed handles do.
 void parse_as(const Info& knob, const std::string& value) {
