@@ -28,7 +28,8 @@
 #   bench_ep   ferry-bench ep --csv $OUT/ep.csv on the largest N
 #   bench_nvlink ferry-bench nvlink --csv $OUT/nvlink.csv on the largest N (copy methods x SMs)
 #   nodes_*    the GPU suite's cross-node tests (FERRY_NODES_FILTER, default *AllReduce*) on virtual
-#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2 (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS[:direct]);
+#              nodes: nodes_2x1_tcp, nodes_4x1, nodes_2x2, nodes_2x1_cuda_ipc (GPU-memory windows over UCX
+#              cuda_ipc) (FERRY_NODES_CONFIGS, NAME:RANKS:PER_NODE:TLS[:direct|gpumem]);
 #              nodes_2x2_direct: the EP tests (FERRY_NODES_DIRECT_FILTER, default Ep*) with
 #              FERRY_EP_HIERARCHICAL=0 (a 5th field "direct": high-throughput's direct path)
 #   soak_npN   mpirun -np N build-device/tests/ferry_gpu_soak, N in FERRY_SOAK_NPS (only with FERRY_SOAK=1):
@@ -273,10 +274,12 @@ for cfg in $WINDOW_CONFIGS; do
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_window_tests"
 done
 
-# The GPU suite's cross-node tests on virtual nodes: NAME:RANKS:RANKS_PER_NODE:UCX_TLS[:direct],
+# The GPU suite's cross-node tests on virtual nodes: NAME:RANKS:RANKS_PER_NODE:UCX_TLS[:direct|gpumem],
 # filter FERRY_NODES_FILTER; "direct": high-throughput EP's direct path instead of the
-# hierarchical one (FERRY_EP_HIERARCHICAL=0), filter FERRY_NODES_DIRECT_FILTER.
-NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all nodes_2x2_direct:4:2:all:direct}"
+# hierarchical one (FERRY_EP_HIERARCHICAL=0), filter FERRY_NODES_DIRECT_FILTER; "gpumem":
+# windows in GPU memory moved by UCX itself (FERRY_UCX_GPU_MEMORY=on; cuda_ipc between
+# the host's GPUs stands in for GPUDirect RDMA; UCX refuses peer-failure handling there).
+NODES_CONFIGS="${FERRY_NODES_CONFIGS:-nodes_2x1_tcp:2:1:tcp,self nodes_4x1:4:1:all nodes_2x2:4:2:all nodes_2x2_direct:4:2:all:direct nodes_2x1_cuda_ipc:2:1:sm,cuda_ipc,cuda_copy:gpumem}"
 NODES_FILTER="${FERRY_NODES_FILTER:-*AllReduce*:Ep*:Timeout.Hier*}"
 NODES_DIRECT_FILTER="${FERRY_NODES_DIRECT_FILTER:-Ep*}"
 for cfg in $NODES_CONFIGS; do
@@ -287,6 +290,7 @@ for cfg in $NODES_CONFIGS; do
   [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
   filter="$NODES_FILTER"
   if [ "${path:-}" = direct ]; then env_args+=(-x FERRY_EP_HIERARCHICAL=0); filter="$NODES_DIRECT_FILTER"; fi
+  [ "${path:-}" = gpumem ] && env_args+=(-x FERRY_UCX_GPU_MEMORY=on -x FERRY_UCX_PEER_FAILURE=0)
   run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np "$n" "${env_args[@]}" "$B/tests/ferry_gpu_tests" \
     --gtest_filter="$filter"
 done
