@@ -7,6 +7,12 @@
 #include <string>
 
 #include "ferry_nccl_optional.h"  // generated: FERRY_NCCL_OPTIONAL_FUNCTIONS, FERRY_NCCL_HAS_*
+#ifdef FERRY_NCCL_HAS_DEVICE_API
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"  // 2.30's nccl_device/utility.h has an unused static helper
+#include <nccl_device.h>  // host functions of NCCL's device API that take a communicator
+#pragma GCC diagnostic pop
+#endif
 
 // Every function of nccl.h the shim exports: X(name). Those newer NCCLs added
 // are in only where the nccl.h built against declares them (the generated

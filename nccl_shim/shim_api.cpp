@@ -14,6 +14,7 @@
 #include "ferry/types.hpp"
 #include "real_nccl.hpp"
 #include "shim_comm.hpp"
+#include "shim_entry.hpp"
 
 using ferry::nccl_shim::fail;
 using ferry::nccl_shim::live;
@@ -21,25 +22,6 @@ using ferry::nccl_shim::real_nccl;
 using ferry::nccl_shim::RealNccl;
 
 namespace {
-
-// The real NCCL, with `fn` resolved; else an error naming what is missing.
-// Every entry point starts here, which also forgets the shim's last error text:
-// ncclGetLastError then shows NCCL's for a call NCCL failed after one the shim failed.
-#define FERRY_NCCL_REAL(fn)                                                                              \
-  ferry::nccl_shim::clear_last_error();                                                                  \
-  const RealNccl& r = real_nccl();                                                                       \
-  if (r.fn == nullptr)                                                                                   \
-    return fail(ncclInvalidUsage, r.handle == nullptr ? r.error                                          \
-                                                      : std::string("libferry_nccl: the loaded NCCL (") + \
-                                                            r.path + ") has no " #fn);
-
-// The live record of `comm`, else ncclInvalidArgument.
-#define FERRY_NCCL_COMM(c, comm, fn)                                                                            \
-  ncclComm* c = live(comm);                                                                                      \
-  if (c == nullptr)                                                                                              \
-    return fail(ncclInvalidArgument, std::string(#fn ": ") +                                                     \
-                                         (comm == nullptr ? "the communicator is null"                           \
-                                                          : "not a live communicator (destroyed)"));
 
 std::optional<ferry::DataType> ferry_type(ncclDataType_t t) {
   switch (t) {
@@ -76,6 +58,7 @@ void log_route(const ncclComm* c, size_t count, ncclDataType_t type, ncclRedOp_t
 // group nesting and the communicator only).
 std::string not_for_ferry(const ncclComm* c, size_t count, ncclDataType_t type, ncclRedOp_t op) {
   if (!c->no_ferry.empty()) return c->no_ferry;
+  if (c->suspended.load()) return "suspended (ncclCommSuspend)";
   if (ferry::nccl_shim::group_depth() > 0) return "inside ncclGroupStart/End";
   const std::optional<ferry::DataType> t = ferry_type(type);
   if (!t) return "a datatype ferry's AllReduce lacks";

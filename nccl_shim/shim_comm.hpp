@@ -32,6 +32,7 @@ struct ncclComm {
   std::unique_ptr<ferry::AllReduce> allreduce;
   std::string no_ferry;  // why ferry does not serve this communicator ("" when it does)
   bool pass_through = false;  // a real NCCL handle seen through the shim (NOTE [Real handles reaching the shim])
+  std::atomic<bool> suspended{false};  // between ncclCommSuspend and ncclCommResume (NCCL 2.30): on NCCL only
   // ncclAllReduce routes (ferryNcclShimStats, ferry_nccl_ext.h).
   std::atomic<uint64_t> allreduce_ferry{0}, allreduce_forwarded{0};
 };

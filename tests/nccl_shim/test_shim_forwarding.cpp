@@ -7,12 +7,20 @@
 #include <nccl.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <dlfcn.h>
 
 #include "ferry_nccl_ext.h"
+#if __has_include(<nccl_device.h>) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#include <nccl_device.h>
+#define SHIM_TEST_DEVICE_API 1
+#endif
 
 namespace {
 
@@ -32,6 +40,31 @@ ncclComm_t make_comm() {
   ncclComm_t comm = nullptr;
   EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
   return comm;
+}
+
+// Every function the nccl.h built against declares is the shim's own (defined in
+// libferry_nccl, not resolved to NCCL), so no call can reach NCCL with the
+// shim's handle. FERRY_TEST_NCCL_HEADER: that nccl.h (tests/CMakeLists.txt).
+TEST(NcclShim, DefinesEveryFunctionOfItsNcclHeader) {
+  std::ifstream header(FERRY_TEST_NCCL_HEADER);
+  ASSERT_TRUE(header.good()) << FERRY_TEST_NCCL_HEADER;
+  std::stringstream text;
+  text << header.rdbuf();
+  const std::string all = text.str();
+  const std::regex declaration(R"((?:ncclResult_t|const char\s*\*)\s+(nccl[A-Za-z0-9_]+)\s*\()");
+  std::set<std::string> names;
+  for (auto it = std::sregex_iterator(all.begin(), all.end(), declaration); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[1].str());
+  ASSERT_GT(names.size(), 30u) << "parsed too few declarations from " << FERRY_TEST_NCCL_HEADER;
+  Dl_info shim{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&ferryNcclShimStats), &shim), 0);
+  for (const std::string& name : names) {
+    void* fn = dlsym(RTLD_DEFAULT, name.c_str());
+    Dl_info where{};
+    ASSERT_NE(fn, nullptr) << name << " is declared in nccl.h but not defined by the shim";
+    ASSERT_NE(dladdr(fn, &where), 0) << name;
+    EXPECT_STREQ(where.dli_fname, shim.dli_fname) << name << " resolves outside the shim";
+  }
 }
 
 TEST(NcclShim, ForwardsWithItsOwnHandles) {
@@ -161,5 +194,62 @@ TEST(NcclShim, BadUseGetsNcclErrors) {
   EXPECT_EQ(ncclGetVersion(&version), ncclSuccess);
   EXPECT_STREQ(ncclGetLastError(nullptr), "fake NCCL last error");
 }
+
+#ifdef SHIM_TEST_DEVICE_API
+// The device API's host functions reach NCCL with its own communicator (the
+// stand-in refuses the shim's record); a null one is refused by the shim.
+TEST(NcclShim, DeviceApiHostFunctionsForwardWithRealHandles) {
+  ncclComm_t comm = make_comm();
+  ASSERT_NE(comm, nullptr);
+  ncclDevComm_t dev_comm{};
+  const int creates = calls("ncclDevCommCreate");
+  EXPECT_EQ(ncclDevCommCreate(comm, nullptr, &dev_comm), ncclSuccess) << ncclGetLastError(comm);
+  EXPECT_EQ(calls("ncclDevCommCreate"), creates + 1);
+  EXPECT_EQ(ncclDevCommDestroy(comm, &dev_comm), ncclSuccess) << ncclGetLastError(comm);
+  EXPECT_EQ(ncclDevCommCreate(nullptr, nullptr, &dev_comm), ncclInvalidArgument);
+  EXPECT_EQ(calls("ncclDevCommCreate"), creates + 1);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+#endif
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+// NCCL 2.30's functions reach NCCL with its own handles (the stand-in refuses
+// anything else), and a grown communicator comes back as a shim handle that
+// works (shim_api_newer.cpp).
+TEST(NcclShim, Nccl230FunctionsForwardWithRealHandles) {
+  ncclComm_t comm = make_comm();
+  ASSERT_NE(comm, nullptr);
+  ncclUniqueId id;
+  EXPECT_EQ(ncclCommGetUniqueId(comm, &id), ncclSuccess) << ncclGetLastError(comm);
+  EXPECT_EQ(static_cast<unsigned char>(id.internal[0]), 9);
+  EXPECT_EQ(ncclCommSuspend(comm, 0), ncclSuccess);
+  // Suspended: ncclAllReduce goes to NCCL (here it would anyway: no GPU), and still works after resume.
+  EXPECT_EQ(ncclCommResume(comm), ncclSuccess);
+  std::vector<float> in = {1.f, 2.f}, out(2, 0.f);
+  EXPECT_EQ(ncclAllReduce(in.data(), out.data(), 2, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(out, in);
+  const int signals = calls("ncclSignal");
+  EXPECT_EQ(ncclSignal(0, 0, 0, 0, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(calls("ncclSignal"), signals + 1);
+  ncclComm_t grown = nullptr;
+  EXPECT_EQ(ncclCommGrow(comm, 2, nullptr, -1, &grown, nullptr), ncclSuccess);
+  ASSERT_NE(grown, nullptr);
+  int n = 0;
+  EXPECT_EQ(ncclCommCount(grown, &n), ncclSuccess);
+  EXPECT_EQ(n, 2);
+  ncclComm_t joined = nullptr;  // a joining rank passes no communicator
+  EXPECT_EQ(ncclCommGrow(nullptr, 2, &id, 1, &joined, nullptr), ncclSuccess);
+  EXPECT_NE(joined, nullptr);
+  const char* value = nullptr;
+  int len = 0;
+  EXPECT_EQ(ncclParamGetParameter("NCCL_PROTO", &value, &len), ncclSuccess);
+  EXPECT_EQ(std::string(value, len), "fake");
+  // Bad use: a destroyed communicator is refused by the shim, not passed on.
+  EXPECT_EQ(ncclCommDestroy(grown), ncclSuccess);
+  EXPECT_EQ(ncclCommGetUniqueId(grown, &id), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDestroy(joined), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+#endif
 
 }  // namespace
