@@ -39,6 +39,15 @@ class Transport {
   // region id, the same on every rank. `lock` guards the worker against the
   // proxy thread; it is released while waiting for peers.
   virtual int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) = 0;
+  // Collective, like register_region, for `bytes` of host memory UCX allocates
+  // itself (UCP_MEM_MAP_ALLOCATE): its shared-memory transports can map such
+  // memory into a peer's address space (peer_pointer), which they refuse for
+  // user memory (docs/internode.md Part 5). *ptr: the local memory, zeroed;
+  // released with the transport.
+  virtual int allocate_region(size_t bytes, void** ptr, std::mutex& lock) = 0;
+  // This process's pointer to `peer`'s part of `region` (ucp_rkey_ptr), or
+  // nullptr where the transport cannot map it (tcp, RDMA, user memory).
+  virtual void* peer_pointer(int peer, int region) const = 0;
   // Local: drops the region (its remote keys and registration).
   virtual void deregister_region(int region) = 0;
 

@@ -95,52 +95,34 @@ class UcxTransport final : public Transport {
   bool detects_peer_failure() const override { return peer_failure_detection_; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
-    Region region;
-    KeyFrame mine{};
-    mine.base = reinterpret_cast<uint64_t>(ptr);
-    mine.bytes = bytes;
-    {
-      std::lock_guard<std::mutex> guard(lock);
-      ucp_mem_map_params_t map{};
-      map.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                       UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-      map.address = ptr;
-      map.length = bytes;
-      map.memory_type = cuda_memory ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-      const ucs_status_t mapped = ucp_mem_map(context_, &map, &region.memh);
-      void* packed = nullptr;
-      size_t packed_bytes = 0;
-      if (mapped == UCS_OK && ucp_rkey_pack(context_, region.memh, &packed, &packed_bytes) == UCS_OK) {
-        if (packed_bytes <= kMaxPackedKey) {
-          std::memcpy(mine.key, packed, packed_bytes);
-          mine.key_bytes = static_cast<uint32_t>(packed_bytes);
-          mine.ok = 1;
-        }
-        ucp_rkey_buffer_release(packed);
-      }
-    }
-    // Every rank learns every rank's outcome, so all fail together.
-    std::vector<KeyFrame> all = bootstrap_.all_gather_value(mine);
-    for (int r = 0; r < topology_.size; ++r) {
-      if (all[r].ok) continue;
-      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
-      FERRY_THROW(Error, "registering " << bytes << " bytes of " << (cuda_memory ? "CUDA" : "host")
-                                        << " memory with UCX failed on rank " << r);
-    }
-    region.base.assign(topology_.size, 0);
-    region.bytes.assign(topology_.size, 0);
-    region.keys.assign(topology_.size, nullptr);
-    {
-      std::lock_guard<std::mutex> guard(lock);
-      for (int r = 0; r < topology_.size; ++r) {
-        region.base[r] = all[r].base;
-        region.bytes[r] = all[r].bytes;
-        if (endpoints_[r] == nullptr) continue;
-        FERRY_UCS_CHECK(ucp_ep_rkey_unpack(endpoints_[r], all[r].key, &region.keys[r]));
-      }
-    }
-    regions_.push_back(std::move(region));
-    return static_cast<int>(regions_.size()) - 1;
+    ucp_mem_map_params_t map{};
+    map.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                     UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    map.address = ptr;
+    map.length = bytes;
+    map.memory_type = cuda_memory ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+    return map_region(map, cuda_memory ? "CUDA" : "host", lock, nullptr);
+  }
+
+  int allocate_region(size_t bytes, void** ptr, std::mutex& lock) override {
+    FERRY_ARG_CHECK(ptr != nullptr && bytes > 0, "allocate_region: no output pointer or no bytes");
+    ucp_mem_map_params_t map{};
+    map.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                     UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    map.address = nullptr;
+    map.length = bytes;
+    map.flags = UCP_MEM_MAP_ALLOCATE;
+    map.memory_type = UCS_MEMORY_TYPE_HOST;
+    return map_region(map, "UCX-allocated host", lock, ptr);
+  }
+
+  void* peer_pointer(int peer, int region) const override {
+    if (peer < 0 || peer >= topology_.size || region < 0 || static_cast<size_t>(region) >= regions_.size())
+      return nullptr;
+    const Region& r = regions_[region];
+    if (r.keys[peer] == nullptr) return nullptr;
+    void* local = nullptr;
+    return ucp_rkey_ptr(r.keys[peer], r.base[peer], &local) == UCS_OK ? local : nullptr;
   }
 
   void deregister_region(int id) override {
@@ -210,6 +192,60 @@ class UcxTransport final : public Transport {
   std::string failure() const override { return failure_; }
 
  private:
+  // ucp_mem_map(map) and the collective exchange of every rank's base, size and
+  // packed key (all ranks fail together). allocated: where UCX allocated the
+  // memory (UCP_MEM_MAP_ALLOCATE), its local address, zeroed.
+  int map_region(const ucp_mem_map_params_t& map, const char* what, std::mutex& lock, void** allocated) {
+    Region region;
+    KeyFrame mine{};
+    {
+      std::lock_guard<std::mutex> guard(lock);
+      const ucs_status_t mapped = ucp_mem_map(context_, &map, &region.memh);
+      void* base = map.address;
+      if (mapped == UCS_OK && allocated != nullptr) {
+        ucp_mem_attr_t attr{};
+        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+        base = ucp_mem_query(region.memh, &attr) == UCS_OK ? attr.address : nullptr;
+        if (base != nullptr) std::memset(base, 0, map.length);
+      }
+      mine.base = reinterpret_cast<uint64_t>(base);
+      mine.bytes = map.length;
+      void* packed = nullptr;
+      size_t packed_bytes = 0;
+      if (mapped == UCS_OK && base != nullptr && ucp_rkey_pack(context_, region.memh, &packed, &packed_bytes) == UCS_OK) {
+        if (packed_bytes <= kMaxPackedKey) {
+          std::memcpy(mine.key, packed, packed_bytes);
+          mine.key_bytes = static_cast<uint32_t>(packed_bytes);
+          mine.ok = 1;
+        }
+        ucp_rkey_buffer_release(packed);
+      }
+    }
+    // Every rank learns every rank's outcome, so all fail together.
+    std::vector<KeyFrame> all = bootstrap_.all_gather_value(mine);
+    for (int r = 0; r < topology_.size; ++r) {
+      if (all[r].ok) continue;
+      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
+      FERRY_THROW(Error, "registering " << map.length << " bytes of " << what << " memory with UCX failed on rank "
+                                        << r);
+    }
+    region.base.assign(topology_.size, 0);
+    region.bytes.assign(topology_.size, 0);
+    region.keys.assign(topology_.size, nullptr);
+    {
+      std::lock_guard<std::mutex> guard(lock);
+      for (int r = 0; r < topology_.size; ++r) {
+        region.base[r] = all[r].base;
+        region.bytes[r] = all[r].bytes;
+        if (endpoints_[r] == nullptr) continue;
+        FERRY_UCS_CHECK(ucp_ep_rkey_unpack(endpoints_[r], all[r].key, &region.keys[r]));
+      }
+    }
+    if (allocated != nullptr) *allocated = reinterpret_cast<void*>(mine.base);
+    regions_.push_back(std::move(region));
+    return static_cast<int>(regions_.size()) - 1;
+  }
+
   void start() {
     check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;

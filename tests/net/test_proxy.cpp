@@ -198,6 +198,44 @@ TEST(Proxy, GpuMemoryOnWithoutAGpuTransportFailsClearly) {
   }
 }
 
+// Transport::allocate_region / peer_pointer (docs/internode.md Part 5): over
+// shared memory every rank maps every other rank's UCX-allocated region, and
+// plain stores through that pointer land in the owner's memory; over tcp there
+// is no mapping (nullptr).
+TEST(Proxy, UcxAllocatedRegionsMapIntoPeersOverSharedMemory) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  const int world = mpi_size(), me = mpi_rank();
+  constexpr size_t kSlot = 4096;
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+  ferry::net::Transport& transport = net.proxy->transport();
+  void* mine = nullptr;
+  const int region = transport.allocate_region(world * kSlot, &mine, net.proxy->lock());
+  ASSERT_NE(mine, nullptr);
+  const bool mapped = std::string(tls) == "sm";
+  for (int p = 0; p < world; ++p) {
+    if (p == me) continue;
+    void* theirs = transport.peer_pointer(p, region);
+    if (!mapped) {
+      EXPECT_EQ(theirs, nullptr) << "rank " << p << " over " << tls;
+      continue;
+    }
+    ASSERT_NE(theirs, nullptr) << "no mapping of rank " << p << "'s region over " << tls;
+    auto* slot = static_cast<uint8_t*>(theirs) + me * kSlot;
+    for (size_t b = 0; b < kSlot; ++b) slot[b] = pattern(me, p, 11, b);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bootstrap->barrier();
+  bool ok = true;
+  for (int p = 0; p < world && mapped; ++p)
+    for (size_t b = 0; p != me && b < kSlot && ok; ++b)
+      ok = static_cast<const uint8_t*>(mine)[p * kSlot + b] == pattern(p, me, 11, b);
+  EXPECT_TRUE(ok) << "rank " << me << ": a peer's stores through its mapping are missing";
+  EXPECT_EQ(transport.peer_pointer(me, region), nullptr) << "no mapping of this rank's own region";
+  bootstrap->barrier();
+}
+
 // quiet() returns only once every earlier put is in place at its target: after
 // it and a barrier, every receiver finds all the data without any signal.
 TEST(Proxy, QuietMeansDelivered) {
