@@ -9,6 +9,8 @@
 // from a kernel (dev::put), sources in a device window (the block copies each
 // source into the window's pinned host mirror first, or UCX reads the window
 // itself where it moves CUDA memory: NOTE [Window staging]).
+// Each row also gives the sender's proxy split (ProxyStats): per descriptor the
+// time its UCX calls took to issue, and per request issue -> seen complete.
 // The baseline is ucx_perftest's ucp_put_bw between the same two hosts, with
 // host memory (what goes on the wire in both modes) and, for cuda, with CUDA
 // memory as well.
@@ -52,7 +54,22 @@ struct NetOptions {
 struct Measured {
   double gbps = 0, mrate = 0;
   bool peer_failure = false;  // ferry's endpoints had peer-failure handling (the baseline gets -e)
+  // The sender's proxy over the timed puts (ProxyStats): time handling each
+  // descriptor (its UCX calls), and from issue to seen complete per request.
+  double issue_us = 0, complete_us = 0;
 };
+
+// Rank 0's proxy split between two ProxyStats snapshots, into m (every rank gets rank 0's figures).
+void add_proxy_split(Bootstrap& bootstrap, const net::ProxyStats& before, const net::ProxyStats& after, Measured* m) {
+  std::array<double, 2> mine{0, 0};
+  if (after.descriptors > before.descriptors)
+    mine[0] = (after.issue_us - before.issue_us) / static_cast<double>(after.descriptors - before.descriptors);
+  if (after.completed > before.completed)
+    mine[1] = (after.complete_us - before.complete_us) / static_cast<double>(after.completed - before.completed);
+  const std::vector<std::array<double, 2>> all = bootstrap.all_gather_value(mine);
+  m->issue_us = all[0][0];
+  m->complete_us = all[0][1];
+}
 
 // NOTE [Net bench footprint]: ucx_perftest puts from and into one buffer of
 // the message size, hot in cache. By default ferry does the same (a window of
@@ -141,19 +158,24 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
   const int iters = puts_for(o, size);
   const size_t slots = std::max<size_t>(1, window_for(o, size) / size);
   double seconds = 0;
+  net::ProxyStats before, after;
   bootstrap.barrier();
   if (bootstrap.rank() == 0) {
     for (int i = 0; i < std::max(8, iters / 10); ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
     net.proxy->quiet();
+    before = net.proxy->stats();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
     net.proxy->quiet();
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    after = net.proxy->stats();
   }
   bootstrap.barrier();
   const std::vector<double> all = bootstrap.all_gather_value(seconds);
-  return Measured{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0],
-                  net.proxy->transport().detects_peer_failure()};
+  Measured m{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0],
+             net.proxy->transport().detects_peer_failure()};
+  add_proxy_split(bootstrap, before, after, &m);
+  return m;
 }
 
 // ------------------------------------------------------------ GPU producers
@@ -180,22 +202,28 @@ Measured run_cuda(Communicator& comm, const NetOptions& o, size_t size, std::str
   FERRY_CUDA_CHECK(cudaEventCreate(&start));
   FERRY_CUDA_CHECK(cudaEventCreate(&stop));
   float ms = 0;
+  net::ProxyStats before, after;
   comm.bootstrap().barrier();
   if (comm.rank() == 0) {
     push_puts<<<1, kPushThreads, 0, stream.get()>>>(window.device(), 1, std::max(8, iters / 10), size, slots);
+    comm.synchronize(stream.get());
+    before = comm.proxy()->stats();
     FERRY_CUDA_CHECK(cudaEventRecord(start, stream.get()));
     push_puts<<<1, kPushThreads, 0, stream.get()>>>(window.device(), 1, iters, size, slots);
     FERRY_CUDA_CHECK(cudaEventRecord(stop, stream.get()));
     comm.synchronize(stream.get());
     FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    after = comm.proxy()->stats();
   }
   comm.bootstrap().barrier();
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   const std::vector<float> all = comm.bootstrap().all_gather_value(ms);
   const double seconds = all[0] / 1e3;
-  return Measured{iters * static_cast<double>(size) / seconds / 1e9, iters / seconds,
-                  comm.proxy()->transport().detects_peer_failure()};
+  Measured m{iters * static_cast<double>(size) / seconds / 1e9, iters / seconds,
+             comm.proxy()->transport().detects_peer_failure()};
+  add_proxy_split(comm.bootstrap(), before, after, &m);
+  return m;
 }
 
 NetOptions parse(std::vector<std::string> args) {
@@ -264,13 +292,16 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                       {"ucx_perftest host", "Mmsg/s", 8},
                       {"", "ratio", 6},
                       {"ucx_perftest cuda", "GB/s", 8},
-                      {"", "landing", 8, true}});
+                      {"", "landing", 8, true},
+                      {"proxy us", "issue", 7},
+                      {"proxy us", "done", 7}});
   std::unique_ptr<CsvWriter> csv;
   if (print && !o.csv.empty())
     csv = std::make_unique<CsvWriter>(o.csv, std::vector<std::string>{"memory", "bytes", "puts", "ferry_gbps",
                                                                       "ferry_msg_per_s", "perftest_gbps",
                                                                       "perftest_msg_per_s", "perftest_cuda_gbps",
-                                                                      "landing", "ucx_tls"});
+                                                                      "landing", "ucx_tls", "proxy_issue_us",
+                                                                      "proxy_complete_us"});
   if (print) {
     const std::optional<std::string> pf = knobs::raw(knobs::kUcxPeerFailure.info());
     std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
@@ -299,11 +330,13 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                        format_fixed(ours.gbps, 2), format_fixed(ours.mrate / 1e6, 3),
                        base.gbps > 0 ? format_fixed(base.gbps, 2) : "-",
                        base.gbps > 0 ? format_fixed(base.mrate / 1e6, 3) : "-", ratio,
-                       base_cuda.gbps > 0 ? format_fixed(base_cuda.gbps, 2) : "-", landing});
+                       base_cuda.gbps > 0 ? format_fixed(base_cuda.gbps, 2) : "-", landing,
+                       format_fixed(ours.issue_us, 2), format_fixed(ours.complete_us, 2)});
       if (csv)
         csv->write_row({cuda ? "cuda" : "host", std::to_string(size), std::to_string(iters),
                         format_fixed(ours.gbps, 3), format_fixed(ours.mrate, 0), format_fixed(base.gbps, 3),
-                        format_fixed(base.mrate, 0), format_fixed(base_cuda.gbps, 3), landing, tls ? tls : ""});
+                        format_fixed(base.mrate, 0), format_fixed(base_cuda.gbps, 3), landing, tls ? tls : "",
+                        format_fixed(ours.issue_us, 3), format_fixed(ours.complete_us, 3)});
     }
   }
   if (print && comm && comm->proxy())

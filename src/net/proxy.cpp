@@ -181,12 +181,32 @@ void Proxy::run() {
 }
 
 void Proxy::handle(const FifoEntry& entry, uint64_t ticket) {
+  const int64_t start = now_ns();
+  handle_entry(entry, ticket);
+  counters_.issue_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
+  counters_.descriptors.fetch_add(1, std::memory_order_relaxed);
+}
+
+ProxyStats Proxy::stats() const {
+  ProxyStats s;
+  s.descriptors = counters_.descriptors.load(std::memory_order_relaxed);
+  s.puts = counters_.puts.load(std::memory_order_relaxed);
+  s.signals = counters_.signals.load(std::memory_order_relaxed);
+  s.completed = counters_.completed.load(std::memory_order_relaxed);
+  s.issue_us = counters_.issue_ns.load(std::memory_order_relaxed) / 1e3;
+  s.fence_us = counters_.fence_ns.load(std::memory_order_relaxed) / 1e3;
+  s.wait_room_us = counters_.wait_room_ns.load(std::memory_order_relaxed) / 1e3;
+  s.complete_us = counters_.complete_ns.load(std::memory_order_relaxed) / 1e3;
+  return s;
+}
+
+void Proxy::handle_entry(const FifoEntry& entry, uint64_t ticket) {
   const auto op = static_cast<FifoOp>(entry.op);
   if (op == FifoOp::kQuiet) {
     InFlight f;
     f.request = transport_->flush();
     f.quiet = ticket;
-    in_flight_.push_back(std::move(f));
+    keep_in_flight(std::move(f));
     return;
   }
   if (entry.window >= windows_.size() || !windows_[entry.window]) {
@@ -232,7 +252,8 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     InFlight f;
     f.request = transport_->put(entry.peer, window.local + entry.src_offset + done, n, window.data_region,
                                 entry.dst_offset + done, window.local_is_cuda);
-    in_flight_.push_back(std::move(f));
+    keep_in_flight(std::move(f));
+    counters_.puts.fetch_add(1, std::memory_order_relaxed);
     put_bytes_.fetch_add(n, std::memory_order_relaxed);
     done += n;
   }
@@ -254,7 +275,10 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   // The fence orders it after every put before it, and successive totals of
   // one word after each other, so the word only grows and never runs ahead of
   // the data it follows.
+  const int64_t fence_start = now_ns();
   transport_->fence();
+  counters_.fence_ns.fetch_add(now_ns() - fence_start, std::memory_order_relaxed);
+  counters_.signals.fetch_add(1, std::memory_order_relaxed);
   const uint64_t key = (static_cast<uint64_t>(entry.window) << 44) ^ (static_cast<uint64_t>(entry.peer) << 24) ^
                        entry.signal_index;
   uint64_t& total = signal_totals_[key];
@@ -264,13 +288,19 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + entry.signal_index;
   f.request = transport_->put(entry.peer, f.operand.get(), sizeof(uint64_t), window.signal_region,
                               word * sizeof(uint64_t), false);
-  in_flight_.push_back(std::move(f));
+  keep_in_flight(std::move(f));
 }
 
 // Bounds the requests in flight: waits (progressing) until the oldest complete.
 // false if the transport failed or time ran out.
 bool Proxy::wait_for_request_room() {
   if (in_flight_.size() < kMaxInFlight) return true;
+  const int64_t start = now_ns();
+  struct AddWait {  // every return below
+    Counters& counters;
+    int64_t start;
+    ~AddWait() { counters.wait_room_ns.fetch_add(now_ns() - start, std::memory_order_relaxed); }
+  } add_wait{counters_, start};
   activity_.store(kWaitingForRequests, std::memory_order_relaxed);
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   while (in_flight_.size() >= kMaxInFlight) {
@@ -301,6 +331,8 @@ std::string Proxy::state() const {
 void Proxy::retire() {
   while (!in_flight_.empty() && transport_->test(in_flight_.front().request)) {
     InFlight& f = in_flight_.front();
+    counters_.complete_ns.fetch_add(now_ns() - f.issued_ns, std::memory_order_relaxed);
+    counters_.completed.fetch_add(1, std::memory_order_relaxed);
     if (f.quiet) store_release(flushed_, *f.quiet + 1);
     in_flight_.pop_front();
   }

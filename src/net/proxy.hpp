@@ -80,6 +80,20 @@ struct ProxyOptions {
   size_t put_chunk_bytes = knobs::kProxyPutChunkBytes.value();  // largest single put (at least 4 KiB)
 };
 
+// Where the proxy thread's time goes, cumulative since it started (any thread
+// may read it): the proxy's part of a cross-node call's per-stage split.
+// issue_us includes fence_us and wait_room_us.
+struct ProxyStats {
+  uint64_t descriptors = 0;  // FIFO entries handled
+  uint64_t puts = 0;         // UCX data puts issued (a large put counts its pieces)
+  uint64_t signals = 0;      // signal puts, each behind a fence
+  uint64_t completed = 0;    // requests seen complete (data, signals, quiets)
+  double issue_us = 0;       // handling descriptors: the UCX calls that issue them
+  double fence_us = 0;       // the fences before signals
+  double wait_room_us = 0;   // waiting for earlier requests to make room (kMaxInFlight)
+  double complete_us = 0;    // over completed requests: issued -> seen complete (in issue order)
+};
+
 class Proxy {
  public:
   Proxy(std::unique_ptr<Transport> transport, ProxyOptions options);
@@ -136,18 +150,34 @@ class Proxy {
   // Counters, for tests and the bench.
   uint64_t retired() const;
   uint64_t put_bytes() const { return put_bytes_.load(std::memory_order_relaxed); }
+  ProxyStats stats() const;
 
  private:
   struct InFlight {
     Request request = nullptr;
     std::optional<uint64_t> quiet;   // quiet ticket published when it completes
     std::unique_ptr<uint64_t> operand;  // a signal's value, alive until its put completed
+    int64_t issued_ns = 0;              // steady clock, for ProxyStats::complete_us
   };
+  // The proxy thread's counters (ProxyStats; written by it alone, read by anyone).
+  struct Counters {
+    std::atomic<uint64_t> descriptors{0}, puts{0}, signals{0}, completed{0};
+    std::atomic<int64_t> issue_ns{0}, fence_ns{0}, wait_room_ns{0}, complete_ns{0};
+  };
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void keep_in_flight(InFlight f) {
+    f.issued_ns = now_ns();
+    in_flight_.push_back(std::move(f));
+  }
 
   enum Activity : int { kIdle = 0, kIssuing = 1, kWaitingForRequests = 2 };
 
   void run();
-  void handle(const FifoEntry& entry, uint64_t ticket);
+  void handle(const FifoEntry& entry, uint64_t ticket);  // handle_entry, timed (ProxyStats)
+  void handle_entry(const FifoEntry& entry, uint64_t ticket);
   void put(const ProxyWindow& window, const FifoEntry& entry);
   void signal(const ProxyWindow& window, const FifoEntry& entry);
   bool wait_for_request_room();
@@ -174,6 +204,7 @@ class Proxy {
 
   cudaStream_t stream_ = nullptr;  // cuda only: raising the device abort flag after a failure
   std::atomic<uint64_t> put_bytes_{0};
+  Counters counters_;
 
   std::atomic<bool> failed_{false};
   bool failure_published_ = false;

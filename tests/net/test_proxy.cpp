@@ -236,6 +236,31 @@ TEST(Proxy, UcxAllocatedRegionsMapIntoPeersOverSharedMemory) {
   bootstrap->barrier();
 }
 
+// Proxy::stats counts what the proxy did: every descriptor, each data put,
+// each signal behind its fence, and every completion, with time spent > 0.
+TEST(Proxy, StatsCountWhatItDid) {
+  const int world = mpi_size(), me = mpi_rank();
+  constexpr size_t kBytes = 64 << 10;
+  constexpr int kPuts = 20;
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, world * kBytes, 1, 64, kTimeout);
+  const int peer = (me + 1) % world;
+  const ferry::net::ProxyStats before = net.proxy->stats();
+  for (int i = 0; i < kPuts; ++i) net.put(peer, me * kBytes, me * kBytes, kBytes);
+  net.put_with_signal(peer, me * kBytes, me * kBytes, kBytes, 0, 1);
+  net.proxy->quiet();
+  const ferry::net::ProxyStats after = net.proxy->stats();
+  EXPECT_EQ(after.descriptors - before.descriptors, uint64_t{kPuts + 2});  // the puts, put_with_signal, quiet
+  EXPECT_EQ(after.puts - before.puts, uint64_t{kPuts + 1});
+  EXPECT_EQ(after.signals - before.signals, 1u);
+  EXPECT_EQ(after.completed - before.completed, uint64_t{kPuts + 3});  // + the signal's put and the flush
+  EXPECT_GT(after.issue_us, before.issue_us);
+  EXPECT_GT(after.complete_us, before.complete_us);
+  EXPECT_GE(after.issue_us - before.issue_us, after.fence_us - before.fence_us);
+  net.wait_signal((me + world - 1) % world, 0, 1, kTimeout);
+  bootstrap->barrier();
+}
+
 // quiet() returns only once every earlier put is in place at its target: after
 // it and a barrier, every receiver finds all the data without any signal.
 TEST(Proxy, QuietMeansDelivered) {
