@@ -276,6 +276,7 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
     throw UsageError("ferry-bench net measures puts between 2 ranks: start it with mpirun -np 2 (got " +
                      std::to_string(bootstrap->size()) + " rank" + (bootstrap->size() == 1 ? "" : "s") + ")");
   if (!knobs::kRanksPerNode.read()) setenv(knobs::kRanksPerNode.name(), "1", 1);
+  if (!knobs::kProxyStats.read()) setenv(knobs::kProxyStats.name(), "1", 1);  // the proxy split columns
   const bool print = bootstrap->rank() == 0;
   const char* tls = std::getenv("UCX_TLS");
   std::unique_ptr<Communicator> comm;

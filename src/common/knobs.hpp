@@ -109,6 +109,9 @@ inline constexpr Info kRegistry[] = {
         "windows in GPU memory, which UCX reads and writes itself (no host staging): auto where every remote "
         "endpoint has a GPUDirect RDMA transport (rc/dc/ud), on where every one has one or cuda_ipc (an error "
         "where one has neither), off never"),
+    bool_knob("FERRY_PROXY_STATS", "net", "0", "",
+        "1: the proxy also times its UCX calls and completions (Proxy::stats; ferry-bench net turns it on); 0: it "
+        "only counts"),
     size_knob("FERRY_PROXY_FIFO_ENTRIES", "net", 1, "1024", "", "entries",
         "descriptors the proxy FIFO holds (CommunicatorOptions::proxy_fifo_entries overrides it); a full FIFO "
         "makes producers wait"),
@@ -260,6 +263,7 @@ inline constexpr Knob<int64_t> kRanksPerNode = handle<int64_t>("FERRY_RANKS_PER_
 inline constexpr Knob<std::string> kBootstrapAddr = handle<std::string>("FERRY_BOOTSTRAP_ADDR");
 inline constexpr Knob<bool> kUcxPeerFailure = handle<bool>("FERRY_UCX_PEER_FAILURE");
 inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_UCX_GPU_MEMORY");
+inline constexpr Knob<bool> kProxyStats = handle<bool>("FERRY_PROXY_STATS");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");
 inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PROXY_PUT_CHUNK_BYTES");

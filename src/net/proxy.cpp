@@ -183,8 +183,8 @@ void Proxy::run() {
 void Proxy::handle(const FifoEntry& entry, uint64_t ticket) {
   const int64_t start = now_ns();
   handle_entry(entry, ticket);
-  counters_.issue_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
-  counters_.descriptors.fetch_add(1, std::memory_order_relaxed);
+  bump<int64_t>(counters_.issue_ns, now_ns() - start);
+  bump<uint64_t>(counters_.descriptors, 1);
 }
 
 ProxyStats Proxy::stats() const {
@@ -253,7 +253,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     f.request = transport_->put(entry.peer, window.local + entry.src_offset + done, n, window.data_region,
                                 entry.dst_offset + done, window.local_is_cuda);
     keep_in_flight(std::move(f));
-    counters_.puts.fetch_add(1, std::memory_order_relaxed);
+    bump<uint64_t>(counters_.puts, 1);
     put_bytes_.fetch_add(n, std::memory_order_relaxed);
     done += n;
   }
@@ -277,8 +277,8 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   // the data it follows.
   const int64_t fence_start = now_ns();
   transport_->fence();
-  counters_.fence_ns.fetch_add(now_ns() - fence_start, std::memory_order_relaxed);
-  counters_.signals.fetch_add(1, std::memory_order_relaxed);
+  bump<int64_t>(counters_.fence_ns, now_ns() - fence_start);
+  bump<uint64_t>(counters_.signals, 1);
   const uint64_t key = (static_cast<uint64_t>(entry.window) << 44) ^ (static_cast<uint64_t>(entry.peer) << 24) ^
                        entry.signal_index;
   uint64_t& total = signal_totals_[key];
@@ -295,12 +295,11 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
 // false if the transport failed or time ran out.
 bool Proxy::wait_for_request_room() {
   if (in_flight_.size() < kMaxInFlight) return true;
-  const int64_t start = now_ns();
   struct AddWait {  // every return below
-    Counters& counters;
+    Proxy& proxy;
     int64_t start;
-    ~AddWait() { counters.wait_room_ns.fetch_add(now_ns() - start, std::memory_order_relaxed); }
-  } add_wait{counters_, start};
+    ~AddWait() { bump<int64_t>(proxy.counters_.wait_room_ns, proxy.now_ns() - start); }
+  } add_wait{*this, now_ns()};
   activity_.store(kWaitingForRequests, std::memory_order_relaxed);
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   while (in_flight_.size() >= kMaxInFlight) {
@@ -331,8 +330,8 @@ std::string Proxy::state() const {
 void Proxy::retire() {
   while (!in_flight_.empty() && transport_->test(in_flight_.front().request)) {
     InFlight& f = in_flight_.front();
-    counters_.complete_ns.fetch_add(now_ns() - f.issued_ns, std::memory_order_relaxed);
-    counters_.completed.fetch_add(1, std::memory_order_relaxed);
+    bump<int64_t>(counters_.complete_ns, now_ns() - f.issued_ns);
+    bump<uint64_t>(counters_.completed, 1);
     if (f.quiet) store_release(flushed_, *f.quiet + 1);
     in_flight_.pop_front();
   }

@@ -237,12 +237,14 @@ TEST(Proxy, UcxAllocatedRegionsMapIntoPeersOverSharedMemory) {
 }
 
 // Proxy::stats counts what the proxy did: every descriptor, each data put,
-// each signal behind its fence, and every completion, with time spent > 0.
+// each signal behind its fence, and every completion, with time spent > 0
+// (FERRY_PROXY_STATS=1; without it the counts alone, times 0).
 TEST(Proxy, StatsCountWhatItDid) {
   const int world = mpi_size(), me = mpi_rank();
   constexpr size_t kBytes = 64 << 10;
   constexpr int kPuts = 20;
   auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  ScopedEnv timed("FERRY_PROXY_STATS", "1");
   HostNet net(*bootstrap, world * kBytes, 1, 64, kTimeout);
   const int peer = (me + 1) % world;
   const ferry::net::ProxyStats before = net.proxy->stats();
@@ -258,6 +260,21 @@ TEST(Proxy, StatsCountWhatItDid) {
   EXPECT_GT(after.complete_us, before.complete_us);
   EXPECT_GE(after.issue_us - before.issue_us, after.fence_us - before.fence_us);
   net.wait_signal((me + world - 1) % world, 0, 1, kTimeout);
+  bootstrap->barrier();
+}
+
+TEST(Proxy, StatsCountWithoutTimesByDefault) {
+  const int world = mpi_size(), me = mpi_rank();
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  ScopedEnv untimed("FERRY_PROXY_STATS", nullptr);
+  HostNet net(*bootstrap, world * 4096, 1, 64, kTimeout);
+  const ferry::net::ProxyStats before = net.proxy->stats();
+  net.put((me + 1) % world, me * 4096, me * 4096, 4096);
+  net.proxy->quiet();
+  const ferry::net::ProxyStats after = net.proxy->stats();
+  EXPECT_EQ(after.descriptors - before.descriptors, 2u);
+  EXPECT_EQ(after.issue_us, 0.0);
+  EXPECT_EQ(after.complete_us, 0.0);
   bootstrap->barrier();
 }
 
