@@ -176,9 +176,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t
 #endif
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  FERRY_NCCL_REAL(ncclCommFinalize);
-  FERRY_NCCL_COMM(c, comm, ncclCommFinalize);
-  return r.ncclCommFinalize(c->real);
+  FERRY_NCCL_FORWARD(ncclCommFinalize, comm, c->real);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -199,34 +197,24 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 #ifdef FERRY_NCCL_HAS_ncclCommRevoke
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
-  FERRY_NCCL_REAL(ncclCommRevoke);
-  FERRY_NCCL_COMM(c, comm, ncclCommRevoke);
-  return r.ncclCommRevoke(c->real, flags);
+  FERRY_NCCL_FORWARD(ncclCommRevoke, comm, c->real, flags);
 }
 #endif
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
-  FERRY_NCCL_REAL(ncclCommGetAsyncError);
-  FERRY_NCCL_COMM(c, comm, ncclCommGetAsyncError);
-  return r.ncclCommGetAsyncError(c->real, error);
+  FERRY_NCCL_FORWARD(ncclCommGetAsyncError, comm, c->real, error);
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  FERRY_NCCL_REAL(ncclCommCount);
-  FERRY_NCCL_COMM(c, comm, ncclCommCount);
-  return r.ncclCommCount(c->real, count);
+  FERRY_NCCL_FORWARD(ncclCommCount, comm, c->real, count);
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  FERRY_NCCL_REAL(ncclCommCuDevice);
-  FERRY_NCCL_COMM(c, comm, ncclCommCuDevice);
-  return r.ncclCommCuDevice(c->real, device);
+  FERRY_NCCL_FORWARD(ncclCommCuDevice, comm, c->real, device);
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  FERRY_NCCL_REAL(ncclCommUserRank);
-  FERRY_NCCL_COMM(c, comm, ncclCommUserRank);
-  return r.ncclCommUserRank(c->real, rank);
+  FERRY_NCCL_FORWARD(ncclCommUserRank, comm, c->real, rank);
 }
 
 // ---------------------------------------------------------------- memory and registration
@@ -242,44 +230,32 @@ ncclResult_t ncclMemFree(void* ptr) {
 }
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  FERRY_NCCL_REAL(ncclCommRegister);
-  FERRY_NCCL_COMM(c, comm, ncclCommRegister);
-  return r.ncclCommRegister(c->real, buff, size, handle);
+  FERRY_NCCL_FORWARD(ncclCommRegister, comm, c->real, buff, size, handle);
 }
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  FERRY_NCCL_REAL(ncclCommDeregister);
-  FERRY_NCCL_COMM(c, comm, ncclCommDeregister);
-  return r.ncclCommDeregister(c->real, handle);
+  FERRY_NCCL_FORWARD(ncclCommDeregister, comm, c->real, handle);
 }
 
 #ifdef FERRY_NCCL_HAS_ncclCommWindowRegister
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
-  FERRY_NCCL_REAL(ncclCommWindowRegister);
-  FERRY_NCCL_COMM(c, comm, ncclCommWindowRegister);
-  return r.ncclCommWindowRegister(c->real, buff, size, win, flags);
+  FERRY_NCCL_FORWARD(ncclCommWindowRegister, comm, c->real, buff, size, win, flags);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclCommWindowDeregister
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  FERRY_NCCL_REAL(ncclCommWindowDeregister);
-  FERRY_NCCL_COMM(c, comm, ncclCommWindowDeregister);
-  return r.ncclCommWindowDeregister(c->real, win);
+  FERRY_NCCL_FORWARD(ncclCommWindowDeregister, comm, c->real, win);
 }
 #endif
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
-  FERRY_NCCL_REAL(ncclRedOpCreatePreMulSum);
-  FERRY_NCCL_COMM(c, comm, ncclRedOpCreatePreMulSum);
-  return r.ncclRedOpCreatePreMulSum(op, scalar, type, residence, c->real);
+  FERRY_NCCL_FORWARD(ncclRedOpCreatePreMulSum, comm, op, scalar, type, residence, c->real);
 }
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  FERRY_NCCL_REAL(ncclRedOpDestroy);
-  FERRY_NCCL_COMM(c, comm, ncclRedOpDestroy);
-  return r.ncclRedOpDestroy(op, c->real);
+  FERRY_NCCL_FORWARD(ncclRedOpDestroy, comm, op, c->real);
 }
 
 // ---------------------------------------------------------------- collectives
@@ -310,71 +286,51 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclReduce);
-  FERRY_NCCL_COMM(c, comm, ncclReduce);
-  return r.ncclReduce(send, recv, count, type, op, root, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclReduce, comm, send, recv, count, type, op, root, c->real, stream);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                        cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclBcast);
-  FERRY_NCCL_COMM(c, comm, ncclBcast);
-  return r.ncclBcast(buff, count, type, root, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclBcast, comm, buff, count, type, root, c->real, stream);
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclBroadcast);
-  FERRY_NCCL_COMM(c, comm, ncclBroadcast);
-  return r.ncclBroadcast(send, recv, count, type, root, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclBroadcast, comm, send, recv, count, type, root, c->real, stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclReduceScatter);
-  FERRY_NCCL_COMM(c, comm, ncclReduceScatter);
-  return r.ncclReduceScatter(send, recv, count, type, op, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclReduceScatter, comm, send, recv, count, type, op, c->real, stream);
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclAllGather);
-  FERRY_NCCL_COMM(c, comm, ncclAllGather);
-  return r.ncclAllGather(send, recv, count, type, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclAllGather, comm, send, recv, count, type, c->real, stream);
 }
 
 ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
                           cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclAlltoAll);
-  FERRY_NCCL_COMM(c, comm, ncclAlltoAll);
-  return r.ncclAlltoAll(send, recv, count, type, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclAlltoAll, comm, send, recv, count, type, c->real, stream);
 }
 
 ncclResult_t ncclGather(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                         cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclGather);
-  FERRY_NCCL_COMM(c, comm, ncclGather);
-  return r.ncclGather(send, recv, count, type, root, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclGather, comm, send, recv, count, type, root, c->real, stream);
 }
 
 ncclResult_t ncclScatter(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                          cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclScatter);
-  FERRY_NCCL_COMM(c, comm, ncclScatter);
-  return r.ncclScatter(send, recv, count, type, root, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclScatter, comm, send, recv, count, type, root, c->real, stream);
 }
 
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclSend);
-  FERRY_NCCL_COMM(c, comm, ncclSend);
-  return r.ncclSend(send, count, type, peer, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclSend, comm, send, count, type, peer, c->real, stream);
 }
 
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclRecv);
-  FERRY_NCCL_COMM(c, comm, ncclRecv);
-  return r.ncclRecv(recv, count, type, peer, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclRecv, comm, recv, count, type, peer, c->real, stream);
 }
 
 // ---------------------------------------------------------------- groups

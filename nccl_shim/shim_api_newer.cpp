@@ -18,9 +18,7 @@ extern "C" {
 
 #ifdef FERRY_NCCL_HAS_ncclCommGetUniqueId
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
-  FERRY_NCCL_REAL(ncclCommGetUniqueId);
-  FERRY_NCCL_COMM(c, comm, ncclCommGetUniqueId);
-  return r.ncclCommGetUniqueId(c->real, uniqueId);
+  FERRY_NCCL_FORWARD(ncclCommGetUniqueId, comm, c->real, uniqueId);
 }
 #endif
 
@@ -71,17 +69,13 @@ ncclResult_t ncclCommResume(ncclComm_t comm) {
 
 #ifdef FERRY_NCCL_HAS_ncclCommMemStats
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
-  FERRY_NCCL_REAL(ncclCommMemStats);
-  FERRY_NCCL_COMM(c, comm, ncclCommMemStats);
-  return r.ncclCommMemStats(c->real, stat, value);
+  FERRY_NCCL_FORWARD(ncclCommMemStats, comm, c->real, stat, value);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclWinGetUserPtr
 ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
-  FERRY_NCCL_REAL(ncclWinGetUserPtr);
-  FERRY_NCCL_COMM(c, comm, ncclWinGetUserPtr);
-  return r.ncclWinGetUserPtr(c->real, win, outUserPtr);
+  FERRY_NCCL_FORWARD(ncclWinGetUserPtr, comm, c->real, win, outUserPtr);
 }
 #endif
 
@@ -89,26 +83,20 @@ ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUser
 ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
                            size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                            cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclPutSignal);
-  FERRY_NCCL_COMM(c, comm, ncclPutSignal);
-  return r.ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, c->real,
-                         stream);
+  FERRY_NCCL_FORWARD(ncclPutSignal, comm, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags,
+                     c->real, stream);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclSignal
 ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclSignal);
-  FERRY_NCCL_COMM(c, comm, ncclSignal);
-  return r.ncclSignal(peer, sigIdx, ctx, flags, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclSignal, comm, peer, sigIdx, ctx, flags, c->real, stream);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclWaitSignal
 ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream) {
-  FERRY_NCCL_REAL(ncclWaitSignal);
-  FERRY_NCCL_COMM(c, comm, ncclWaitSignal);
-  return r.ncclWaitSignal(nDesc, signalDescs, c->real, stream);
+  FERRY_NCCL_FORWARD(ncclWaitSignal, comm, nDesc, signalDescs, c->real, stream);
 }
 #endif
 
@@ -184,34 +172,26 @@ ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
 // communicator. The device communicator NCCL fills in is NCCL's own.
 #ifdef FERRY_NCCL_HAS_ncclDevCommCreate
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm) {
-  FERRY_NCCL_REAL(ncclDevCommCreate);
-  FERRY_NCCL_COMM(c, comm, ncclDevCommCreate);
-  return r.ncclDevCommCreate(c->real, reqs, outDevComm);
+  FERRY_NCCL_FORWARD(ncclDevCommCreate, comm, c->real, reqs, outDevComm);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclDevCommDestroy
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
-  FERRY_NCCL_REAL(ncclDevCommDestroy);
-  FERRY_NCCL_COMM(c, comm, ncclDevCommDestroy);
-  return r.ncclDevCommDestroy(c->real, devComm);
+  FERRY_NCCL_FORWARD(ncclDevCommDestroy, comm, c->real, devComm);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclGinBarrierCreateRequirement
 ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
                                              ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
-  FERRY_NCCL_REAL(ncclGinBarrierCreateRequirement);
-  FERRY_NCCL_COMM(c, comm, ncclGinBarrierCreateRequirement);
-  return r.ncclGinBarrierCreateRequirement(c->real, team, nBarriers, outHandle, outReq);
+  FERRY_NCCL_FORWARD(ncclGinBarrierCreateRequirement, comm, c->real, team, nBarriers, outHandle, outReq);
 }
 #endif
 
 #ifdef FERRY_NCCL_HAS_ncclCommQueryProperties
 ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props) {
-  FERRY_NCCL_REAL(ncclCommQueryProperties);
-  FERRY_NCCL_COMM(c, comm, ncclCommQueryProperties);
-  return r.ncclCommQueryProperties(c->real, props);
+  FERRY_NCCL_FORWARD(ncclCommQueryProperties, comm, c->real, props);
 }
 #endif
 

@@ -28,3 +28,10 @@
     return ferry::nccl_shim::fail(ncclInvalidArgument, std::string(#fn ": ") +                                   \
                                          (comm == nullptr ? "the communicator is null"                           \
                                                           : "not a live communicator (destroyed)"));
+
+// The whole body of a function that only forwards with `comm`'s real handle:
+// the arguments name it `c->real` in its place.
+#define FERRY_NCCL_FORWARD(fn, comm, ...) \
+  FERRY_NCCL_REAL(fn);                   \
+  FERRY_NCCL_COMM(c, comm, fn);          \
+  return r.fn(__VA_ARGS__)
