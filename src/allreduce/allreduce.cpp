@@ -112,6 +112,8 @@ LaunchTuning launch_tuning_from_env() {
   LaunchTuning t;
   t.one_shot_packs_per_thread = static_cast<size_t>(knobs::kOneShotPacksPerThread.value());
   t.one_shot_blocks = static_cast<size_t>(knobs::kOneShotBlocks.value());
+  t.one_shot_ll_blocks = static_cast<size_t>(knobs::kOneShotLlBlocks.value());
+  t.one_shot_ll_threads = static_cast<size_t>(knobs::kOneShotLlThreads.value()) / 32 * 32;
   t.two_shot_blocks = static_cast<size_t>(knobs::kTwoShotBlocks.value());
   t.two_shot_max_chunk_packs = knobs::kTwoShotMaxChunkPacks.value();
   t.two_shot_variant = knobs::kTwoShotVariant.value() == knobs::TwoShotVariant::kPull ? 0 : 1;

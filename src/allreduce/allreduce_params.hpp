@@ -72,6 +72,8 @@ FERRY_HOST_DEVICE inline size_t round_up(size_t v, size_t a) { return (v + a - 1
 struct LaunchTuning {
   size_t one_shot_packs_per_thread = 0;
   size_t one_shot_blocks = 0;
+  size_t one_shot_ll_blocks = 0;
+  size_t one_shot_ll_threads = 0;
   size_t two_shot_blocks = 0;
   size_t two_shot_max_chunk_packs = 0;
   int two_shot_variant = 1;  // Params::variant: 0 pull, 1 push

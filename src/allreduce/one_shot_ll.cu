@@ -95,15 +95,17 @@ size_t one_shot_ll_scratch_bytes(size_t capacity, int world_size) {
   return 2 * static_cast<size_t>(world_size) * round_up(capacity / kPackBytes * kLinesPerPack * kLineBytes, kSlotAlign);
 }
 
-void launch_one_shot_ll(const Params& p, const LaunchTuning& /*tuning*/, DataType type, ReduceOp op, int num_sms,
+void launch_one_shot_ll(const Params& p, const LaunchTuning& tuning, DataType type, ReduceOp op, int num_sms,
                         cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
-    const size_t want = (packs + kThreads - 1) / kThreads;
-    const size_t cap = std::min<size_t>(kMaxLlBlocks, std::min(num_sms, kMaxBlocks));
+    const size_t threads = tuning.one_shot_ll_threads ? tuning.one_shot_ll_threads : kThreads;
+    const size_t want = (packs + threads - 1) / threads;
+    const size_t max_blocks = tuning.one_shot_ll_blocks ? tuning.one_shot_ll_blocks : kMaxLlBlocks;
+    const size_t cap = std::min<size_t>(max_blocks, std::min(num_sms, kMaxBlocks));
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, cap)));
-    one_shot_ll_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
+    one_shot_ll_kernel<T, decltype(op_tag)::value><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();
   });
 }

@@ -138,6 +138,10 @@ inline constexpr Info kRegistry[] = {
         "one-shot: 16-byte packs per thread when sizing its grid (measurements)"),
     int_knob("FERRY_ONE_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 64", "blocks",
         "one-shot: most blocks per launch, within the SM budget (measurements)"),
+    int_knob("FERRY_ONE_SHOT_LL_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 64", "blocks",
+        "one-shot LL protocol: most blocks per launch, within the SM budget (measurements)"),
+    int_knob("FERRY_ONE_SHOT_LL_THREADS", "allreduce", 0, 256, "0", "built-in: 256", "threads",
+        "one-shot LL protocol: threads per block, a multiple of 32 (measurements)"),
     int_knob("FERRY_TWO_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: the SM budget", "blocks",
         "two-shot: most blocks per launch, at most 256 (measurements)"),
     size_knob("FERRY_TWO_SHOT_MAX_CHUNK_PACKS", "allreduce", 0, "0", "built-in: 2048, 8192 for shards of 2M+ packs",
@@ -274,6 +278,8 @@ inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("F
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
 inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
 inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");
+inline constexpr Knob<int64_t> kOneShotLlBlocks = handle<int64_t>("FERRY_ONE_SHOT_LL_BLOCKS");
+inline constexpr Knob<int64_t> kOneShotLlThreads = handle<int64_t>("FERRY_ONE_SHOT_LL_THREADS");
 inline constexpr Knob<int64_t> kTwoShotBlocks = handle<int64_t>("FERRY_TWO_SHOT_BLOCKS");
 inline constexpr Knob<uint64_t> kTwoShotMaxChunkPacks = handle<uint64_t>("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
 inline constexpr Knob<TwoShotVariant> kTwoShotVariant = handle<TwoShotVariant>("FERRY_TWO_SHOT_VARIANT");
