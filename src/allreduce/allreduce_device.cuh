@@ -15,6 +15,7 @@
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"
+#include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 
@@ -189,6 +190,40 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
     state->blocks_done = 0;
     state->epoch = state->epoch + 1;
   }
+}
+
+// ---------------------------------------------------------------- launches
+
+// NOTE [AllReduce launches]
+// The NVLink kernels are launched with programmatic stream serialization where
+// LaunchTuning::dependent_launch says so (compute capability 9.0+; off with
+// FERRY_ALLREDUCE_PDL=0). Every such kernel starts with start_launch(): it lets
+// the next launch on the stream start, then waits for the grid before it (done,
+// memory visible: what a kernel boundary gives). So back-to-back calls overlap
+// one call's launch and block placement with the previous call's tail, and
+// nothing a kernel reads (user input, the epoch, scratch, flags) is read before
+// the work ahead of it on the stream is complete. The next grid may start only
+// once every block of this one ran the trigger, so its waiting blocks never keep
+// this grid's blocks off the SMs. A grid launched without the attribute (user
+// kernels, the EP's send grids) waits for this one to complete, as usual.
+__device__ __forceinline__ void start_launch() {
+  device::allow_dependent_launch();
+  device::wait_prior_grid();
+}
+
+template <typename... Args>
+void launch_kernel(void (*kernel)(Args...), int blocks, int threads, const LaunchTuning& tuning,
+                   cudaStream_t stream, const Params& p) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = tuning.dependent_launch ? 1 : 0;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FERRY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
 }
 
 // ---------------------------------------------------------------- dispatch

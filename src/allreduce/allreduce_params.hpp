@@ -78,6 +78,7 @@ struct LaunchTuning {
   size_t two_shot_max_chunk_packs = 0;
   int two_shot_variant = 1;  // Params::variant: 0 pull, 1 push
   size_t one_shot_pipelined_step_packs = 0;
+  bool dependent_launch = false;  // NOTE [AllReduce launches]
 };
 LaunchTuning launch_tuning_from_env();
 

@@ -23,6 +23,7 @@ constexpr size_t kMaxOneShotBlocks = 64;
 // rank owns the same pack range), so each block raises and waits its own flags.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_kernel(Params p) {
+  start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   const uint64_t epoch = read_epoch(p.epoch);
@@ -86,8 +87,7 @@ void launch_one_shot(const Params& p, const LaunchTuning& tuning, DataType type,
     const size_t want = (packs + per_block - 1) / per_block;
     const size_t cap = std::min<size_t>(knob_blocks ? knob_blocks : kMaxOneShotBlocks, std::min(num_sms, kMaxBlocks));
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, cap)));
-    one_shot_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
-    FERRY_CUDA_CHECK_LAUNCH();
+    launch_kernel(one_shot_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning, stream, p);
   });
 }
 

@@ -30,6 +30,7 @@ __device__ __forceinline__ uint4 make_line(uint32_t a, uint32_t b, uint32_t tag)
 
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
+  start_launch();  // NOTE [AllReduce launches]
   const size_t num_packs = packs_of(p.count, sizeof(T));
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
@@ -105,8 +106,7 @@ void launch_one_shot_ll(const Params& p, const LaunchTuning& tuning, DataType ty
     const size_t max_blocks = tuning.one_shot_ll_blocks ? tuning.one_shot_ll_blocks : kMaxLlBlocks;
     const size_t cap = std::min<size_t>(max_blocks, std::min(num_sms, kMaxBlocks));
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, cap)));
-    one_shot_ll_kernel<T, decltype(op_tag)::value><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(p);
-    FERRY_CUDA_CHECK_LAUNCH();
+    launch_kernel(one_shot_ll_kernel<T, decltype(op_tag)::value>, blocks, static_cast<int>(threads), tuning, stream, p);
   });
 }
 

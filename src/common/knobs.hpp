@@ -126,6 +126,9 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_ALLREDUCE_LL_MAX_BYTES", "allreduce", 0, nullptr, "128 KiB on two ranks in a node, else 16 KiB",
         "bytes",
         "largest one-shot call using the LL protocol (at most its capacity); 0: never"),
+    bool_knob("FERRY_ALLREDUCE_PDL", "allreduce", "1", "",
+        "NVLink AllReduce kernels start while the previous grid on the stream finishes (programmatic dependent "
+        "launch, compute capability 9.0+); 0: plain launches (for comparisons)"),
     size_knob("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES", "allreduce", 0, nullptr, "2 MiB", "bytes",
         "two ranks in a node: one-shot calls above this run the pipelined one-shot"),
     size_knob("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS", "allreduce", 0, "0",
@@ -273,6 +276,7 @@ inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_
 inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PROXY_PUT_CHUNK_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceOneShotMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceLlMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL_MAX_BYTES");
+inline constexpr Knob<bool> kAllReducePdl = handle<bool>("FERRY_ALLREDUCE_PDL");
 inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES");
 inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");

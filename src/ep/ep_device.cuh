@@ -58,16 +58,8 @@ __device__ __forceinline__ uint64_t current_epoch(const Params& p, EpochKind kin
 // halves just run one after the other. (A side stream with event fork/join did
 // not give this: its receive blocks could take the free SMs before the send
 // grid's, seen as a combine timeout with 3 free SMs in EpRestrictedSms.)
-__device__ __forceinline__ void allow_receive_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_send_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void allow_receive_grid() { device::allow_dependent_launch(); }
+__device__ __forceinline__ void wait_for_send_grid() { device::wait_prior_grid(); }
 
 // Launches an EP kernel of p.num_blocks x kThreads; with p.overlapped_receive,
 // as the dependent grid of the send grid before it on `stream`.

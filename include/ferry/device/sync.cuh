@@ -33,4 +33,22 @@ __device__ __forceinline__ bool signal_wait_geq(const uint64_t* signal, uint64_t
   return wait_flag_geq(signal, expected, ctx, peer, phase);
 }
 
+// Programmatic dependent launch (compute capability 9.0+; elsewhere both return
+// at once). allow_dependent_launch: a grid launched after this one with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start once every block
+// of this grid ran it. wait_prior_grid: waits until the grid before this one on
+// the stream is complete and its memory visible (the kernel boundary's
+// guarantee); a grid started early must call it before touching memory that
+// earlier work writes.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 }  // namespace ferry::device
