@@ -54,7 +54,6 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 // parity e & 1) finished.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) {
-  start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
   __shared__ unsigned pushed;  // steps the push group finished (atomics: a flag, not data)
   if (threadIdx.x == 0) {
@@ -170,7 +169,8 @@ void launch_one_shot_pipelined(const Params& params, const LaunchTuning& tuning,
     const size_t packs = packs_of(p.count, sizeof(T)), per_block = (packs + blocks - 1) / blocks;
     const size_t max_steps = (size_t{1} << kStepBits) - 1;
     p.chunk_packs = std::max(p.chunk_packs, (per_block + max_steps - 1) / max_steps);
-    launch_kernel(one_shot_pipelined_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning, stream, p);
+    one_shot_pipelined_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
+    FERRY_CUDA_CHECK_LAUNCH();
   });
 }
 

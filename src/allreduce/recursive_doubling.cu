@@ -36,7 +36,6 @@ __host__ __device__ inline DoublingLayout doubling_layout(size_t capacity_bytes)
 // partner's step-0 data of e+1 arrived, sent after the partner finished e.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) recursive_doubling_kernel(Params p) {
-  start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
@@ -92,14 +91,15 @@ size_t recursive_doubling_scratch_bytes(size_t capacity, int /*world_size*/) {
   return l.work_offset + l.slot_bytes;
 }
 
-void launch_recursive_doubling(const Params& p, const LaunchTuning& tuning, DataType type, ReduceOp op,
+void launch_recursive_doubling(const Params& p, const LaunchTuning& /*tuning*/, DataType type, ReduceOp op,
                                int num_sms, cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t packs = packs_of(p.count, sizeof(T));
     const size_t want = (packs + kThreads - 1) / kThreads;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
-    launch_kernel(recursive_doubling_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning, stream, p);
+    recursive_doubling_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
+    FERRY_CUDA_CHECK_LAUNCH();
   });
 }
 

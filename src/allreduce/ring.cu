@@ -42,7 +42,6 @@ __host__ __device__ inline RingLayout ring_layout(size_t count_packs, size_t cap
 // kMaxNodeRanks + t (all-gather) of the receiver's row carry the epoch.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
-  start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
@@ -117,14 +116,15 @@ size_t ring_scratch_bytes(size_t capacity, int world_size) {
   return l.ag_offset + l.ag_slot_bytes * (world_size - 1);
 }
 
-void launch_ring(const Params& p, const LaunchTuning& tuning, DataType type, ReduceOp op, int num_sms,
+void launch_ring(const Params& p, const LaunchTuning& /*tuning*/, DataType type, ReduceOp op, int num_sms,
                  cudaStream_t stream) {
   dispatch_type_op(type, op, [&](auto type_tag, auto op_tag) {
     using T = decltype(type_tag);
     const size_t shard = (packs_of(p.count, sizeof(T)) + p.world_size() - 1) / p.world_size();
     const size_t want = (shard + kThreads - 1) / kThreads;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
-    launch_kernel(ring_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning, stream, p);
+    ring_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
+    FERRY_CUDA_CHECK_LAUNCH();
   });
 }
 

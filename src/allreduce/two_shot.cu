@@ -45,7 +45,6 @@ __host__ __device__ inline ShardLayout shard_layout(size_t count_packs, size_t c
 // they grow across steps and launches.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
-  start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   const uint64_t epoch = read_epoch(p.epoch);
@@ -189,7 +188,8 @@ void launch_two_shot(const Params& params, const LaunchTuning& tuning, DataType 
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
     const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));
-    launch_kernel(two_shot_kernel<T, decltype(op_tag)::value>, blocks, threads, tuning, stream, p);
+    two_shot_kernel<T, decltype(op_tag)::value><<<blocks, threads, 0, stream>>>(p);
+    FERRY_CUDA_CHECK_LAUNCH();
   });
 }
 

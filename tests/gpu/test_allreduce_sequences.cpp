@@ -199,4 +199,65 @@ TEST(AllReduce, ThousandBackToBackCalls) {
   CK(cudaFree(pool));
 }
 
+// Each call reads the output of the call before it on the stream (a chain of 6
+// int64 sums, nothing else between them, one synchronization at the end): the
+// one-shot kernels start before the previous grid ends (NOTE [AllReduce
+// launches]) and must read their input only after it completes. Every rank
+// derives every rank's input from the shared seed; after the chain each element
+// is world^5 x the sum over ranks of its first input.
+TEST(AllReduce, ChainedCallsReadThePreviousOutput) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  const int world = s.comm->size(), rank = s.comm->rank();
+  constexpr int kChain = 6;
+  // LL, fenced one-shot and (two ranks) both one-shot forms; other algorithms as they come.
+  for (size_t count : {size_t{1000}, size_t{40000}, size_t{200000}}) {
+    std::vector<AllReduceAlgorithm> algos = supported(s);
+    algos.push_back(AllReduceAlgorithm::kAuto);
+    for (AllReduceAlgorithm algo : algos) {
+      SCOPED_TRACE(std::string(algo_id(algo)) + ", count " + std::to_string(count));
+      const uint64_t seed = s.next_seed();
+      auto input = [&](int r, size_t i) {
+        return static_cast<int64_t>(allreduce_mix(seed ^ (uint64_t(r) << 40) ^ i) % 101) - 50;
+      };
+      std::vector<int64_t> host(count), expected(count);
+      int64_t scale = 1;
+      for (int c = 1; c < kChain; ++c) scale *= world;
+      for (size_t i = 0; i < count; ++i) {
+        host[i] = input(rank, i);
+        int64_t sum = 0;
+        for (int r = 0; r < world; ++r) sum += input(r, i);
+        expected[i] = sum * scale;
+      }
+      int64_t* buf[3] = {};
+      for (auto& b : buf) CK(cudaMalloc(&b, count * sizeof(int64_t)));
+      CK(cudaMemcpyAsync(buf[0], host.data(), count * sizeof(int64_t), cudaMemcpyHostToDevice, s.stream));
+      CK(cudaMemsetAsync(buf[1], 0xff, count * sizeof(int64_t), s.stream));
+      CK(cudaMemsetAsync(buf[2], 0xff, count * sizeof(int64_t), s.stream));
+      std::string error;
+      try {
+        for (int c = 0; c < kChain; ++c) {
+          const int64_t* in = c == 0 ? buf[0] : buf[1 + (c - 1) % 2];
+          s.ar->run(in, buf[1 + c % 2], count, DataType::kInt64, ReduceOp::kSum, s.stream, algo);
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::vector<int64_t> result(count, 0);
+      CK(cudaMemcpyAsync(result.data(), buf[1 + (kChain - 1) % 2], count * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                         s.stream));
+      CK(cudaStreamSynchronize(s.stream));
+      for (auto b : buf) CK(cudaFree(b));
+      size_t wrong = 0, first_wrong = count;
+      for (size_t i = 0; i < count; ++i)
+        if (result[i] != expected[i] && wrong++ == 0) first_wrong = i;
+      EXPECT_TRUE(error.empty()) << error;
+      EXPECT_EQ(wrong, 0u) << "first wrong element " << first_wrong << ": got "
+                           << (first_wrong < count ? result[first_wrong] : 0) << ", expected "
+                           << (first_wrong < count ? expected[first_wrong] : 0);
+      ASSERT_TRUE(all_ranks(error.empty() && wrong == 0));
+    }
+  }
+}
+
 }  // namespace
