@@ -17,7 +17,7 @@ typedef struct {
   unsigned long long allreduce_ferry;     /* ncclAllReduce calls ferry ran */
   unsigned long long allreduce_forwarded; /* ncclAllReduce calls handed to the real NCCL */
   int ferry_serves;                       /* 1: ferry is set up on this communicator */
-  size_t max_bytes;                       /* largest call ferry takes (0 when it serves none) */
+  size_t max_bytes;                       /* its AllReduce's max_bytes: larger calls run in pieces of it (0: serves none) */
   const char* no_ferry;                   /* why ferry does not serve it ("" when it does); lives as long as
                                              the process (records are never freed) */
 } ferryNcclShimStats_t;

@@ -4,6 +4,7 @@
 // handle unwrapped (NOTE [Shim communicators]).
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -65,8 +66,30 @@ std::string not_for_ferry(const ncclComm* c, size_t count, ncclDataType_t type, 
   if (!ferry_op(op)) return "an op ferry's AllReduce lacks";
   const size_t bytes = count * ferry::dtype_size(*t);
   if (bytes == 0) return "no elements";
-  if (bytes > c->allreduce->max_bytes()) return "larger than FERRY_NCCL_SHIM_MAX_BYTES";
   return "";
+}
+
+// Calls larger than the AllReduce's max_bytes (FERRY_NCCL_SHIM_MAX_BYTES) run as
+// pieces of max_bytes, one after another on the stream (the op is elementwise,
+// so pieces are independent; each keeps the pointers' alignment, max_bytes
+// being a multiple of 16). A piece that ferry refuses is refused before
+// anything launched, since every piece has the first one's type, op and
+// alignment, so NCCL can still take the whole call. 2xH200, bf16, ferry-bench:
+// 64 MB in ferry 213 us vs NCCL 248, so 128-256 MB calls gain from ferry too.
+void run_in_pieces(ferry::AllReduce& allreduce, const void* send, void* recv, size_t count, ferry::DataType type,
+                   ferry::ReduceOp op, cudaStream_t stream) {
+  const size_t elem = ferry::dtype_size(type);
+  const size_t piece = std::max<size_t>(1, allreduce.max_bytes() / 16 * 16 / elem);
+  for (size_t done = 0; done < count; done += piece) {
+    try {
+      allreduce.run(static_cast<const char*>(send) + done * elem, static_cast<char*>(recv) + done * elem,
+                    std::min(piece, count - done), type, op, stream);
+    } catch (const ferry::InvalidArgument& e) {
+      if (done == 0) throw;  // nothing launched: NCCL may take the call
+      // Not expected (see above); an in-place call half reduced must not go to NCCL.
+      FERRY_THROW(ferry::Error, "a later piece was refused: " << e.what());
+    }
+  }
 }
 
 // The end of every ncclCommInit*: NCCL's result (ncclInProgress: a non-blocking
@@ -267,7 +290,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   std::string why = ferry::nccl_shim::shim_on() ? not_for_ferry(c, count, type, op) : "FERRY_NCCL_SHIM=off";
   if (why.empty()) {
     try {
-      c->allreduce->run(send, recv, count, *ferry_type(type), *ferry_op(op), stream);
+      run_in_pieces(*c->allreduce, send, recv, count, *ferry_type(type), *ferry_op(op), stream);
       c->allreduce_ferry.fetch_add(1, std::memory_order_relaxed);
       log_route(c, count, type, op, "ferry", "");
       return ncclSuccess;

@@ -247,7 +247,8 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   state_->tuning = launch_tuning_from_env();
   int cc_major = 0;
   FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, comm_.device()));
-  state_->tuning.dependent_launch = knobs::kAllReducePdl.value() && cc_major >= 9;  // NOTE [AllReduce launches]
+  state_->tuning.dependent_launch =  // NOTE [AllReduce launches]
+      knobs::kAllReducePdl.value() && cc_major >= 9 && comm_.ranks_sharing_device() <= 1;
   // Two ranks: one-shot calls above this run pipelined (NOTE [Pipelined one-shot]).
   state_->pipelined_min_bytes = kOneShotPipelinedEntry.unsupported(state_->shape).empty()
                                     ? knobs::kAllReducePipelinedMinBytes.read_or(size_t{2} << 20)

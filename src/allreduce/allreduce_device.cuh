@@ -197,24 +197,30 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
 // NOTE [AllReduce launches]
 // The latency-bound kernels (one-shot, fenced and LL: calls up to 2 MiB) are
 // launched with programmatic stream serialization where
-// LaunchTuning::dependent_launch says so (compute capability 9.0+; off with
-// FERRY_ALLREDUCE_PDL=0). Such a kernel starts with start_launch(): it lets the
-// next launch on the stream start, then waits for the grid before it (done,
-// memory visible: what a kernel boundary gives). So back-to-back calls overlap
-// one call's launch and block placement with the previous call's tail (2xH200,
-// bf16, graph replay: 8 KB 4.5 -> 4.0 us, 128 KB 5.7 -> 5.3; eager
-// all_reduce_perf through the NCCL shim, 128 KB 6.5 -> 5.9), and nothing a
-// kernel reads (user input, the epoch, scratch, flags) is read before the work
-// ahead of it on the stream is complete. The next grid may start only once
-// every block of this one ran the trigger, so its waiting blocks never keep
-// this grid's blocks off the SMs. A grid launched without the attribute (user
-// kernels, the other algorithms) waits for this one to complete, as usual.
-// The bandwidth-bound kernels (two-shot, the pipelined one-shot) stay plain
-// launches: with the attribute, two-shot calls of 1 MB took 3-6% longer and
-// calls split into several launches (64-128 MB) varied up to 4%.
+// LaunchTuning::dependent_launch says so (compute capability 9.0+, one rank per
+// GPU; off with FERRY_ALLREDUCE_PDL=0). Such a kernel starts with
+// start_launch(): it waits for the grid before it on the stream (done, memory
+// visible: what a kernel boundary gives), then lets the next launch start. So
+// the next call's launch and block placement overlap this call (2xH200, bf16,
+// graph replay: 8 KB 4.5 -> 4.0 us, 128 KB 5.7 -> 5.3; eager all_reduce_perf
+// through the NCCL shim, 128 KB 6.5 -> 5.9), and nothing a kernel reads (user
+// input, the epoch, scratch, flags) is read before the work ahead of it on the
+// stream is complete.
+// The trigger comes after the wait on purpose: triggered first, every queued
+// call can become resident at once, each waiting on the one before, and fill
+// the GPU. (That version timed out in the one-shot exchange with 4 and 8 ranks
+// sharing 2 GPUs under MPS, where a peer's blocks need the same SMs; this is
+// the likely cause.) After the wait, at most the next grid waits beside a
+// running one. Ranks sharing a GPU still get plain launches: a waiting grid per
+// rank could still crowd out a peer's grid on the same GPU.
+// A grid launched without the attribute (user kernels, the other algorithms)
+// waits for this one to complete, as usual. The bandwidth-bound kernels
+// (two-shot, the pipelined one-shot) stay plain launches: with the attribute,
+// two-shot calls of 1 MB took 3-6% longer, and calls split into several
+// launches (64-128 MB) varied by up to 4%.
 __device__ __forceinline__ void start_launch() {
-  device::allow_dependent_launch();
   device::wait_prior_grid();
+  device::allow_dependent_launch();
 }
 
 template <typename... Args>

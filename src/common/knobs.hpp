@@ -182,7 +182,8 @@ inline constexpr Info kRegistry[] = {
     string_knob("FERRY_NCCL_LIBRARY", "nccl_shim", nullptr, "the NCCL found at build time, else libnccl.so.2",
         "the real NCCL the shim loads (dlopen) and forwards to"),
     size_knob("FERRY_NCCL_SHIM_MAX_BYTES", "nccl_shim", 0, "67108864", "", "bytes",
-        "largest ncclAllReduce ferry takes (its AllReduce's max_bytes per communicator); larger ones go to NCCL"),
+        "ferry's AllReduce max_bytes per communicator (its memory); larger ncclAllReduce calls run on ferry in "
+        "pieces of this size"),
     size_knob("FERRY_MPI_ALLGATHER_CHUNK_BYTES", "test", 1, "1073741824", "", "bytes",
         "largest piece one MPI_Allgather of MpiBootstrap moves per rank (above INT_MAX counts as INT_MAX); lower "
         "it to exercise the chunked path"),

@@ -72,7 +72,7 @@ ferryNcclShimStats_t stats(ncclComm_t comm) {
 // The shim's policy (docs/nccl-shim.md): ferry takes an ungrouped ncclAllReduce
 // of fp32/fp16/bf16 with a built-in op, 1..max_bytes bytes, on a communicator it serves.
 bool expect_ferry(const ferryNcclShimStats_t& s, ncclDataType_t t, ncclRedOp_t op, size_t count) {
-  return s.ferry_serves != 0 && ferry_type(t) && ferry_op(op) && count > 0 && count * type_size(t) <= s.max_bytes;
+  return s.ferry_serves != 0 && ferry_type(t) && ferry_op(op) && count > 0;  // larger than max_bytes: in pieces
 }
 
 std::string label(ncclDataType_t t, ncclRedOp_t op, size_t count, bool in_place) {
@@ -133,18 +133,22 @@ TEST_F(ShimGpu, EveryOpTypeAndSmallSize) {
   }
 }
 
-// 1 MiB .. FERRY_NCCL_SHIM_MAX_BYTES (ferry), one element more (forwarded), an odd count.
+// 1 MiB .. FERRY_NCCL_SHIM_MAX_BYTES (ferry's AllReduce's max_bytes), one element
+// more and twice it plus an odd count (ferry, in pieces of max_bytes), in and
+// out of place.
 TEST_F(ShimGpu, LargeSizesUpToAndPastTheLimit) {
-  DeviceBuffer a(g.limit + 64), b(g.limit + 64);
+  DeviceBuffer a(2 * g.limit + 4096), b(2 * g.limit + 4096);
   ASSERT_TRUE(a.ptr && b.ptr);
   uint64_t tag = 5000;
   for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclFloat16, ncclFloat64, ncclInt32, ncclInt64}) {
     const size_t e = type_size(t);
-    for (size_t count : {(size_t{1} << 20) / e, (size_t{16} << 20) / e + 3, g.limit / e, g.limit / e + 1}) {
+    for (size_t count : {(size_t{1} << 20) / e, (size_t{16} << 20) / e + 3, g.limit / e, g.limit / e + 1,
+                         2 * g.limit / e + 1001}) {
       allreduce_case(g.comm, t, ncclSum, count, false, ++tag, g.stream, a.ptr, b.ptr);
       if (HasFatalFailure()) return;
     }
     allreduce_case(g.comm, t, ncclMax, (size_t{16} << 20) / e, true, ++tag, g.stream, a.ptr, b.ptr);
+    allreduce_case(g.comm, t, ncclMin, g.limit / e + 3, true, ++tag, g.stream, a.ptr, b.ptr);
     if (HasFatalFailure()) return;
   }
   allreduce_case(g.comm, ncclInt8, ncclSum, size_t{16} << 20, false, ++tag, g.stream, a.ptr, b.ptr);  // forwarded
