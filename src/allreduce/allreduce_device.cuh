@@ -223,16 +223,20 @@ __device__ __forceinline__ void start_launch() {
   device::allow_dependent_launch();
 }
 
+// Every NVLink AllReduce launch: `dependent` asks for programmatic stream
+// serialization (the one-shot kernels, NOTE [AllReduce launches]). The launch
+// returns its own error, so an earlier failed runtime call of the caller's is
+// not reported as this launch's (as cudaGetLastError after <<<>>> would).
 template <typename... Args>
-void launch_kernel(void (*kernel)(Args...), int blocks, int threads, const LaunchTuning& tuning,
-                   cudaStream_t stream, const Params& p) {
+void launch_kernel(void (*kernel)(Args...), int blocks, int threads, bool dependent, cudaStream_t stream,
+                   const Params& p) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = tuning.dependent_launch ? 1 : 0;
+  attribute.val.programmaticStreamSerializationAllowed = dependent ? 1 : 0;
   config.attrs = &attribute;
   config.numAttrs = 1;
   FERRY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));

@@ -87,7 +87,7 @@ void launch_one_shot(const Params& p, const LaunchTuning& tuning, DataType type,
     const size_t want = (packs + per_block - 1) / per_block;
     const size_t cap = std::min<size_t>(knob_blocks ? knob_blocks : kMaxOneShotBlocks, std::min(num_sms, kMaxBlocks));
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, cap)));
-    launch_kernel(one_shot_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning, stream, p);
+    launch_kernel(one_shot_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning.dependent_launch, stream, p);
   });
 }
 

@@ -106,7 +106,8 @@ void launch_one_shot_ll(const Params& p, const LaunchTuning& tuning, DataType ty
     const size_t max_blocks = tuning.one_shot_ll_blocks ? tuning.one_shot_ll_blocks : kMaxLlBlocks;
     const size_t cap = std::min<size_t>(max_blocks, std::min(num_sms, kMaxBlocks));
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, cap)));
-    launch_kernel(one_shot_ll_kernel<T, decltype(op_tag)::value>, blocks, static_cast<int>(threads), tuning, stream, p);
+    launch_kernel(one_shot_ll_kernel<T, decltype(op_tag)::value>, blocks, static_cast<int>(threads),
+                  tuning.dependent_launch, stream, p);
   });
 }
 

@@ -169,8 +169,8 @@ void launch_one_shot_pipelined(const Params& params, const LaunchTuning& tuning,
     const size_t packs = packs_of(p.count, sizeof(T)), per_block = (packs + blocks - 1) / blocks;
     const size_t max_steps = (size_t{1} << kStepBits) - 1;
     p.chunk_packs = std::max(p.chunk_packs, (per_block + max_steps - 1) / max_steps);
-    one_shot_pipelined_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
-    FERRY_CUDA_CHECK_LAUNCH();
+    launch_kernel(one_shot_pipelined_kernel<T, decltype(op_tag)::value>, blocks, kThreads, /*dependent=*/false,
+                  stream, p);
   });
 }
 

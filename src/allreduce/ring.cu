@@ -123,8 +123,7 @@ void launch_ring(const Params& p, const LaunchTuning& /*tuning*/, DataType type,
     const size_t shard = (packs_of(p.count, sizeof(T)) + p.world_size() - 1) / p.world_size();
     const size_t want = (shard + kThreads - 1) / kThreads;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
-    ring_kernel<T, decltype(op_tag)::value><<<blocks, kThreads, 0, stream>>>(p);
-    FERRY_CUDA_CHECK_LAUNCH();
+    launch_kernel(ring_kernel<T, decltype(op_tag)::value>, blocks, kThreads, /*dependent=*/false, stream, p);
   });
 }
 

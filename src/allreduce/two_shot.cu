@@ -188,8 +188,7 @@ void launch_two_shot(const Params& params, const LaunchTuning& tuning, DataType 
     const size_t chunks = (shard + chunk - 1) / chunk;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(chunks, max_blocks)));
     const int threads = static_cast<int>(std::min<size_t>(kMaxThreads, chunk));
-    two_shot_kernel<T, decltype(op_tag)::value><<<blocks, threads, 0, stream>>>(p);
-    FERRY_CUDA_CHECK_LAUNCH();
+    launch_kernel(two_shot_kernel<T, decltype(op_tag)::value>, blocks, threads, /*dependent=*/false, stream, p);
   });
 }
 

@@ -137,7 +137,7 @@ TEST_F(ShimGpu, EveryOpTypeAndSmallSize) {
 // more and twice it plus an odd count (ferry, in pieces of max_bytes), in and
 // out of place.
 TEST_F(ShimGpu, LargeSizesUpToAndPastTheLimit) {
-  DeviceBuffer a(2 * g.limit + 4096), b(2 * g.limit + 4096);
+  DeviceBuffer a(2 * g.limit + 16384), b(2 * g.limit + 16384);  // 2 x limit + 1001 elements of 8 bytes
   ASSERT_TRUE(a.ptr && b.ptr);
   uint64_t tag = 5000;
   for (ncclDataType_t t : {ncclFloat32, ncclBfloat16, ncclFloat16, ncclFloat64, ncclInt32, ncclInt64}) {

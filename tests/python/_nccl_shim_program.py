@@ -24,7 +24,7 @@ import torch.distributed as dist
 R = dist.ReduceOp
 OPS = {"sum": R.SUM, "max": R.MAX, "min": R.MIN, "avg": R.AVG, "prod": R.PRODUCT}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64,
-          "int32": torch.int32}
+          "int32": torch.int32, "int8": torch.int8}
 
 
 def inputs(rank, tag, n, dtype, op):
@@ -71,7 +71,7 @@ def cases():
             for n in ((1 << 20) + 3, 4 << 20):
                 tag += 1
                 yield f"{dt} {op} {n}", tag, n, dt, op
-    for dt in ("fp64", "int32"):  # dtypes ferry lacks: forwarded
+    for dt in ("fp64", "int32", "int8"):  # ferry has fp64 and int32; int8 it lacks: forwarded
         tag += 1
         yield f"{dt} sum 4099", tag, 4099, dt, "sum"
 

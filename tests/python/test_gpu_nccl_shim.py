@@ -7,10 +7,10 @@ with LD_PRELOAD=ferry.nccl_shim_path(), FERRY_NCCL_SHIM_LOG=1 and
 FERRY_NCCL_LIBRARY set to the very NCCL torch loads (so the shim forwards to
 the library torch was built for), and once plain. Each run checks every result
 against its own host reference (all_reduce sum/max/min/avg/prod of fp32, bf16,
-fp16 at 1 element to 4M elements, fp64 and int32 which ferry lacks, eager and
+fp16 at 1 element to 4M elements, fp64, int32, and int8 which ferry lacks, eager and
 replayed CUDA graphs); the test then requires every case right in both runs,
 equal result bytes between the runs, and the shim's log to show ferry took
-ncclAllReduce calls (and forwarded the fp64/int32 ones).
+ncclAllReduce calls (fp64 and int32 among them) and forwarded the int8 one.
 
 Skipped under torchrun (its ranks would hold the GPUs and wait in their next
 collective while this runs; scripts/device_nccl_shim.sh runs it alone with
@@ -142,10 +142,12 @@ def test_torch_all_reduce_through_the_shim(tmp_path):
     routes = ROUTE.findall(log_shim)
     took = sum(1 for _, route in routes if route == "ferry")
     forwarded_types = {int(t) for t, route in routes if route == "NCCL"}
+    ferry_types = {int(t) for t, route in routes if route == "ferry"}
     print(f"\n[nccl-shim] torch {torch.__version__}, NCCL {shim[0]['nccl']} ({real}): ferry took {took} "
           f"ncclAllReduce calls, NCCL {len(routes) - took}")
     assert took > 0, "the shim's log shows no ncclAllReduce on ferry:\n" + _tail(log_shim)
-    # fp64 (ncclFloat64 = 8) and int32 (ncclInt32 = 2) go to NCCL.
-    assert {2, 8} <= forwarded_types, f"fp64/int32 calls not forwarded: {sorted(forwarded_types)}"
+    # fp64 (ncclFloat64 = 8) and int32 (ncclInt32 = 2) run on ferry; int8 (ncclInt8 = 0) goes to NCCL.
+    assert {2, 8} <= ferry_types, f"fp64/int32 calls not on ferry: {sorted(ferry_types)}"
+    assert 0 in forwarded_types, f"the int8 call was not forwarded: {sorted(forwarded_types)}"
     if bench:
         print(_bench_table(plain[0], shim[0]))
