@@ -98,7 +98,8 @@ void launch_recursive_doubling(const Params& p, const LaunchTuning& /*tuning*/, 
     const size_t packs = packs_of(p.count, sizeof(T));
     const size_t want = (packs + kThreads - 1) / kThreads;
     const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, std::min(num_sms, kMaxBlocks))));
-    launch_kernel(recursive_doubling_kernel<T, decltype(op_tag)::value>, blocks, kThreads, /*dependent=*/false, stream, p);
+    launch_kernel(recursive_doubling_kernel<T, decltype(op_tag)::value>, blocks, kThreads, /*dependent=*/false,
+                  stream, p);
   });
 }
 
