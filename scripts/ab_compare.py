@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""Medians of an A/B's CSVs (scripts/ab_bench.sh allreduce): per (impl, algorithm, dtype, bytes) the
+median time over rounds of each side and new/base, then the range of new/base over ferry's rows.
+
+    python3 scripts/ab_compare.py OUT_DIR [TAG]     (reads OUT_DIR/ab_<TAG>{base,new}_<round>.csv)
+"""
+import collections
+import csv
+import glob
+import statistics
+import sys
+
+
+def main():
+    folder, tag = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
+    times = collections.defaultdict(list)
+    for path in glob.glob(f"{folder}/ab_{tag}*.csv"):
+        side = "base" if "_base_" in path else "new"
+        for row in csv.DictReader(open(path)):
+            key = (row["impl"], row["algorithm"], row["dtype"], int(row["bytes"]))
+            times[key + (side,)].append(float(row["time_us"]))
+    ratios = []
+    for key in sorted({k[:4] for k in times}):
+        if key + ("base",) not in times or key + ("new",) not in times:
+            continue
+        base, new = statistics.median(times[key + ("base",)]), statistics.median(times[key + ("new",)])
+        ratios.append((key, new / base))
+        print("%-6s %-10s %-5s %10d  base %9.2f  new %9.2f  new/base %.3f" % (*key, base, new, new / base))
+    ferry = [r for k, r in ratios if k[0] == "ferry"]
+    if ferry:
+        print("ferry new/base: min %.3f max %.3f" % (min(ferry), max(ferry)))
+
+
+if __name__ == "__main__":
+    main()
