@@ -157,8 +157,8 @@ class EpLayout:
     # CUDA int64 [local_experts + 1]: first row of each expert, then the end (rank_rows:
     # first entry of each expert in expert_rows, then the end)
     expert_offsets: torch.Tensor
-    host_expert_counts: Optional[List[int]]  # high-throughput: the counts on the host; low-latency: None
-    num_rows: int                      # high-throughput: rows of output (padding included); low-latency: -1
+    host_expert_counts: Optional[List[int]]  # high-throughput: the counts on the host; low-latency, sync=False: None
+    num_rows: int                      # high-throughput: rows of output (padding included); low-latency, sync=False: -1
     scales: Optional[torch.Tensor]     # fp8: float32 [rows, hidden // 128]; else None
     num_tokens: int                    # tokens this rank dispatched
     local_experts: int
@@ -237,21 +237,34 @@ class EpLayer:
 
     # ---------------------------------------------------------------- operations
     def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]], exp_indices: torch.Tensor,
-                 weight: Optional[torch.Tensor] = None):
-        """-> (output, weights, layout). See docs/python.md for the shapes per mode and layout."""
+                 weight: Optional[torch.Tensor] = None, *, sync: bool = True):
+        """-> (output, weights, layout). See docs/python.md for the shapes per mode and layout.
+        sync=False (high-throughput): no host synchronization, so the call can be captured in a
+        CUDA graph; the outputs then span the layer's capacity and the counts stay on the GPU
+        (NOTE [EpLayer dispatch without sync])."""
         buffer = self._live("dispatch")
         spec = self.spec
+        if not isinstance(sync, bool):
+            raise InvalidArgument(f"EpLayer.dispatch: sync must be a bool, got {type(sync).__name__}")
         tokens, views = _dispatch_views(input, exp_indices, weight)
         num_tokens = _rows(tokens)
         if weight is None:  # NOTE [EpLayer unweighted dispatch]
             views[2] = tensor_view(self._ones[:num_tokens])
         high_throughput = spec.mode == "high_throughput"
         rank_rows = spec.layout == "rank_rows"  # high-throughput only (EpSpec.validate)
+        synced = high_throughput and sync
         # The buffer checks the arguments (src/ep/ep_args.hpp) before launching anything.
-        result = buffer.dispatch(*views, current_stream(self.device), sync_counts=high_throughput)
+        result = buffer.dispatch(*views, current_stream(self.device), sync_counts=synced)
         local = result.local_experts
         capacity_rows = result.capacity_rows
-        rows = result.num_rows if high_throughput else capacity_rows
+        # NOTE [EpLayer dispatch without sync]
+        # Unsynchronized, the host knows no row count: output, weights, scales and
+        # row_experts span capacity_rows (rows past the real ones hold nothing
+        # meaningful), expert_rows spans index_capacity, num_rows and
+        # num_index_entries are -1 and host_expert_counts is None. The real extents
+        # are on the GPU (expert_counts, expert_offsets, source_offsets), and combine
+        # takes expert_output of capacity_rows rows (the C++ check then needs rows >= 0).
+        rows = result.num_rows if synced else capacity_rows
         rows_shape = (rows,) if high_throughput else (local, result.capacity_per_expert)
         output = self._view("tokens", result.tokens, (capacity_rows, spec.hidden), spec.dtype)[:rows]
         output = standalone(output.view(rows_shape + (spec.hidden,)))
@@ -268,7 +281,7 @@ class EpLayer:
             scales = standalone(scales[:rows])
         rank_rows_fields = {}
         if rank_rows:
-            entries = result.num_index_entries
+            entries = result.num_index_entries if synced else result.index_capacity
             row_experts = self._view("row_experts", result.row_experts, (capacity_rows, spec.topk), torch.int32)
             expert_rows = self._view("expert_rows", result.expert_rows, (result.index_capacity,), torch.int32)
             rank_rows_fields = dict(
@@ -276,12 +289,12 @@ class EpLayer:
                 expert_rows=standalone(expert_rows[:entries]),
                 source_offsets=self._view("source_offsets", result.source_offsets, (spec.world_size + 1,),
                                           torch.int64),
-                num_index_entries=entries)
+                num_index_entries=entries if synced else -1)
         layout = EpLayout(
             expert_counts=self._view("expert_counts", result.expert_counts, (local,), torch.int32),
             expert_offsets=self._view("expert_offsets", result.expert_offsets, (local + 1,), torch.int64),
-            host_expert_counts=list(result.host_expert_counts) if high_throughput else None,
-            num_rows=result.num_rows if high_throughput else -1,
+            host_expert_counts=list(result.host_expert_counts) if synced else None,
+            num_rows=result.num_rows if synced else -1,
             scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle, **rank_rows_fields)
         return output, weights, layout
 

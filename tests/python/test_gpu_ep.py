@@ -9,6 +9,8 @@ round-to-nearest), then a stand-in expert (row * a factor of its global expert
 id) feeds combine, checked against the weighted sum with a bf16 tolerance.
 Bad calls are made by every rank alike (host checks, no communication).
 """
+import dataclasses
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -189,6 +191,58 @@ def test_low_latency_cuda_graph(layers, dist_env, kind):
     p = problem(env, kind=kind, routing="drops", seed=stable_seed("graph", kind, "eager"))
     failures += [f"eager round after the replays: {m}" for m in run_round(layer, p, env, "low_latency")]
     check_all_ranks(failures, f"low_latency graph {kind}")
+
+
+def test_high_throughput_cuda_graph_without_sync(layers, dist_env):
+    """dispatch(sync=False) + the stand-in expert (each row times its expert's
+    factor, the row's expert found on the GPU from expert_offsets) + combine,
+    captured once and replayed with new tokens, routing and weights; after each
+    replay the output, cut to the device extents, meets the synchronized
+    contract checks and the combine matches the reference."""
+    env, layer = dist_env, layers("high_throughput")
+    p0 = problem(env, counts="full", seed=stable_seed("ht graph", "warm"))
+    L = p0.local_experts
+    x_s, idx_s, w_s = make_input(p0, env.rank).api_args(env.device, torch.int64)
+    factor = expert_factor(torch.arange(env.rank * L, (env.rank + 1) * L)).to(env.device)
+
+    def step():
+        output, weights, layout = layer.dispatch(x_s, idx_s, w_s, sync=False)
+        rows = torch.arange(output.shape[0], device=env.device)
+        expert = torch.searchsorted(layout.expert_offsets[1:], rows, right=True).clamp(max=L - 1)
+        y = (output.float() * factor[expert][:, None]).to(BF16)
+        return output, weights, layout, layer.combine(y, layout)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        output, weights, layout, combined = step()
+
+    failures = []
+    if layout.num_rows != -1 or layout.host_expert_counts is not None:
+        failures.append(f"unsynced layout has host counts: {layout.num_rows}, {layout.host_expert_counts}")
+    for i, routing in enumerate(("uniform", "skewed", "drops")):
+        p = problem(env, counts="full", routing=routing, seed=stable_seed("ht graph", i))
+        mine = make_input(p, env.rank)
+        inputs = gather_inputs(mine)
+        x, idx, w = mine.api_args(env.device, torch.int64)
+        for static, new in zip((x_s, idx_s, w_s), (x, idx, w)):
+            static.copy_(new)
+        combined.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        rows = int(layout.expert_offsets[-1].item())
+        cut = dataclasses.replace(layout, num_rows=rows, host_expert_counts=layout.expert_counts.tolist())
+        f, _, rows_ok = dispatch_failures(p, inputs, env.rank, "high_throughput", 1, output[:rows],
+                                          None if weights is None else weights[:rows], cut)
+        if rows_ok:
+            f += combine_failures(p, mine, combined)
+        failures += [f"replay {i} ({routing}): {m}" for m in f]
+    del graph
+    check_all_ranks(failures, "high_throughput graph without sync")
 
 
 # ---------------------------------------------------------------- bad calls

@@ -166,6 +166,91 @@ def test_only_the_latest_layout_combines(layers, expert_weights, node_only):
     check_all_ranks(failures, "rank_rows latest layout after a stale one")
 
 
+def _synced_view(output, weights, layout):
+    """The unsynchronized dispatch's result cut to its real extents (read from the
+    GPU here, as the caller of a captured graph would), as a synchronized dispatch
+    returns it (NOTE [EpLayer dispatch without sync] in python/ferry/_ep.py)."""
+    rows = int(layout.source_offsets[-1].item())
+    entries = int(layout.expert_offsets[-1].item())
+    cut = dataclasses.replace(layout, num_rows=rows, num_index_entries=entries,
+                              host_expert_counts=layout.expert_counts.tolist(),
+                              row_experts=layout.row_experts[:rows], expert_rows=layout.expert_rows[:entries],
+                              scales=None if layout.scales is None else layout.scales[:rows])
+    return output[:rows], (None if weights is None else weights[:rows]), cut
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_dispatch_without_sync(layers, expert_weights, node_only, kind):
+    """dispatch(sync=False): outputs span the capacity, num_rows / num_index_entries
+    are -1 and host_expert_counts None; cut to the device extents, the result meets
+    the same contract checks as a synchronized one, and combine takes it."""
+    env = node_only
+    layer = layers(kind)
+    p = Problem(env.world, kind, True, "drops", "varied", seed=stable_seed("rank_rows nosync", kind))
+    mine = make_input(p, env.rank)
+    inputs = gather_inputs(mine)
+    output, weights, layout = layer.dispatch(*mine.api_args(env.device, p.idx_dtype), sync=False)
+    failures = []
+    if layout.num_rows != -1 or layout.num_index_entries != -1 or layout.host_expert_counts is not None:
+        failures.append(f"unsynced layout has host counts: num_rows {layout.num_rows}, entries "
+                        f"{layout.num_index_entries}, host_expert_counts {layout.host_expert_counts}")
+    if output.shape[0] < int(layout.source_offsets[-1].item()):
+        failures.append(f"unsynced output has {output.shape[0]} rows, fewer than the real ones")
+    out_rows, out_weights, cut = _synced_view(output, weights, layout)
+    more, gemm_ok = dispatch_failures(p, inputs, env.rank, out_rows, out_weights, cut)
+    failures += more
+    L = p.local_experts
+    y = grouped_gemm(out_rows, out_weights, cut, expert_weights[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
+        torch.zeros((out_rows.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    combined = layer.combine(y, layout)
+    if gemm_ok:
+        failures += output_failures(p, mine, expert_weights, combined)
+    check_all_ranks(failures, f"rank_rows {kind} dispatch(sync=False)")
+
+
+def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only):
+    """dispatch(sync=False) and combine of the rows as they came (no expert: combine
+    sums each token's rows, one per rank it reached) captured in one CUDA graph,
+    replayed with new tokens and routing copied into the captured inputs: every
+    token's output is round_bf16(x * (ranks it reached)) (zeros for none)."""
+    env = node_only
+    layer = layers("bf16")
+    p0 = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("rank_rows graph", 0))
+    x0, idx0, w0 = make_input(p0, env.rank).api_args(env.device, torch.int64)
+    x_in, idx_in, w_in = x0.clone(), idx0.clone(), w0.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture (views, lazy kernel loading)
+        rows, _, lay = layer.dispatch(x_in, idx_in, w_in, sync=False)
+        layer.combine(rows, lay)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: only this thread's unsafe calls (a host sync in the layer) break the capture.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        rows, _, lay = layer.dispatch(x_in, idx_in, w_in, sync=False)
+        out = layer.combine(rows, lay)
+    failures = []
+    L = p0.local_experts
+    for replay in range(3):
+        p = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("rank_rows graph", replay + 1))
+        x, idx, w = make_input(p, env.rank).api_args(env.device, torch.int64)
+        x_in.copy_(x)
+        idx_in.copy_(idx)
+        w_in.copy_(w)
+        graph.replay()
+        torch.cuda.synchronize()
+        ranks = torch.where(idx >= 0, idx // L, torch.full_like(idx, -1))
+        reached = torch.stack([(ranks == r).any(dim=1) for r in range(env.world)], dim=1).sum(dim=1)
+        want = (x.float() * reached[:, None].float()).to(BF16)
+        bad = (out != want).any(dim=1)
+        if bad.any():
+            t = int(bad.nonzero()[0])
+            failures.append(f"replay {replay}: {int(bad.sum())} tokens wrong, first {t} (reached {int(reached[t])})")
+    del graph
+    check_all_ranks(failures, "rank_rows dispatch + combine in a CUDA graph")
+
+
 def test_bad_combine_arguments(layers, expert_weights, node_only):
     """expert_output must be bf16 [rows >= num_rows, H], contiguous, on the
     layer's GPU; out bf16 [T, H]. Each bad call raises on every rank before any
