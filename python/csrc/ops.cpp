@@ -46,6 +46,25 @@ constexpr ep::ArgNames kEpLayerNames{
     .owner = "EpLayer",
 };
 
+// The same for EpLayer's halves (dispatch_send ... combine_recv), each named as itself.
+constexpr ep::ArgNames kEpLayerHalfNames{
+    .dispatch = "EpLayer.dispatch_send",
+    .dispatch_recv = "EpLayer.dispatch_recv",
+    .combine = "EpLayer.combine_send",
+    .combine_recv = "EpLayer.combine_recv",
+    .tokens = "input",
+    .scales = "input[1] (scales)",
+    .topk_idx = "exp_indices",
+    .topk_weights = "weight",
+    .expert_outputs = "expert_output",
+    .out = "out",
+    .handle = "handle (layout)",
+    .max_tokens = "max_tokens",
+    .dispatch_type = "the EpLayer's dtype",
+    .with_weights = "with_weights",
+    .owner = "EpLayer",
+};
+
 // The checks of an EpLayer call without a buffer; device < 0: the device is not checked.
 ep::CallContext layer_context(const EpConfig& config, int world_size, int device) {
   return ep::CallContext{config, world_size, ep::DeviceRule{device, ep::cuda_pointer_device}, kEpLayerNames};
@@ -190,6 +209,42 @@ void bind_ep(nb::module_& m) {
             b.combine(expert_outputs, handle, out, as_stream(stream));
           },
           nb::arg("expert_outputs"), nb::arg("handle"), nb::arg("out"), nb::arg("stream"))
+      // The halves (include/ferry/ep.hpp): each returns once its kernels are queued.
+      .def(
+          "dispatch_send",
+          [](EpBuffer& b, const TensorView& tokens, const TensorView& topk_idx, const TensorView& topk_weights,
+             const TensorView& scales, uintptr_t stream, std::optional<EpHandle> reuse) {
+            DispatchOptions options;
+            if (reuse) options.reuse = &*reuse;
+            const ep::ScopedArgNames names(kEpLayerHalfNames);
+            return b.dispatch_send(tokens, topk_idx, topk_weights, scales, as_stream(stream), options);
+          },
+          nb::arg("tokens"), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("scales"), nb::arg("stream"),
+          nb::arg("reuse") = nb::none())
+      .def(
+          "dispatch_recv",
+          [](EpBuffer& b, const EpHandle& handle, uintptr_t stream, bool sync_counts) {
+            DispatchOptions options;
+            options.sync_counts = sync_counts;
+            const ep::ScopedArgNames names(kEpLayerHalfNames);
+            nb::gil_scoped_release release;  // sync_counts waits for the stream
+            return b.dispatch_recv(handle, as_stream(stream), options);
+          },
+          nb::arg("handle"), nb::arg("stream"), nb::arg("sync_counts") = true)
+      .def(
+          "combine_send",
+          [](EpBuffer& b, const TensorView& expert_outputs, const EpHandle& handle, uintptr_t stream) {
+            const ep::ScopedArgNames names(kEpLayerHalfNames);
+            b.combine_send(expert_outputs, handle, as_stream(stream));
+          },
+          nb::arg("expert_outputs"), nb::arg("handle"), nb::arg("stream"))
+      .def(
+          "combine_recv",
+          [](EpBuffer& b, const EpHandle& handle, const TensorView& out, uintptr_t stream) {
+            const ep::ScopedArgNames names(kEpLayerHalfNames);
+            b.combine_recv(handle, out, as_stream(stream));
+          },
+          nb::arg("handle"), nb::arg("out"), nb::arg("stream"))
       .def("check_errors", &EpBuffer::check_errors)
       .def_prop_ro("local_experts", &EpBuffer::local_experts)
       .def_prop_ro("world_size", &EpBuffer::world_size)

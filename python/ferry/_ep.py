@@ -103,12 +103,12 @@ def _rows(tokens: torch.Tensor) -> int:
     return tokens.shape[0] if tokens.dim() > 0 else 0
 
 
-def _dispatch_views(input, exp_indices, weight):
+def _dispatch_views(input, exp_indices, weight, indices_required: bool = True):
     """The torch side of dispatch's checks; -> (tokens, [tokens, exp_indices,
     weight, scales] views). The C++ checks do the rest."""
     tokens, scales = split_input(_DISPATCH, input)
     views = [tensor_view(tokens, _DISPATCH, "input", required=True),
-             tensor_view(exp_indices, _DISPATCH, "exp_indices", required=True),
+             tensor_view(exp_indices, _DISPATCH, "exp_indices", required=indices_required),
              tensor_view(weight, _DISPATCH, "weight"),
              tensor_view(scales, _DISPATCH, _SCALES, required=scales is not None)]
     return tokens, views
@@ -169,6 +169,14 @@ class EpLayout:
     expert_rows: Optional[torch.Tensor] = None     # CUDA int32 [num_index_entries]: per expert its rows, ascending; padding -1
     source_offsets: Optional[torch.Tensor] = None  # CUDA int64 [world + 1]: first row of each source rank, then the end
     num_index_entries: int = -1                    # entries of expert_rows (expert_offsets[-1], padding included)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpDispatchHandle:
+    """What EpLayer.dispatch_send returns and dispatch_recv takes."""
+    handle: "_C.EpHandle" = dataclasses.field(repr=False)
+    num_tokens: int
+    weighted: bool  # dispatch_send got weights (else dispatch_recv returns weights None)
 
 
 class EpLayer:
@@ -236,25 +244,71 @@ class EpLayer:
         return cached[1]
 
     # ---------------------------------------------------------------- operations
-    def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]], exp_indices: torch.Tensor,
-                 weight: Optional[torch.Tensor] = None, *, sync: bool = True):
+    def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
+                 exp_indices: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None, *, sync: bool = True,
+                 reuse: Optional[EpLayout] = None):
         """-> (output, weights, layout). See docs/python.md for the shapes per mode and layout.
         sync=False (high-throughput): no host synchronization, so the call can be captured in a
         CUDA graph; the outputs then span the layer's capacity and the counts stay on the GPU
-        (NOTE [EpLayer dispatch without sync])."""
+        (NOTE [EpLayer dispatch without sync]). reuse=layout (the latest one): new tokens and
+        weights with that dispatch's routing, skipping the routing step (exp_indices is ignored
+        and may be None)."""
         buffer = self._live("dispatch")
-        spec = self.spec
+        synced = self._synced(sync, "dispatch")
+        num_tokens, views = self._send_views(input, exp_indices, weight, reuse)
+        # The buffer checks the arguments (src/ep/ep_args.hpp) before launching anything.
+        result = buffer.dispatch(*views, current_stream(self.device), sync_counts=synced,
+                                 reuse=self._reused(reuse, "dispatch"))
+        return self._outputs(result, num_tokens, weight is not None, synced)
+
+    def dispatch_send(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
+                      exp_indices: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None, *,
+                      reuse: Optional[EpLayout] = None) -> "EpDispatchHandle":
+        """The send half of dispatch: queues the writes to the peers and returns; other work may
+        run on the stream before dispatch_recv. Order on one layer: dispatch_send, dispatch_recv,
+        combine_send, combine_recv."""
+        buffer = self._live("dispatch_send")
+        num_tokens, views = self._send_views(input, exp_indices, weight, reuse)
+        handle = buffer.dispatch_send(*views, current_stream(self.device), reuse=self._reused(reuse, "dispatch_send"))
+        return EpDispatchHandle(handle, num_tokens, weight is not None)
+
+    def dispatch_recv(self, handle: "EpDispatchHandle", *, sync: bool = True):
+        """The receive half: waits (on the device) for the peers' rows; -> what dispatch returns."""
+        buffer = self._live("dispatch_recv")
+        if not isinstance(handle, EpDispatchHandle):
+            raise InvalidArgument(f"EpLayer.dispatch_recv: handle must be what dispatch_send returned, got "
+                                  f"{type(handle).__name__}")
+        synced = self._synced(sync, "dispatch_recv")
+        result = buffer.dispatch_recv(handle.handle, current_stream(self.device), sync_counts=synced)
+        return self._outputs(result, handle.num_tokens, handle.weighted, synced)
+
+    def _synced(self, sync, where: str) -> bool:
         if not isinstance(sync, bool):
-            raise InvalidArgument(f"EpLayer.dispatch: sync must be a bool, got {type(sync).__name__}")
-        tokens, views = _dispatch_views(input, exp_indices, weight)
+            raise InvalidArgument(f"EpLayer.{where}: sync must be a bool, got {type(sync).__name__}")
+        return self.spec.mode == "high_throughput" and sync
+
+    def _reused(self, reuse, where: str):
+        if reuse is None:
+            return None
+        if not isinstance(reuse, EpLayout):
+            raise InvalidArgument(f"EpLayer.{where}: reuse must be the EpLayout of this layer's latest dispatch, "
+                                  f"got {type(reuse).__name__}")
+        return reuse.handle
+
+    def _send_views(self, input, exp_indices, weight, reuse):
+        """The torch side of a dispatch's checks; -> (num_tokens, views). With reuse, exp_indices
+        may be None (the buffer ignores it)."""
+        tokens, views = _dispatch_views(input, exp_indices, weight, indices_required=reuse is None)
         num_tokens = _rows(tokens)
         if weight is None:  # NOTE [EpLayer unweighted dispatch]
             views[2] = tensor_view(self._ones[:num_tokens])
+        return num_tokens, views
+
+    def _outputs(self, result, num_tokens: int, weighted: bool, synced: bool):
+        """(output, weights, layout) over the buffer's regions for one dispatch result."""
+        spec = self.spec
         high_throughput = spec.mode == "high_throughput"
         rank_rows = spec.layout == "rank_rows"  # high-throughput only (EpSpec.validate)
-        synced = high_throughput and sync
-        # The buffer checks the arguments (src/ep/ep_args.hpp) before launching anything.
-        result = buffer.dispatch(*views, current_stream(self.device), sync_counts=synced)
         local = result.local_experts
         capacity_rows = result.capacity_rows
         # NOTE [EpLayer dispatch without sync]
@@ -269,10 +323,10 @@ class EpLayer:
         output = self._view("tokens", result.tokens, (capacity_rows, spec.hidden), spec.dtype)[:rows]
         output = standalone(output.view(rows_shape + (spec.hidden,)))
         weights = None
-        if weight is not None and rank_rows:  # [rows, topk]: each slot's weight, 0 where not here
+        if weighted and rank_rows:  # [rows, topk]: each slot's weight, 0 where not here
             weights = self._view("row_weights", result.row_weights, (capacity_rows, spec.topk), torch.float32)
             weights = standalone(weights[:rows])
-        elif weight is not None:
+        elif weighted:
             weights = self._view("weights", result.weights, (capacity_rows,), torch.float32)[:rows]
             weights = standalone(weights.view(rows_shape))
         scales = None
@@ -314,6 +368,32 @@ class EpLayer:
         buffer.combine(expert_view, layout.handle, out_view, current_stream(self.device))
         return out
 
+    def combine_send(self, expert_output: torch.Tensor, layout: EpLayout) -> None:
+        """The send half of combine: queues this rank's partial sums to the tokens' home ranks.
+        Rank rows: combine_recv reads this rank's own rows from expert_output in place, so it
+        must stay as it is until combine_recv has run on the device."""
+        buffer = self._live("combine_send")
+        self._check_layout(layout, "combine_send")
+        expert_view = tensor_view(expert_output, "EpLayer.combine_send", "expert_output", required=True)
+        buffer.combine_send(expert_view, layout.handle, current_stream(self.device))
+
+    def combine_recv(self, layout: EpLayout, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The receive half: waits (on the device) for the partial sums; -> [num_tokens, hidden] bf16."""
+        buffer = self._live("combine_recv")
+        self._check_layout(layout, "combine_recv")
+        out_view = tensor_view(out, "EpLayer.combine_recv", "out")
+        if out is None:
+            out = torch.empty((layout.num_tokens, self.spec.hidden), dtype=torch.bfloat16, device=self.device)
+            out_view = tensor_view(out)
+        buffer.combine_recv(layout.handle, out_view, current_stream(self.device))
+        return out
+
+    @staticmethod
+    def _check_layout(layout, where: str) -> None:
+        if not isinstance(layout, EpLayout):
+            raise InvalidArgument(f"EpLayer.{where}: layout must be the EpLayout this layer's dispatch returned, "
+                                  f"got {type(layout).__name__}")
+
     def barrier(self) -> None:
         """Waits for this rank's work on the current stream (raising any device
         error), then for every rank of the group."""
@@ -336,4 +416,4 @@ class EpLayer:
             self.comm = None  # type: ignore[assignment]
 
 
-__all__ = ["EpLayer", "EpLayout", "EpSpec", "check_dispatch_args", "check_combine_args"]
+__all__ = ["EpDispatchHandle", "EpLayer", "EpLayout", "EpSpec", "check_dispatch_args", "check_combine_args"]

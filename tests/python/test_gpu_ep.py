@@ -65,14 +65,24 @@ def gather_inputs(mine):
     return gathered
 
 
-def run_round(layer, p: Problem, env, mode, alignment=1, out_given=False, keep=None):
+def run_round(layer, p: Problem, env, mode, alignment=1, out_given=False, keep=None, halves=False, reuse=None,
+              mine=None):
     """One dispatch + stand-in expert + combine on every rank; returns failures
-    (and puts the layout in keep["layout"] when `keep` is given)."""
-    mine = make_input(p, env.rank)
+    (and puts the layout in keep["layout"] when `keep` is given). halves: through
+    dispatch_send/dispatch_recv and combine_send/combine_recv, with other work
+    queued on the stream between each pair. reuse: the layout whose routing the
+    dispatch reuses (mine, this rank's input, then carries that routing)."""
+    mine = make_input(p, env.rank) if mine is None else mine
     inputs = gather_inputs(mine)
     x, idx, w = mine.api_args(env.device, p.idx_dtype)
     before = [t.clone() for t in (x if isinstance(x, tuple) else (x,)) + (idx,) + ((w,) if w is not None else ())]
-    output, weights, layout = layer.dispatch(x, idx, w)
+    if halves:
+        handle = layer.dispatch_send(x, None if reuse is not None else idx, w, reuse=reuse)
+        busy = torch.randn(256, 256, device=env.device)
+        busy = busy @ busy  # the caller's work between the halves
+        output, weights, layout = layer.dispatch_recv(handle)
+    else:
+        output, weights, layout = layer.dispatch(x, None if reuse is not None else idx, w, reuse=reuse)
     failures, ref, rows_ok = dispatch_failures(p, inputs, env.rank, mode, alignment, output, weights, layout)
     after = (x if isinstance(x, tuple) else (x,)) + (idx,) + ((w,) if w is not None else ())
     if any(not torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(after, before)):
@@ -81,7 +91,12 @@ def run_round(layer, p: Problem, env, mode, alignment=1, out_given=False, keep=N
     y = stand_in_outputs(p, env.rank, output, layout.scales, ref) if rows_ok else \
         torch.zeros(output.shape, dtype=BF16, device=env.device)
     out = torch.full((mine.num_tokens, p.hidden), float("nan"), dtype=BF16, device=env.device) if out_given else None
-    combined = layer.combine(y, layout, out=out)
+    if halves:
+        layer.combine_send(y, layout)
+        busy = busy @ busy
+        combined = layer.combine_recv(layout, out=out)
+    else:
+        combined = layer.combine(y, layout, out=out)
     if keep is not None:
         keep["layout"] = layout
     if out is not None and combined is not out:
@@ -191,6 +206,39 @@ def test_low_latency_cuda_graph(layers, dist_env, kind):
     p = problem(env, kind=kind, routing="drops", seed=stable_seed("graph", kind, "eager"))
     failures += [f"eager round after the replays: {m}" for m in run_round(layer, p, env, "low_latency")]
     check_all_ranks(failures, f"low_latency graph {kind}")
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+@pytest.mark.parametrize("mode", MODES)
+def test_halves(layers, dist_env, mode, kind):
+    """dispatch_send / dispatch_recv / combine_send / combine_recv with other work
+    queued between each pair, two rounds in a row (with and without weights)."""
+    env, layer = dist_env, layers(mode, kind)
+    failures = []
+    for i, with_weights in enumerate((True, False)):
+        p = problem(env, kind=kind, routing="drops", with_weights=with_weights, seed=stable_seed("halves", mode, i))
+        failures += [f"round {i}: {m}" for m in run_round(layer, p, env, mode, halves=True, out_given=i == 0)]
+    check_all_ranks(failures, f"{mode} {kind} halves")
+
+
+@pytest.mark.parametrize("halves", [False, True], ids=["whole", "halves"])
+@pytest.mark.parametrize("mode", MODES)
+def test_reuse_routing(layers, dist_env, mode, halves):
+    """dispatch(reuse=layout): new tokens and weights with the latest dispatch's
+    routing (exp_indices None), checked against that routing; then a fresh
+    dispatch works again."""
+    env, layer = dist_env, layers(mode)
+    p1 = problem(env, counts="full", routing="drops", seed=stable_seed("reuse", mode, halves, 1))
+    keep = {}
+    failures = [f"first: {m}" for m in run_round(layer, p1, env, mode, keep=keep)]
+    first = make_input(p1, env.rank)
+    p2 = problem(env, counts="full", routing="drops", seed=stable_seed("reuse", mode, halves, 2))
+    mine = dataclasses.replace(make_input(p2, env.rank), idx=first.idx)  # new tokens and weights, old routing
+    failures += [f"reused: {m}" for m in run_round(layer, p2, env, mode, halves=halves, reuse=keep["layout"],
+                                                   mine=mine)]
+    p3 = problem(env, routing="skewed", seed=stable_seed("reuse", mode, halves, 3))
+    failures += [f"after: {m}" for m in run_round(layer, p3, env, mode)]
+    check_all_ranks(failures, f"{mode} reuse ({'halves' if halves else 'whole'})")
 
 
 def test_high_throughput_cuda_graph_without_sync(layers, dist_env):

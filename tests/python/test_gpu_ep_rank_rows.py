@@ -251,6 +251,32 @@ def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only):
     check_all_ranks(failures, "rank_rows dispatch + combine in a CUDA graph")
 
 
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_halves(layers, expert_weights, node_only, kind):
+    """dispatch_send / dispatch_recv / combine_send / combine_recv, with other work
+    queued between each pair: the same contract and combine checks as a round of
+    dispatch + combine."""
+    env = node_only
+    layer = layers(kind)
+    p = Problem(env.world, kind, True, "drops", "varied", seed=stable_seed("rank_rows halves", kind))
+    mine = make_input(p, env.rank)
+    inputs = gather_inputs(mine)
+    handle = layer.dispatch_send(*mine.api_args(env.device, p.idx_dtype))
+    busy = torch.randn(256, 256, device=env.device)
+    busy = busy @ busy
+    output, weights, layout = layer.dispatch_recv(handle)
+    failures, gemm_ok = dispatch_failures(p, inputs, env.rank, output, weights, layout)
+    L = p.local_experts
+    y = grouped_gemm(output, weights, layout, expert_weights[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
+        torch.zeros((output.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    layer.combine_send(y, layout)
+    busy = busy @ busy
+    combined = layer.combine_recv(layout)
+    if gemm_ok:
+        failures += output_failures(p, mine, expert_weights, combined)
+    check_all_ranks(failures, f"rank_rows {kind} halves")
+
+
 def test_bad_combine_arguments(layers, expert_weights, node_only):
     """expert_output must be bf16 [rows >= num_rows, H], contiguous, on the
     layer's GPU; out bf16 [T, H]. Each bad call raises on every rank before any
