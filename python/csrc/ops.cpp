@@ -47,23 +47,16 @@ constexpr ep::ArgNames kEpLayerNames{
 };
 
 // The same for EpLayer's halves (dispatch_send ... combine_recv), each named as itself.
-constexpr ep::ArgNames kEpLayerHalfNames{
-    .dispatch = "EpLayer.dispatch_send",
-    .dispatch_recv = "EpLayer.dispatch_recv",
-    .combine = "EpLayer.combine_send",
-    .combine_recv = "EpLayer.combine_recv",
-    .tokens = "input",
-    .scales = "input[1] (scales)",
-    .topk_idx = "exp_indices",
-    .topk_weights = "weight",
-    .expert_outputs = "expert_output",
-    .out = "out",
-    .handle = "handle (layout)",
-    .max_tokens = "max_tokens",
-    .dispatch_type = "the EpLayer's dtype",
-    .with_weights = "with_weights",
-    .owner = "EpLayer",
-};
+constexpr ep::ArgNames layer_half_names() {
+  ep::ArgNames names = kEpLayerNames;
+  names.dispatch = "EpLayer.dispatch_send";
+  names.dispatch_recv = "EpLayer.dispatch_recv";
+  names.combine = "EpLayer.combine_send";
+  names.combine_recv = "EpLayer.combine_recv";
+  names.handle = "handle (layout)";
+  return names;
+}
+constexpr ep::ArgNames kEpLayerHalfNames = layer_half_names();
 
 // The checks of an EpLayer call without a buffer; device < 0: the device is not checked.
 ep::CallContext layer_context(const EpConfig& config, int world_size, int device) {

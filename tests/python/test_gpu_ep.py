@@ -106,6 +106,22 @@ def run_round(layer, p: Problem, env, mode, alignment=1, out_given=False, keep=N
     return failures
 
 
+def capture(step):
+    """step() run once on a side stream (warm-up outside the capture), then
+    captured; -> (graph, what the captured step returned)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: only this thread's unsafe calls (a host sync in the layer)
+    # break the capture, not torch's NCCL watchdog thread.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        result = step()
+    return graph, result
+
+
 def _id(v):
     return str(v).replace("torch.", "")
 
@@ -174,16 +190,7 @@ def test_low_latency_cuda_graph(layers, dist_env, kind):
         y = (vals * factor[:, None, None]).to(BF16)
         return output, weights, layout, layer.combine(y, layout)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    # thread_local: only this thread's unsafe calls (a host sync in the layer)
-    # break the capture, not torch's NCCL watchdog thread.
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        output, weights, layout, combined = step()
+    graph, (output, weights, layout, combined) = capture(step)
 
     failures = []
     for i, routing in enumerate(("uniform", "skewed", "drops", "uniform")):
@@ -260,14 +267,7 @@ def test_high_throughput_cuda_graph_without_sync(layers, dist_env):
         y = (output.float() * factor[expert][:, None]).to(BF16)
         return output, weights, layout, layer.combine(y, layout)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        output, weights, layout, combined = step()
+    graph, (output, weights, layout, combined) = capture(step)
 
     failures = []
     if layout.num_rows != -1 or layout.host_expert_counts is not None:
