@@ -85,6 +85,9 @@ Options parse_options(std::vector<std::string> args) {
   options.use_nccl = !parser.take_flag("--no-nccl");
   options.check = parser.take_flag("--check");
   options.halves = parser.take_flag("--halves");
+  if (parser.take_flag("--stages")) options.stages_settle_us = 20000;
+  if (auto v = parser.take_value("--stages-settle-us"))
+    options.stages_settle_us = parse_positive_int("--stages-settle-us", *v);
   parser.finish();
 
   if (options.hidden % kScaleBlock != 0) {
@@ -210,6 +213,16 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
                   case_name.c_str(), h.step_us[0], h.step_us[1], h.step_us[2], h.step_us[3], h.step_us[4]);
   }
 
+  if (options.stages_settle_us > 0) {
+    const StageTimes st = time_ep_stages({ep, tokens, topk_idx, topk_weights, scales, expert_view, out_view},
+                                         options, bootstrap, stream);
+    if (bootstrap.rank() == 0)
+      std::printf("  %s stages (us, each receive half after its data landed, settle %d us): dispatch_send %.1f  "
+                  "dispatch_recv %.1f  combine_send %.1f  combine_recv %.1f\n",
+                  case_name.c_str(), options.stages_settle_us, st.dispatch_send, st.dispatch_recv_landed,
+                  st.combine_send, st.combine_recv_landed);
+  }
+
   if (options.check) {
     const CheckRecord dispatched =
         rank_rows ? check_dispatch_rank_rows(check, last, nullptr) : check_dispatch(check, last, nullptr);
@@ -269,6 +282,10 @@ void print_ep_usage(std::FILE* out) {
       "  --no-nccl            skip the NCCL baseline\n"
       "  --halves             also time dispatch_send, dispatch_recv, combine_send, combine_recv one\n"
       "                       after another (no overlap), and dispatch_send reusing the layout\n"
+      "  --stages             also time the halves one by one, each receive half started after\n"
+      "                       every rank's send half finished and 20 ms more (--stages-settle-us US):\n"
+      "                       its local work without the wait for the data (with --halves: the wait\n"
+      "                       is the difference); eager launches, for cross-node splits\n"
       "  --check              verify each case, after an eager round and again after the timed ones:\n"
       "                       per local expert the row count, every row (ordered by source rank, then\n"
       "                       token) against the regenerated source token (bf16 exact, fp8 within its\n"

@@ -39,6 +39,7 @@ struct Options {
   bool use_nccl = true;
   bool check = false;
   bool halves = false;  // also time the four halves one after another
+  int stages_settle_us = 0;  // > 0 (--stages): also time each receive half after its data arrived (ep_stages.cpp)
   std::vector<EpLayout> layouts{EpLayout::kExpanded, EpLayout::kRankRows};  // high-throughput; ll: expanded
 };
 
@@ -161,5 +162,21 @@ CheckRecord check_combine(const CheckContext& c, const void* out);
 
 // Every rank's record; rank 0 prints the failures. True when all ranks passed.
 bool report_check(Bootstrap& bootstrap, const CheckRecord& mine, const std::string& case_name, const char* stage);
+
+// ------------------------------------------------------------------ stages (ep_stages.cpp)
+
+// What a case's buffer and views are, for time_ep_stages.
+struct StageCall {
+  EpBuffer& ep;
+  TensorView tokens, topk_idx, topk_weights, scales, expert_outputs, out;
+};
+struct StageTimes {  // us: median over iterations, max over ranks
+  double dispatch_send = 0, dispatch_recv_landed = 0, combine_send = 0, combine_recv_landed = 0;
+};
+// --stages: the halves one by one, each receive half started only after every
+// rank's send half finished and options.stages_settle_us more passed (the data
+// has landed), so a receive half's time is its local work alone; the --halves
+// line's receive time minus this one is the wait for the data. Collective.
+StageTimes time_ep_stages(const StageCall& call, const Options& options, Bootstrap& bootstrap, cudaStream_t stream);
 
 }  // namespace ferry::bench::ep_detail

@@ -1,0 +1,90 @@
+// ferry-bench ep --stages: where a call's time goes, by half, with the network's
+// part taken out of the receive halves (ep_check.hpp, time_ep_stages). Eager
+// launches and host waits between the halves, so no graph: each half's time is
+// its events' elapsed time, median over iterations, max over ranks.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "ep_check.hpp"
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::bench::ep_detail {
+namespace {
+
+class EventPair {
+ public:
+  EventPair() {
+    FERRY_CUDA_CHECK(cudaEventCreate(&start_));
+    FERRY_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  // Runs fn between the two events on `stream`, waits, -> microseconds.
+  template <typename Fn> double time(cudaStream_t stream, Fn&& fn) {
+    FERRY_CUDA_CHECK(cudaEventRecord(start_, stream));
+    fn();
+    FERRY_CUDA_CHECK(cudaEventRecord(stop_, stream));
+    FERRY_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return 1e3 * ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Every rank's previous half is done on its GPU, then settle_us for the network to deliver.
+void settle(Bootstrap& bootstrap, int settle_us) {
+  bootstrap.barrier();
+  std::this_thread::sleep_for(std::chrono::microseconds(settle_us));
+  bootstrap.barrier();
+}
+
+double max_over_ranks(Bootstrap& bootstrap, double value) {
+  double most = value;
+  for (double v : bootstrap.all_gather_value(value)) most = std::max(most, v);
+  return most;
+}
+
+}  // namespace
+
+StageTimes time_ep_stages(const StageCall& call, const Options& options, Bootstrap& bootstrap, cudaStream_t stream) {
+  DispatchOptions no_sync;
+  no_sync.sync_counts = false;
+  const int iterations = options.iters > 0 ? std::min(options.iters, 50) : 20;
+  const int warmup = 2;
+  std::vector<double> times[4];
+  EventPair events;
+  for (int i = 0; i < warmup + iterations; ++i) {
+    double t[4];
+    EpHandle handle;
+    DispatchResult result;
+    settle(bootstrap, options.stages_settle_us);
+    t[0] = events.time(stream, [&] {
+      handle = call.ep.dispatch_send(call.tokens, call.topk_idx, call.topk_weights, call.scales, stream, no_sync);
+    });
+    settle(bootstrap, options.stages_settle_us);
+    t[1] = events.time(stream, [&] { result = call.ep.dispatch_recv(handle, stream, no_sync); });
+    settle(bootstrap, options.stages_settle_us);
+    t[2] = events.time(stream, [&] { call.ep.combine_send(call.expert_outputs, result.handle, stream); });
+    settle(bootstrap, options.stages_settle_us);
+    t[3] = events.time(stream, [&] { call.ep.combine_recv(result.handle, call.out, stream); });
+    call.ep.check_errors();
+    if (i >= warmup)
+      for (int k = 0; k < 4; ++k) times[k].push_back(t[k]);
+  }
+  StageTimes s;
+  s.dispatch_send = max_over_ranks(bootstrap, median(times[0]));
+  s.dispatch_recv_landed = max_over_ranks(bootstrap, median(times[1]));
+  s.combine_send = max_over_ranks(bootstrap, median(times[2]));
+  s.combine_recv_landed = max_over_ranks(bootstrap, median(times[3]));
+  return s;
+}
+
+}  // namespace ferry::bench::ep_detail
