@@ -214,13 +214,19 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   }
 
   if (options.stages_settle_us > 0) {
-    const StageTimes st = time_ep_stages({ep, tokens, topk_idx, topk_weights, scales, expert_view, out_view},
+    const StageTimes st = time_ep_stages({ep, tokens, topk_idx, topk_weights, scales, expert_view, out_view, comm},
                                          options, bootstrap, stream);
-    if (bootstrap.rank() == 0)
+    if (bootstrap.rank() == 0) {
       std::printf("  %s stages (us, each receive half after its data landed, settle %d us): dispatch_send %.1f  "
                   "dispatch_recv %.1f  combine_send %.1f  combine_recv %.1f\n",
                   case_name.c_str(), options.stages_settle_us, st.dispatch_send, st.dispatch_recv_landed,
                   st.combine_send, st.combine_recv_landed);
+      if (st.proxy)
+        std::printf("  %s rank 0's proxy per (dispatch, combine): %.1f descriptors, %.1f puts, issue %.1f us, "
+                    "%.1f us per request to complete (times: FERRY_PROXY_STATS=1)\n",
+                    case_name.c_str(), st.proxy_descriptors, st.proxy_puts, st.proxy_issue_us,
+                    st.proxy_done_us_per_request);
+    }
   }
 
   if (options.check) {

@@ -14,6 +14,7 @@
 #include "bench_common.hpp"
 #include "bench_timing.hpp"
 #include "ferry/bootstrap.hpp"
+#include "ferry/communicator.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/types.hpp"
 
@@ -169,9 +170,15 @@ bool report_check(Bootstrap& bootstrap, const CheckRecord& mine, const std::stri
 struct StageCall {
   EpBuffer& ep;
   TensorView tokens, topk_idx, topk_weights, scales, expert_outputs, out;
+  Communicator& comm;  // its proxy, where ranks span nodes, is counted too
 };
 struct StageTimes {  // us: median over iterations, max over ranks
   double dispatch_send = 0, dispatch_recv_landed = 0, combine_send = 0, combine_recv_landed = 0;
+  // This rank's proxy per iteration (dispatch and combine; none: no proxy): descriptors,
+  // puts, and microseconds issuing them (fences and waits for room included), and per
+  // request from issue to seen complete. Times need FERRY_PROXY_STATS=1.
+  bool proxy = false;
+  double proxy_descriptors = 0, proxy_puts = 0, proxy_issue_us = 0, proxy_done_us_per_request = 0;
 };
 // --stages: the halves one by one, each receive half started only after every
 // rank's send half finished and options.stages_settle_us more passed (the data

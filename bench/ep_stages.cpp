@@ -8,6 +8,7 @@
 
 #include "ep_check.hpp"
 #include "ferry/cuda_check.hpp"
+#include "net/proxy.hpp"
 
 namespace ferry::bench::ep_detail {
 namespace {
@@ -61,7 +62,10 @@ StageTimes time_ep_stages(const StageCall& call, const Options& options, Bootstr
   const int warmup = 2;
   std::vector<double> times[4];
   EventPair events;
+  net::Proxy* proxy = call.comm.proxy();
+  net::ProxyStats before;
   for (int i = 0; i < warmup + iterations; ++i) {
+    if (i == warmup && proxy != nullptr) before = proxy->stats();
     double t[4];
     EpHandle handle;
     DispatchResult result;
@@ -80,6 +84,15 @@ StageTimes time_ep_stages(const StageCall& call, const Options& options, Bootstr
       for (int k = 0; k < 4; ++k) times[k].push_back(t[k]);
   }
   StageTimes s;
+  if (proxy != nullptr) {
+    const net::ProxyStats after = proxy->stats();
+    s.proxy = true;
+    s.proxy_descriptors = double(after.descriptors - before.descriptors) / iterations;
+    s.proxy_puts = double(after.puts - before.puts) / iterations;
+    s.proxy_issue_us = (after.issue_us - before.issue_us) / iterations;
+    const uint64_t completed = after.completed - before.completed;
+    s.proxy_done_us_per_request = completed > 0 ? (after.complete_us - before.complete_us) / completed : 0;
+  }
   s.dispatch_send = max_over_ranks(bootstrap, median(times[0]));
   s.dispatch_recv_landed = max_over_ranks(bootstrap, median(times[1]));
   s.combine_send = max_over_ranks(bootstrap, median(times[2]));
