@@ -13,6 +13,7 @@
 
 #include "allreduce/allreduce_params.hpp"
 #include "allreduce/allreduce_args.hpp"
+#include "common/dependent_launch.hpp"
 #include "common/knobs.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
@@ -245,10 +246,8 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   state_->ll_max_bytes = std::min<size_t>(knobs::kAllReduceLlMaxBytes.read_or(default_ll),
                                           state_->capacity[region_index(kOneShotLlEntry)]);
   state_->tuning = launch_tuning_from_env();
-  int cc_major = 0;
-  FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, comm_.device()));
   state_->tuning.dependent_launch =  // NOTE [AllReduce launches]
-      knobs::kAllReducePdl.value() && cc_major >= 9 && comm_.ranks_sharing_device() <= 1;
+      knobs::kAllReducePdl.value() && supports_dependent_launch(comm_.device()) && comm_.ranks_sharing_device() <= 1;
   // Two ranks: one-shot calls above this run pipelined (NOTE [Pipelined one-shot]).
   state_->pipelined_min_bytes = kOneShotPipelinedEntry.unsupported(state_->shape).empty()
                                     ? knobs::kAllReducePipelinedMinBytes.read_or(size_t{2} << 20)

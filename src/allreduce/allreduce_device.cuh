@@ -11,11 +11,11 @@
 #include <cstdint>
 
 #include "allreduce/allreduce_params.hpp"
+#include "common/dependent_launch.hpp"
 #include "ferry/device/nvlink.cuh"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"
-#include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 
@@ -224,22 +224,12 @@ __device__ __forceinline__ void start_launch() {
 }
 
 // Every NVLink AllReduce launch: `dependent` asks for programmatic stream
-// serialization (the one-shot kernels, NOTE [AllReduce launches]). The launch
-// returns its own error, so an earlier failed runtime call of the caller's is
-// not reported as this launch's (as cudaGetLastError after <<<>>> would).
+// serialization (the one-shot kernels, NOTE [AllReduce launches]).
 template <typename... Args>
 void launch_kernel(void (*kernel)(Args...), int blocks, int threads, bool dependent, cudaStream_t stream,
                    const Params& p) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = dependent ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  FERRY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+  launch_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(threads)), 0, stream,
+                   dependent, p);
 }
 
 // ---------------------------------------------------------------- dispatch

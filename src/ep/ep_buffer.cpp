@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dependent_launch.hpp"
 #include "common/knobs.hpp"
 #include "ep/ep_buffer_state.hpp"
 #include "ep/ep_memory_plan.hpp"
@@ -113,9 +114,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // The halves overlap through programmatic dependent launch (NOTE [Overlapped halves
   // and free SMs]), which needs compute capability 9.0; before it they would only
   // run one after the other on half the SMs each, so they run apart with all of them.
-  int cc_major = 0;
-  FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, comm_.device()));
-  state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && cc_major >= 9;
+  state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && supports_dependent_launch(comm_.device());
   state_->fuse_layout = knobs::kEpFuseLayout.value();
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};

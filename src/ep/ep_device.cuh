@@ -10,6 +10,7 @@
 #include "ep/ep_params.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/device/nvlink.cuh"
+#include "common/dependent_launch.hpp"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"
@@ -65,17 +66,7 @@ __device__ __forceinline__ void wait_for_send_grid() { device::wait_prior_grid()
 // as the dependent grid of the send grid before it on `stream`.
 template <typename... Args>
 void launch_receive_grid(void (*kernel)(Args...), const Params& p, size_t smem, cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(p.num_blocks);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = p.overlapped_receive ? 1 : 0;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  FERRY_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+  launch_dependent(kernel, dim3(p.num_blocks), dim3(kThreads), smem, stream, p.overlapped_receive, p);
 }
 
 // Block scope: true in the last block of the grid to get here (every other
