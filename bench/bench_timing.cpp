@@ -20,21 +20,6 @@ struct GraphHolder {
   }
 };
 
-struct EventList {
-  std::vector<cudaEvent_t> events;
-  explicit EventList(size_t count) {
-    events.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      cudaEvent_t event = nullptr;
-      FERRY_CUDA_CHECK(cudaEventCreate(&event));
-      events.push_back(event);
-    }
-  }
-  ~EventList() {
-    for (cudaEvent_t event : events) cudaEventDestroy(event);
-  }
-};
-
 // Ends a capture that was abandoned and clears the error it left behind.
 void abandon_capture(cudaStream_t stream) {
   cudaGraph_t broken = nullptr;
@@ -65,12 +50,25 @@ bool capture_graph(const TimedOp& op, cudaStream_t stream, int ops, GraphHolder&
   return true;
 }
 
+}  // namespace
+
+EventList::EventList(size_t count) {
+  events.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    cudaEvent_t event = nullptr;
+    FERRY_CUDA_CHECK(cudaEventCreate(&event));
+    events.push_back(event);
+  }
+}
+
+EventList::~EventList() {
+  for (cudaEvent_t event : events) cudaEventDestroy(event);
+}
+
 double max_over_ranks(ferry::Bootstrap& bootstrap, double value) {
   const std::vector<double> all = bootstrap.all_gather_value(value);
   return *std::max_element(all.begin(), all.end());
 }
-
-}  // namespace
 
 double median(std::vector<double> values) {
   FERRY_ARG_CHECK(!values.empty(), "median of no values");

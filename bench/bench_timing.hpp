@@ -44,6 +44,16 @@ TimingResult time_op(const TimedOp& op, cudaStream_t stream, ferry::Bootstrap& b
                      const TimingOptions& options);
 
 double median(std::vector<double> values);
+double max_over_ranks(ferry::Bootstrap& bootstrap, double value);  // collective
+
+// `count` CUDA events, destroyed with it.
+struct EventList {
+  std::vector<cudaEvent_t> events;
+  explicit EventList(size_t count);
+  ~EventList();
+  EventList(const EventList&) = delete;
+  EventList& operator=(const EventList&) = delete;
+};
 
 // Steps that must run in order (EP: dispatch, then combine), each timed on its own.
 // One iteration enqueues every step with an event between consecutive steps; G

@@ -13,44 +13,22 @@
 namespace ferry::bench::ep_detail {
 namespace {
 
-class EventPair {
- public:
-  EventPair() {
-    FERRY_CUDA_CHECK(cudaEventCreate(&start_));
-    FERRY_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  // Runs fn between the two events on `stream`, waits, -> microseconds.
-  template <typename Fn> double time(cudaStream_t stream, Fn&& fn) {
-    FERRY_CUDA_CHECK(cudaEventRecord(start_, stream));
-    fn();
-    FERRY_CUDA_CHECK(cudaEventRecord(stop_, stream));
-    FERRY_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return 1e3 * ms;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
+// Runs fn between events[0] and events[1] on `stream`, waits, -> microseconds.
+template <typename Fn> double time_on_stream(EventList& events, cudaStream_t stream, Fn&& fn) {
+  FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
+  fn();
+  FERRY_CUDA_CHECK(cudaEventRecord(events.events[1], stream));
+  FERRY_CUDA_CHECK(cudaEventSynchronize(events.events[1]));
+  float ms = 0;
+  FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.events[0], events.events[1]));
+  return 1e3 * ms;
+}
 
 // Every rank's previous half is done on its GPU, then settle_us for the network to deliver.
 void settle(Bootstrap& bootstrap, int settle_us) {
   bootstrap.barrier();
   std::this_thread::sleep_for(std::chrono::microseconds(settle_us));
   bootstrap.barrier();
-}
-
-double max_over_ranks(Bootstrap& bootstrap, double value) {
-  double most = value;
-  for (double v : bootstrap.all_gather_value(value)) most = std::max(most, v);
-  return most;
 }
 
 }  // namespace
@@ -61,7 +39,7 @@ StageTimes time_ep_stages(const StageCall& call, const Options& options, Bootstr
   const int iterations = options.iters > 0 ? std::min(options.iters, 50) : 20;
   const int warmup = 2;
   std::vector<double> times[4];
-  EventPair events;
+  EventList events(2);
   net::Proxy* proxy = call.comm.proxy();
   net::ProxyStats before;
   for (int i = 0; i < warmup + iterations; ++i) {
@@ -70,15 +48,15 @@ StageTimes time_ep_stages(const StageCall& call, const Options& options, Bootstr
     EpHandle handle;
     DispatchResult result;
     settle(bootstrap, options.stages_settle_us);
-    t[0] = events.time(stream, [&] {
+    t[0] = time_on_stream(events, stream, [&] {
       handle = call.ep.dispatch_send(call.tokens, call.topk_idx, call.topk_weights, call.scales, stream, no_sync);
     });
     settle(bootstrap, options.stages_settle_us);
-    t[1] = events.time(stream, [&] { result = call.ep.dispatch_recv(handle, stream, no_sync); });
+    t[1] = time_on_stream(events, stream, [&] { result = call.ep.dispatch_recv(handle, stream, no_sync); });
     settle(bootstrap, options.stages_settle_us);
-    t[2] = events.time(stream, [&] { call.ep.combine_send(call.expert_outputs, result.handle, stream); });
+    t[2] = time_on_stream(events, stream, [&] { call.ep.combine_send(call.expert_outputs, result.handle, stream); });
     settle(bootstrap, options.stages_settle_us);
-    t[3] = events.time(stream, [&] { call.ep.combine_recv(result.handle, call.out, stream); });
+    t[3] = time_on_stream(events, stream, [&] { call.ep.combine_recv(result.handle, call.out, stream); });
     call.ep.check_errors();
     if (i >= warmup)
       for (int k = 0; k < 4; ++k) times[k].push_back(t[k]);
