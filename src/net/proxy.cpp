@@ -254,7 +254,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
                                 entry.dst_offset + done, window.local_is_cuda);
     keep_in_flight(std::move(f));
     bump<uint64_t>(counters_.puts, 1);
-    put_bytes_.fetch_add(n, std::memory_order_relaxed);
+    bump<uint64_t>(counters_.put_bytes, n);
     done += n;
   }
 }
@@ -322,7 +322,7 @@ std::string Proxy::state() const {
                                        "waiting for earlier puts to complete (their target makes no progress?)"};
   std::ostringstream os;
   os << "proxy on rank " << options_.rank << ": " << load_acquire(tail_) << " descriptors retired, "
-     << put_bytes_.load(std::memory_order_relaxed) << " bytes put, now "
+     << put_bytes() << " bytes put, now "
      << kNames[activity_.load(std::memory_order_relaxed)];
   return os.str();
 }

@@ -152,7 +152,7 @@ class Proxy {
   std::string state() const;
   // Counters, for tests and the bench.
   uint64_t retired() const;
-  uint64_t put_bytes() const { return put_bytes_.load(std::memory_order_relaxed); }
+  uint64_t put_bytes() const { return counters_.put_bytes.load(std::memory_order_relaxed); }
   ProxyStats stats() const;
 
  private:
@@ -164,7 +164,7 @@ class Proxy {
   };
   // The proxy thread's counters (ProxyStats; written by it alone, read by anyone).
   struct Counters {
-    std::atomic<uint64_t> descriptors{0}, puts{0}, signals{0}, completed{0};
+    std::atomic<uint64_t> descriptors{0}, puts{0}, signals{0}, completed{0}, put_bytes{0};
     std::atomic<int64_t> issue_ns{0}, fence_ns{0}, wait_room_ns{0}, complete_ns{0};
   };
   // Steady-clock ns, or 0 when the proxy is not timed.
@@ -213,7 +213,6 @@ class Proxy {
   std::unordered_map<uint64_t, uint64_t> signal_totals_;  // NOTE [Network signals]
 
   cudaStream_t stream_ = nullptr;  // cuda only: raising the device abort flag after a failure
-  std::atomic<uint64_t> put_bytes_{0};
   Counters counters_;
 
   std::atomic<bool> failed_{false};
