@@ -259,7 +259,7 @@ class EpLayer:
         # The buffer checks the arguments (src/ep/ep_args.hpp) before launching anything.
         result = buffer.dispatch(*views, current_stream(self.device), sync_counts=synced,
                                  reuse=self._reused(reuse, "dispatch"))
-        return self._outputs(result, num_tokens, weight is not None, synced)
+        return self._outputs(result, num_tokens, weight is not None)
 
     def dispatch_send(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
                       exp_indices: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None, *,
@@ -280,7 +280,7 @@ class EpLayer:
                                   f"{type(handle).__name__}")
         synced = self._synced(sync, "dispatch_recv")
         result = buffer.dispatch_recv(handle.handle, current_stream(self.device), sync_counts=synced)
-        return self._outputs(result, handle.num_tokens, handle.weighted, synced)
+        return self._outputs(result, handle.num_tokens, handle.weighted)
 
     def _synced(self, sync, where: str) -> bool:
         if not isinstance(sync, bool):
@@ -304,9 +304,10 @@ class EpLayer:
             views[2] = tensor_view(self._ones[:num_tokens])
         return num_tokens, views
 
-    def _outputs(self, result, num_tokens: int, weighted: bool, synced: bool):
+    def _outputs(self, result, num_tokens: int, weighted: bool):
         """(output, weights, layout) over the buffer's regions for one dispatch result."""
         spec = self.spec
+        synced = result.num_rows >= 0  # high-throughput with the counts synchronized
         high_throughput = spec.mode == "high_throughput"
         rank_rows = spec.layout == "rank_rows"  # high-throughput only (EpSpec.validate)
         local = result.local_experts
@@ -335,7 +336,7 @@ class EpLayer:
             scales = standalone(scales[:rows])
         rank_rows_fields = {}
         if rank_rows:
-            entries = result.num_index_entries if synced else result.index_capacity
+            entries = result.num_index_entries if synced else result.index_capacity  # -1 unsynced
             row_experts = self._view("row_experts", result.row_experts, (capacity_rows, spec.topk), torch.int32)
             expert_rows = self._view("expert_rows", result.expert_rows, (result.index_capacity,), torch.int32)
             rank_rows_fields = dict(
@@ -343,12 +344,12 @@ class EpLayer:
                 expert_rows=standalone(expert_rows[:entries]),
                 source_offsets=self._view("source_offsets", result.source_offsets, (spec.world_size + 1,),
                                           torch.int64),
-                num_index_entries=entries if synced else -1)
+                num_index_entries=result.num_index_entries)
         layout = EpLayout(
             expert_counts=self._view("expert_counts", result.expert_counts, (local,), torch.int32),
             expert_offsets=self._view("expert_offsets", result.expert_offsets, (local + 1,), torch.int64),
             host_expert_counts=list(result.host_expert_counts) if synced else None,
-            num_rows=result.num_rows if synced else -1,
+            num_rows=result.num_rows,
             scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle, **rank_rows_fields)
         return output, weights, layout
 
@@ -356,14 +357,9 @@ class EpLayer:
         """-> [num_tokens, hidden] bf16: per token, the (weighted) sum of its experts' outputs
         (rank_rows: of its rows, one already-weighted row per rank it reached)."""
         buffer = self._live("combine")
-        if not isinstance(layout, EpLayout):
-            raise InvalidArgument(f"{_COMBINE}: layout must be the EpLayout this layer's dispatch returned, got "
-                                  f"{type(layout).__name__}")
+        self._check_layout(layout, "combine")
         expert_view = tensor_view(expert_output, _COMBINE, "expert_output", required=True)
-        out_view = tensor_view(out, _COMBINE, "out")
-        if out is None:
-            out = torch.empty((layout.num_tokens, self.spec.hidden), dtype=torch.bfloat16, device=self.device)
-            out_view = tensor_view(out)
+        out, out_view = self._out(out, layout, _COMBINE)
         # The buffer checks the arguments, the layout's handle included, before launching anything.
         buffer.combine(expert_view, layout.handle, out_view, current_stream(self.device))
         return out
@@ -381,10 +377,7 @@ class EpLayer:
         """The receive half: waits (on the device) for the partial sums; -> [num_tokens, hidden] bf16."""
         buffer = self._live("combine_recv")
         self._check_layout(layout, "combine_recv")
-        out_view = tensor_view(out, "EpLayer.combine_recv", "out")
-        if out is None:
-            out = torch.empty((layout.num_tokens, self.spec.hidden), dtype=torch.bfloat16, device=self.device)
-            out_view = tensor_view(out)
+        out, out_view = self._out(out, layout, "EpLayer.combine_recv")
         buffer.combine_recv(layout.handle, out_view, current_stream(self.device))
         return out
 
@@ -393,6 +386,13 @@ class EpLayer:
         if not isinstance(layout, EpLayout):
             raise InvalidArgument(f"EpLayer.{where}: layout must be the EpLayout this layer's dispatch returned, "
                                   f"got {type(layout).__name__}")
+
+    def _out(self, out: Optional[torch.Tensor], layout: EpLayout, where: str):
+        """-> (out, its view): the caller's, or a new [num_tokens, hidden] bf16 tensor."""
+        if out is not None:
+            return out, tensor_view(out, where, "out")
+        out = torch.empty((layout.num_tokens, self.spec.hidden), dtype=torch.bfloat16, device=self.device)
+        return out, tensor_view(out)
 
     def barrier(self) -> None:
         """Waits for this rank's work on the current stream (raising any device
