@@ -12,8 +12,13 @@
 //   pull           warp loads from the peer's memory, stores locally
 //   tma            lane 0 of each warp: bulk copy global->shared, then shared->peer global
 //   copy_engine    cudaMemcpyAsync per peer on its own stream (no SMs; one row)
-// GB/s: bytes this rank sends to (pull: gets from) its peers / time; median of
-// CUDA-graph replays, max time over ranks. Every method's result is checked.
+//   store_local    store, plus the same item into a local buffer (the rank-rows
+//                  dispatch's send pattern: every row to the peer and to this rank)
+//   local_x4       no NVLink: each item into 4 rows of a local buffer (the local
+//                  expansion of the expanded EP layout, ~4 local experts a token)
+// GB/s: bytes this rank sends to (pull: gets from) its peers / time (local_x4:
+// bytes it writes locally / time); median of CUDA-graph replays, max time over
+// ranks. Every method's result is checked.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,7 +44,8 @@ constexpr int kUnroll = 8;
 constexpr int kTmaChunk = 2048;  // bytes per warp and buffer (two buffers per warp)
 constexpr int kFlagWords = 4096;
 
-enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine };
+enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kLocalX4 };
+constexpr int kLocalFanout = 4;  // local rows per item in local_x4
 const char* method_name(Method m) {
   switch (m) {
     case Method::kStore: return "store";
@@ -47,6 +53,8 @@ const char* method_name(Method m) {
     case Method::kPull: return "pull";
     case Method::kTma: return "tma";
     case Method::kCopyEngine: return "copy_engine";
+    case Method::kStoreLocal: return "store_local";
+    case Method::kLocalX4: return "local_x4";
   }
   return "?";
 }
@@ -60,7 +68,13 @@ struct Params {
   uint8_t* src[kMaxPeers];  // every rank's source buffer: slice d goes to rank d
   uint8_t* dst[kMaxPeers];  // every rank's destination buffer: slice s came from rank s
   uint64_t* flags[kMaxPeers];
+  uint8_t* local;  // this rank's local rows: [kLocalFanout][W][per_peer_bytes]
 };
+
+// Row f of item (peer, offset) in the local buffer.
+__device__ __forceinline__ uint8_t* local_row(const Params& p, int f, int peer, size_t offset) {
+  return p.local + (size_t(f) * p.world_size + peer) * p.per_peer_bytes + offset;
+}
 
 // Item i of this rank: (peer, byte offset inside the peer's slice).
 __device__ __forceinline__ void item_target(const Params& p, int i, int& peer, size_t& offset) {
@@ -71,7 +85,9 @@ __device__ __forceinline__ void item_target(const Params& p, int i, int& peer, s
 
 // The loop shape of the EP kernels' row copies (src/ep/dispatch.cu), so the
 // probe measures the pattern they use; bench code only sees the public API.
-__device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* dst, int bytes, int lane) {
+// Every 16-byte unit is loaded once and stored to each of `num_dst` rows.
+__device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* const* dst, int num_dst, int bytes,
+                                          int lane) {
   const int units = bytes / 16;
   for (int base = 0; base < units; base += 32 * kUnroll) {
     uint4 v[kUnroll];
@@ -80,10 +96,12 @@ __device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* dst, int 
       const int i = base + u * 32 + lane;
       if (i < units) v[u] = device::load16(src + size_t(i) * 16);
     }
+    for (int d = 0; d < num_dst; ++d) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * 32 + lane;
-      if (i < units) device::store16(dst + size_t(i) * 16, v[u]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = base + u * 32 + lane;
+        if (i < units) device::store16(dst[d] + size_t(i) * 16, v[u]);
+      }
     }
   }
 }
@@ -96,12 +114,17 @@ __global__ void copy_kernel(Params p) {
     int peer;
     size_t offset;
     item_target(p, i, peer, offset);
+    const uint8_t* mine = p.src[p.rank] + size_t(peer) * p.per_peer_bytes + offset;
     if constexpr (M == Method::kPull) {
-      warp_copy(p.src[peer] + size_t(p.rank) * p.per_peer_bytes + offset,
-                p.dst[p.rank] + size_t(peer) * p.per_peer_bytes + offset, p.item_bytes, lane);
+      uint8_t* dst[1] = {p.dst[p.rank] + size_t(peer) * p.per_peer_bytes + offset};
+      warp_copy(p.src[peer] + size_t(p.rank) * p.per_peer_bytes + offset, dst, 1, p.item_bytes, lane);
+    } else if constexpr (M == Method::kLocalX4) {
+      uint8_t* dst[kLocalFanout];
+      for (int f = 0; f < kLocalFanout; ++f) dst[f] = local_row(p, f, peer, offset);
+      warp_copy(mine, dst, kLocalFanout, p.item_bytes, lane);
     } else {
-      warp_copy(p.src[p.rank] + size_t(peer) * p.per_peer_bytes + offset,
-                p.dst[peer] + size_t(p.rank) * p.per_peer_bytes + offset, p.item_bytes, lane);
+      uint8_t* dst[2] = {p.dst[peer] + size_t(p.rank) * p.per_peer_bytes + offset, local_row(p, 0, peer, offset)};
+      warp_copy(mine, dst, M == Method::kStoreLocal ? 2 : 1, p.item_bytes, lane);
       if constexpr (M == Method::kStoreRelease) {
         __syncwarp();
         if (lane == 0) device::st_release_sys(p.flags[peer] + (blockIdx.x * warps + warp) % kFlagWords, i + 1);
@@ -178,15 +201,22 @@ __global__ void fill_kernel(Params p) {
     src[i] = pattern(p.rank, int(i / words), i % words);
 }
 
-__global__ void check_kernel(Params p, unsigned long long* mismatches) {
+// local_rows: 0 checks what peers sent here; n > 0 checks the first n local rows
+// of this rank's own items instead.
+__global__ void check_kernel(Params p, int local_rows, unsigned long long* mismatches) {
   const size_t words = size_t(p.items_per_peer) * p.item_bytes / 4;
-  const uint32_t* dst = reinterpret_cast<const uint32_t*>(p.dst[p.rank]);
   const size_t slice_words = p.per_peer_bytes / 4;
   unsigned long long bad = 0;
   for (int s = 0; s < p.world_size; ++s) {
     if (s == p.rank) continue;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
-      bad += dst[s * slice_words + i] != pattern(s, p.rank, i);
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+      if (local_rows == 0) {
+        bad += reinterpret_cast<const uint32_t*>(p.dst[p.rank])[s * slice_words + i] != pattern(s, p.rank, i);
+      } else {
+        for (int f = 0; f < local_rows; ++f)
+          bad += reinterpret_cast<const uint32_t*>(local_row(p, f, s, 0))[i] != pattern(p.rank, s, i);
+      }
+    }
   }
   if (bad) atomicAdd(mismatches, bad);
 }
@@ -224,7 +254,7 @@ void print_nvlink_usage(std::FILE* out) {
                "usage: mpirun -np N ferry-bench nvlink [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
                "                                       [--threads 1024] [--csv FILE]\n"
                "Egress GB/s per GPU of an all-to-all by method (store, store_release, pull, tma,\n"
-               "copy_engine) and SM count.\n");
+               "copy_engine, store_local) and SM count; local_x4: local write GB/s of a 1-to-4 row copy.\n");
 }
 
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -246,6 +276,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   const SymmetricBuffer src = comm.heap().allocate(p.per_peer_bytes * W);
   const SymmetricBuffer dst = comm.heap().allocate(p.per_peer_bytes * W);
   const SymmetricBuffer flags = comm.heap().allocate(kFlagWords * sizeof(uint64_t));
+  DeviceBuffer local(size_t(kLocalFanout) * W * p.per_peer_bytes);
+  p.local = static_cast<uint8_t*>(local.get());
   for (int r = 0; r < W; ++r) {
     p.src[r] = static_cast<uint8_t*>(src.peer(r));
     p.dst[r] = static_cast<uint8_t*>(dst.peer(r));
@@ -269,6 +301,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       case Method::kStore: copy_kernel<Method::kStore><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kStoreRelease: copy_kernel<Method::kStoreRelease><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kPull: copy_kernel<Method::kPull><<<sms, o.threads, 0, s>>>(p); break;
+      case Method::kStoreLocal: copy_kernel<Method::kStoreLocal><<<sms, o.threads, 0, s>>>(p); break;
+      case Method::kLocalX4: copy_kernel<Method::kLocalX4><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kTma: tma_kernel<<<sms, o.threads, tma_smem, s>>>(p); break;
       case Method::kCopyEngine: {
         FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
@@ -290,13 +324,21 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   // Correct first: poisoned destination, one run, every peer's slice compared.
   auto check = [&](Method m, int sms) {
     FERRY_CUDA_CHECK(cudaMemset(p.dst[p.rank], 0xEE, p.per_peer_bytes * W));
+    FERRY_CUDA_CHECK(cudaMemset(p.local, 0xEE, size_t(kLocalFanout) * W * p.per_peer_bytes));
     FERRY_CUDA_CHECK(cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());
     bootstrap->barrier();
     enqueue(m, sms, stream.get());
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     bootstrap->barrier();
-    check_kernel<<<132, 1024, 0, stream.get()>>>(p, static_cast<unsigned long long*>(mismatches.get()));
+    unsigned long long* counter = static_cast<unsigned long long*>(mismatches.get());
+    if (m == Method::kLocalX4) {
+      check_kernel<<<132, 1024, 0, stream.get()>>>(p, kLocalFanout, counter);
+    } else {
+      check_kernel<<<132, 1024, 0, stream.get()>>>(p, 0, counter);
+      if (m == Method::kStoreLocal) check_kernel<<<132, 1024, 0, stream.get()>>>(p, 1, counter);
+    }
+    FERRY_CUDA_CHECK(cudaGetLastError());
     unsigned long long bad = 0;
     FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
@@ -317,7 +359,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   if (leader && !o.csv_path.empty()) csv.emplace(o.csv_path, std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
   TimingOptions timing;
   timing.ops_per_graph = 4;
-  for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine}) {
+  for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine,
+                   Method::kStoreLocal, Method::kLocalX4}) {
     if (leader) std::printf("%-14s", method_name(m));
     const std::vector<int> counts = m == Method::kCopyEngine ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {
@@ -325,7 +368,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       const bool ok = check(m, blocks);
       const TimingResult t = time_op({method_name(m), [&](cudaStream_t s) { enqueue(m, blocks, s); }, {}},
                                      stream.get(), *bootstrap, timing);
-      const double gbps = gigabytes / (t.op_us * 1e-6);
+      const double gbps = (m == Method::kLocalX4 ? kLocalFanout : 1) * gigabytes / (t.op_us * 1e-6);
       if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
       if (csv) csv->write_row({method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1), ok ? "1" : "0"});
     }
