@@ -16,6 +16,7 @@
 //                  dispatch's send pattern: every row to the peer and to this rank)
 //   local_x4       no NVLink: each item into 4 rows of a local buffer (the local
 //                  expansion of the expanded EP layout, ~4 local experts a token)
+//   local_x4_tma   local_x4 with the bulk-copy engine (one load to shared, 4 bulk stores)
 // GB/s: bytes this rank sends to (pull: gets from) its peers / time (local_x4:
 // bytes it writes locally / time); median of CUDA-graph replays, max time over
 // ranks. Every method's result is checked.
@@ -44,7 +45,7 @@ constexpr int kUnroll = 8;
 constexpr int kTmaChunk = 2048;  // bytes per warp and buffer (two buffers per warp)
 constexpr int kFlagWords = 4096;
 
-enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kLocalX4 };
+enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kLocalX4, kLocalX4Tma };
 constexpr int kLocalFanout = 4;  // local rows per item in local_x4
 const char* method_name(Method m) {
   switch (m) {
@@ -55,6 +56,7 @@ const char* method_name(Method m) {
     case Method::kCopyEngine: return "copy_engine";
     case Method::kStoreLocal: return "store_local";
     case Method::kLocalX4: return "local_x4";
+    case Method::kLocalX4Tma: return "local_x4_tma";
   }
   return "?";
 }
@@ -139,7 +141,9 @@ __device__ __forceinline__ uint32_t smem_address(const void* ptr) {
 
 // Lane 0 of each warp drives the bulk-copy engine: local global -> shared (an
 // mbarrier counts the bytes), then shared -> peer global (a bulk group), two
-// shared buffers so the next load overlaps the previous store.
+// shared buffers so the next load overlaps the previous store. kLocalRows > 0:
+// shared -> that many local rows instead of the peer.
+template <int kLocalRows>
 __global__ void tma_kernel(Params p) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t barriers[32][2];
@@ -179,9 +183,17 @@ __global__ void tma_kernel(Params p) {
             : "memory");
       }
       phase[b] ^= 1;
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + done), "r"(buffer),
-                   "r"(bytes)
-                   : "memory");
+      if constexpr (kLocalRows == 0) {
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + done), "r"(buffer),
+                     "r"(bytes)
+                     : "memory");
+      } else {
+        for (int f = 0; f < kLocalRows; ++f)
+          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                           local_row(p, f, peer, offset) + done),
+                       "r"(buffer), "r"(bytes)
+                       : "memory");
+      }
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
   }
@@ -254,7 +266,7 @@ void print_nvlink_usage(std::FILE* out) {
                "usage: mpirun -np N ferry-bench nvlink [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
                "                                       [--threads 1024] [--csv FILE]\n"
                "Egress GB/s per GPU of an all-to-all by method (store, store_release, pull, tma,\n"
-               "copy_engine, store_local) and SM count; local_x4: local write GB/s of a 1-to-4 row copy.\n");
+               "copy_engine, store_local) and SM count; local_x4(_tma): local write GB/s of a 1-to-4 row copy.\n");
 }
 
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -290,7 +302,9 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   for (int i = 0; i < W - 1; ++i) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&joins[i], cudaEventDisableTiming));
   const size_t tma_smem = size_t(o.threads / 32) * 2 * kTmaChunk;
-  FERRY_CUDA_CHECK(cudaFuncSetAttribute(tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem)));
+  FERRY_CUDA_CHECK(cudaFuncSetAttribute(tma_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem)));
+  FERRY_CUDA_CHECK(
+      cudaFuncSetAttribute(tma_kernel<kLocalFanout>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem)));
   fill_kernel<<<132, 1024, 0, stream.get()>>>(p);
   FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   bootstrap->barrier();
@@ -303,7 +317,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       case Method::kPull: copy_kernel<Method::kPull><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kStoreLocal: copy_kernel<Method::kStoreLocal><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kLocalX4: copy_kernel<Method::kLocalX4><<<sms, o.threads, 0, s>>>(p); break;
-      case Method::kTma: tma_kernel<<<sms, o.threads, tma_smem, s>>>(p); break;
+      case Method::kTma: tma_kernel<0><<<sms, o.threads, tma_smem, s>>>(p); break;
+      case Method::kLocalX4Tma: tma_kernel<kLocalFanout><<<sms, o.threads, tma_smem, s>>>(p); break;
       case Method::kCopyEngine: {
         FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
         for (int j = 0; j < W - 1; ++j) {
@@ -332,7 +347,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     bootstrap->barrier();
     unsigned long long* counter = static_cast<unsigned long long*>(mismatches.get());
-    if (m == Method::kLocalX4) {
+    if (m == Method::kLocalX4 || m == Method::kLocalX4Tma) {
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, kLocalFanout, counter);
     } else {
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, 0, counter);
@@ -360,7 +375,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   TimingOptions timing;
   timing.ops_per_graph = 4;
   for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine,
-                   Method::kStoreLocal, Method::kLocalX4}) {
+                   Method::kStoreLocal, Method::kLocalX4, Method::kLocalX4Tma}) {
     if (leader) std::printf("%-14s", method_name(m));
     const std::vector<int> counts = m == Method::kCopyEngine ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {
@@ -368,7 +383,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       const bool ok = check(m, blocks);
       const TimingResult t = time_op({method_name(m), [&](cudaStream_t s) { enqueue(m, blocks, s); }, {}},
                                      stream.get(), *bootstrap, timing);
-      const double gbps = (m == Method::kLocalX4 ? kLocalFanout : 1) * gigabytes / (t.op_us * 1e-6);
+      const bool local = m == Method::kLocalX4 || m == Method::kLocalX4Tma;
+      const double gbps = (local ? kLocalFanout : 1) * gigabytes / (t.op_us * 1e-6);
       if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
       if (csv) csv->write_row({method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1), ok ? "1" : "0"});
     }

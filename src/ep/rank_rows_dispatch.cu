@@ -23,11 +23,11 @@ namespace {
 // token). Both need every source's counts before data moves, so the counts
 // exchange of NOTE [EP direct rows] comes first and guards reuse the same way.
 // Every position is computed by the sender, so a destination has nothing to do
-// per row: the sender's last block (arrive_last<true>: every block's stores made
-// visible at system scope first) stores the epoch into kRowsWritten + sender at
-// every destination, itself included, and a destination's receive half waits
-// for that word from every source, then writes the offsets and the -1 padding of
-// the row lists. A call whose layout was bad sends nothing but still signals.
+// per row: the sender's last block (NOTE [EP last block]: it has acquired every
+// block's stores, and its release covers them) stores the epoch into
+// kRowsWritten + sender at every destination, itself included, and a
+// destination's receive half waits for that word from every source, then writes
+// the offsets and the -1 padding of the row lists. A call whose layout was bad sends nothing but still signals.
 // dispatch() overlaps the halves: num_sms - 1 send blocks and the one receive
 // block, started by programmatic dependent launch while the send grid runs.
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
     }
   }
   // NOTE [EP rank rows]: the last block tells every destination this source is done.
-  if (!arrive_last<true>(p, kDispatchSend)) return;
+  if (!arrive_last<false>(p, kDispatchSend)) return;
   p.flags.block_signal_row(kRowsWritten, epoch, /*include_self=*/true);
   advance_epoch(p, kDispatchSend, epoch);
 }
