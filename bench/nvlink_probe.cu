@@ -14,6 +14,8 @@
 //   copy_engine    cudaMemcpyAsync per peer on its own stream (no SMs; one row)
 //   store_local    store, plus the same item into a local buffer (the rank-rows
 //                  dispatch's send pattern: every row to the peer and to this rank)
+//   store_split    store_local's bytes, but the first 2/3 of the blocks only store to
+//                  peers and the rest only write the local copies (SMs split by role)
 //   local_x4       no NVLink: each item into 4 rows of a local buffer (the local
 //                  expansion of the expanded EP layout, ~4 local experts a token)
 //   local_x4_tma   local_x4 with the bulk-copy engine (one load to shared, 4 bulk stores)
@@ -45,7 +47,7 @@ constexpr int kUnroll = 8;
 constexpr int kTmaChunk = 2048;  // bytes per warp and buffer (two buffers per warp)
 constexpr int kFlagWords = 4096;
 
-enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kLocalX4, kLocalX4Tma };
+enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kStoreSplit, kLocalX4, kLocalX4Tma };
 constexpr int kLocalFanout = 4;  // local rows per item in local_x4
 const char* method_name(Method m) {
   switch (m) {
@@ -55,6 +57,7 @@ const char* method_name(Method m) {
     case Method::kTma: return "tma";
     case Method::kCopyEngine: return "copy_engine";
     case Method::kStoreLocal: return "store_local";
+    case Method::kStoreSplit: return "store_split";
     case Method::kLocalX4: return "local_x4";
     case Method::kLocalX4Tma: return "local_x4_tma";
   }
@@ -112,7 +115,15 @@ template <Method M>
 __global__ void copy_kernel(Params p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int items = (p.world_size - 1) * p.items_per_peer;
-  for (int i = blockIdx.x * warps + warp; i < items; i += gridDim.x * warps) {
+  // store_split: blocks [0, peer_blocks) store to peers, the others write the local copies.
+  const int peer_blocks = max(1, int(gridDim.x) * 2 / 3);
+  const bool local_role = M == Method::kStoreSplit && int(blockIdx.x) >= peer_blocks && gridDim.x > 1;
+  int block = blockIdx.x, blocks = gridDim.x;
+  if (M == Method::kStoreSplit && gridDim.x > 1) {
+    block = local_role ? block - peer_blocks : block;
+    blocks = local_role ? blocks - peer_blocks : peer_blocks;
+  }
+  for (int i = block * warps + warp; i < items; i += blocks * warps) {
     int peer;
     size_t offset;
     item_target(p, i, peer, offset);
@@ -124,6 +135,14 @@ __global__ void copy_kernel(Params p) {
       uint8_t* dst[kLocalFanout];
       for (int f = 0; f < kLocalFanout; ++f) dst[f] = local_row(p, f, peer, offset);
       warp_copy(mine, dst, kLocalFanout, p.item_bytes, lane);
+    } else if constexpr (M == Method::kStoreSplit) {
+      uint8_t* dst[1] = {local_role ? local_row(p, 0, peer, offset)
+                                    : p.dst[peer] + size_t(p.rank) * p.per_peer_bytes + offset};
+      warp_copy(mine, dst, 1, p.item_bytes, lane);
+      if (gridDim.x == 1) {
+        dst[0] = local_row(p, 0, peer, offset);
+        warp_copy(mine, dst, 1, p.item_bytes, lane);
+      }
     } else {
       uint8_t* dst[2] = {p.dst[peer] + size_t(p.rank) * p.per_peer_bytes + offset, local_row(p, 0, peer, offset)};
       warp_copy(mine, dst, M == Method::kStoreLocal ? 2 : 1, p.item_bytes, lane);
@@ -266,7 +285,7 @@ void print_nvlink_usage(std::FILE* out) {
                "usage: mpirun -np N ferry-bench nvlink [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
                "                                       [--threads 1024] [--csv FILE]\n"
                "Egress GB/s per GPU of an all-to-all by method (store, store_release, pull, tma,\n"
-               "copy_engine, store_local) and SM count; local_x4(_tma): local write GB/s of a 1-to-4 row copy.\n");
+               "copy_engine, store_local, store_split) and SM count; local_x4(_tma): local write GB/s of a 1-to-4 row copy.\n");
 }
 
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -316,6 +335,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       case Method::kStoreRelease: copy_kernel<Method::kStoreRelease><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kPull: copy_kernel<Method::kPull><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kStoreLocal: copy_kernel<Method::kStoreLocal><<<sms, o.threads, 0, s>>>(p); break;
+      case Method::kStoreSplit: copy_kernel<Method::kStoreSplit><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kLocalX4: copy_kernel<Method::kLocalX4><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kTma: tma_kernel<0><<<sms, o.threads, tma_smem, s>>>(p); break;
       case Method::kLocalX4Tma: tma_kernel<kLocalFanout><<<sms, o.threads, tma_smem, s>>>(p); break;
@@ -351,7 +371,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, kLocalFanout, counter);
     } else {
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, 0, counter);
-      if (m == Method::kStoreLocal) check_kernel<<<132, 1024, 0, stream.get()>>>(p, 1, counter);
+      if (m == Method::kStoreLocal || m == Method::kStoreSplit) check_kernel<<<132, 1024, 0, stream.get()>>>(p, 1, counter);
     }
     FERRY_CUDA_CHECK(cudaGetLastError());
     unsigned long long bad = 0;
@@ -375,7 +395,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   TimingOptions timing;
   timing.ops_per_graph = 4;
   for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine,
-                   Method::kStoreLocal, Method::kLocalX4, Method::kLocalX4Tma}) {
+                   Method::kStoreLocal, Method::kStoreSplit, Method::kLocalX4, Method::kLocalX4Tma}) {
     if (leader) std::printf("%-14s", method_name(m));
     const std::vector<int> counts = m == Method::kCopyEngine ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {

@@ -159,6 +159,10 @@ inline constexpr Info kRegistry[] = {
     int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
         "1/3 of num_sms; 1/2 in low-latency or with rank rows", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
+    int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
+        "about 1/(W+1) of the send blocks; 0 below 3", "blocks",
+        "rank-rows dispatch: send blocks that write only this rank's own rows while the others write only "
+        "the peers' (SMs split by role); 0: every block writes every destination"),
     bool_knob("FERRY_EP_OVERLAP", "ep", "1", "",
         "dispatch()/combine() run both halves at once (compute capability 9.0+, num_sms >= 2); 0: one after "
         "the other, each with all num_sms"),
@@ -291,6 +295,7 @@ inline constexpr Knob<TwoShotVariant> kTwoShotVariant = handle<TwoShotVariant>("
 inline constexpr Knob<int64_t> kEpChunkCols = handle<int64_t>("FERRY_EP_CHUNK_COLS");
 inline constexpr Knob<int64_t> kEpDispatchRecvBlocks = handle<int64_t>("FERRY_EP_DISPATCH_RECV_BLOCKS");
 inline constexpr Knob<int64_t> kEpCombineRecvBlocks = handle<int64_t>("FERRY_EP_COMBINE_RECV_BLOCKS");
+inline constexpr Knob<int64_t> kEpRankRowsLocalBlocks = handle<int64_t>("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");
 inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
 inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");

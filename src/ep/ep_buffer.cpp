@@ -44,6 +44,15 @@ int cuda_pointer_device(const void* ptr) {
 
 namespace {
 
+// NOTE [EP rank rows by role] (rank_rows_dispatch.cu): the send blocks that write only
+// this rank's own rows. About one share in W + 1: at W = 2 a third of the blocks, for
+// half the bytes (local writes run faster than NVLink stores); none below 3 blocks.
+int rank_rows_local_blocks(int send_blocks, int world_size, std::optional<int64_t> chosen) {
+  if (send_blocks < 3 || world_size < 2) return 0;
+  const int64_t n = chosen ? *chosen : std::max(1, send_blocks / (world_size + 1));
+  return static_cast<int>(std::min<int64_t>(n, send_blocks - 1));
+}
+
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
   return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
@@ -116,6 +125,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // run one after the other on half the SMs each, so they run apart with all of them.
   state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && supports_dependent_launch(comm_.device());
   state_->fuse_layout = knobs::kEpFuseLayout.value();
+  state_->rank_rows_local_blocks = knobs::kEpRankRowsLocalBlocks.read();
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
@@ -316,6 +326,8 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
+  if (p.rank_rows)
+    p.rank_rows_local_blocks = ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
   // Tokens that fit one layout block: the send kernel does the layout where the
   // path can (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout && st.path->fuses_layout;

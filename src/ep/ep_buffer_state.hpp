@@ -3,6 +3,8 @@
 // and combine(), the halves run at once).
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <memory>
 
@@ -33,6 +35,7 @@ struct EpBuffer::State {
   bool fuse_layout = true;           // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
   int dispatch_recv_blocks = 1;      // of num_sms, when overlapping
   int combine_recv_blocks = 1;
+  std::optional<int64_t> rank_rows_local_blocks;  // FERRY_EP_RANK_ROWS_LOCAL_BLOCKS (else rank_rows_local_blocks())
   ep::HalfGrids grids;
   // Ranks in several nodes: the cross-node path (internode_dispatch.cu, internode_combine.cu) on `window`, with
   // the layout kernel and base's local arrays; nothing symmetric otherwise.

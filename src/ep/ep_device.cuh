@@ -206,9 +206,11 @@ __device__ __forceinline__ int64_t warp_expert_offsets(const Params& p, int n, i
 // as warps or more, both orders use every warp.
 struct ItemLoop {
   int first, stride;
-  __device__ explicit ItemLoop(const Params& p) : stride(int(gridDim.x) * kWarps) {
+  __device__ explicit ItemLoop(const Params& p) : ItemLoop(p, int(blockIdx.x), int(gridDim.x)) {}
+  // The items of block `block` of `blocks` (a subset of the grid's blocks).
+  __device__ ItemLoop(const Params& p, int block, int blocks) : stride(blocks * kWarps) {
     const int warp = threadIdx.x >> 5;
-    first = p.spread_items ? warp * int(gridDim.x) + int(blockIdx.x) : int(blockIdx.x) * kWarps + warp;
+    first = p.spread_items ? warp * blocks + block : block * kWarps + warp;
   }
 };
 

@@ -85,6 +85,7 @@ struct Params {
   int num_blocks;               // grid of the launched kernel
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
   int num_chunks;               // ceil(hidden / chunk_cols)
+  int rank_rows_local_blocks;   // rank-rows send blocks that write only this rank's rows (NOTE [EP rank rows by role])
 
   // ---- user tensors
   const void* tokens;           // [T', H] bf16 or fp8

@@ -34,6 +34,14 @@ namespace {
 // in SMs (bf16: 16 SMs 218-221 us, 24 SMs 251-255, 32 SMs 231-234), and giving a
 // few warps of each block only the own rank's rows (the rest only NVLink) was no
 // faster at any split (docs/results/ep_2xH100.txt).
+// NOTE [EP rank rows by role]
+// With p.rank_rows_local_blocks = n > 0, the last n send blocks write only this
+// rank's own rows (local HBM) and the others only the peers' rows (NVLink), each
+// group walking every token. Local copies in the same SM as NVLink stores slow
+// the NVLink stores down: on 2 H200s, 24 SMs of 16-byte stores move 328 GB/s to
+// the peer, but 272 GB/s when each item also goes to a local row
+// (`ferry-bench nvlink`, store vs store_local). The token is read twice (once
+// per group), a small price next to the writes. Below 3 send blocks n is 0.
 struct RankRowsTargets {
   DestinationRows rows;       // index-list positions (expanded-layout rows), per destination
   int32_t row_base[kMaxRanks];      // first rank row of this source at each destination
@@ -73,17 +81,19 @@ __device__ void record_rank_rows_overflow(const Params& p, const RankRowsTargets
   }
 }
 
-// One chunk of token t into its row at every destination it picked; with the
-// first chunk, the row's routing and its row-list entries.
+// One chunk of token t into its row at every destination it picked among
+// `destinations` (a rank mask); with the first chunk, the row's routing and its
+// row-list entries there.
 template <bool kQuantize>
 __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targets, int t, int c, int lane,
-                                    uint8_t** dst, float** dst_scales) {
+                                    unsigned destinations, uint8_t** dst, float** dst_scales) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
   const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
   const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
-  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !targets.overflows(p, lane < W ? lane : 0));
+  const unsigned dst_mask = __ballot_sync(
+      0xffffffffu, slot >= 0 && ((destinations >> lane) & 1u) && !targets.overflows(p, lane < W ? lane : 0));
   if (dst_mask == 0) return;
   const int groups = p.hidden / kScaleBlock;
   const size_t row_bytes = size_t(p.hidden) * (p.fp8_out ? 1 : 2);
@@ -126,9 +136,17 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
       const int items = p.num_tokens * p.num_chunks;
-      const ItemLoop loop(p);
+      // NOTE [EP rank rows by role]
+      const int local_blocks = p.rank_rows_local_blocks;
+      const int peer_blocks = int(gridDim.x) - local_blocks;
+      const bool local_role = int(blockIdx.x) >= peer_blocks;
+      const unsigned own = 1u << p.rank;
+      const unsigned destinations = local_blocks == 0 ? ~0u : (local_role ? own : ~own);
+      const ItemLoop loop = local_blocks == 0 ? ItemLoop(p)
+                                              : (local_role ? ItemLoop(p, int(blockIdx.x) - peer_blocks, local_blocks)
+                                                            : ItemLoop(p, int(blockIdx.x), peer_blocks));
       for (int item = loop.first; item < items; item += loop.stride)
-        send_rank_row_chunk<kQuantize>(p, targets, item / p.num_chunks, item % p.num_chunks, lane,
+        send_rank_row_chunk<kQuantize>(p, targets, item / p.num_chunks, item % p.num_chunks, lane, destinations,
                                        warp_dst[warp], warp_scales[warp]);
     }
   }

@@ -408,6 +408,31 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   }
 }
 
+// NOTE [EP rank rows by role]: the send blocks split into peer-row and own-row
+// groups (the default from 3 send blocks), every block writing every destination
+// (FERRY_EP_RANK_ROWS_LOCAL_BLOCKS=0), one own-row block, and more than there are
+// blocks (clamped): the same rows and sums, checked against the reference, with
+// bf16 and fp8 (quantized in the send kernel), halves and overlapped.
+TEST(EpRankRowsCases, SendBlocksByRoleOrMixed) {
+  REQUIRE_EP();
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
+  for (const char* local_blocks : {"", "0", "1", "1000"}) {
+    for (DataType dtype : {DataType::kBFloat16, DataType::kFloat8E4M3}) {
+      SCOPED_TRACE(std::string("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS='") + local_blocks + "' " + dtype_id(dtype));
+      setenv("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", local_blocks, 1);
+      Harness h(shared(), rank_rows_config(dtype, 300, 2048, 8, 4, true, 1, 9));
+      unsetenv("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");
+      ASSERT_TRUE(h.alive());
+      previous() = {};  // a new buffer (perhaps at the last one's address)
+      RoundOptions halves;
+      halves.halves = true;
+      ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
+      ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves));
+      ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kSomeZero));
+    }
+  }
+}
+
 // While a stand-in for the user's kernels holds all SMs but 1 or 3, rank rows
 // progress (dispatch() overlaps its one receive block; the halves apart too).
 TEST(EpRankRowsCases, FewFreeSms) {
