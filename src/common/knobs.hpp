@@ -160,7 +160,7 @@ inline constexpr Info kRegistry[] = {
         "1/3 of num_sms; 1/2 in low-latency or with rank rows", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
-        "about 1/(W+1) of the send blocks; 0 below 3", "blocks",
+        "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",
         "rank-rows dispatch: send blocks that write only this rank's own rows while the others write only "
         "the peers' (SMs split by role); 0: every block writes every destination"),
     bool_knob("FERRY_EP_OVERLAP", "ep", "1", "",

@@ -45,12 +45,20 @@ int cuda_pointer_device(const void* ptr) {
 namespace {
 
 // NOTE [EP rank rows by role] (rank_rows_dispatch.cu): the send blocks that write only
-// this rank's own rows. About one share in W + 1: at W = 2 a third of the blocks, for
-// half the bytes (local writes run faster than NVLink stores); none below 3 blocks.
+// this rank's own rows, or 0 (every block writes every destination). NVLink stores
+// saturate from about kNvlinkBlocks SMs (2 H200s: 320 GB/s from 8 SMs, 325 from 24),
+// and one SM copies about 43 GB/s locally, so at W = 2 (as many own bytes as peer
+// bytes) 8 own-row blocks keep pace with the peer group; with more peers a token's
+// own share shrinks, about 1 / (W - 1). Split only where the peer group keeps
+// kNvlinkBlocks: with fewer SMs, mixed blocks are faster (measured at W = 2, 24 SMs:
+// own-row blocks 0 / 4 / 6 / 7 / 8 / 10 / 12: bf16 228.6 / 341.2 / 239.6 / 211.0 /
+// 209.7 / 214.4 / 221.9 us; 16 SMs split 10 + 5: 284.5 against 221 mixed).
 int rank_rows_local_blocks(int send_blocks, int world_size, std::optional<int64_t> chosen) {
-  if (send_blocks < 3 || world_size < 2) return 0;
-  const int64_t n = chosen ? *chosen : std::max(1, send_blocks / (world_size + 1));
-  return static_cast<int>(std::min<int64_t>(n, send_blocks - 1));
+  constexpr int kNvlinkBlocks = 8;
+  if (send_blocks < 2 || world_size < 2) return 0;
+  if (chosen) return static_cast<int>(std::min<int64_t>(*chosen, send_blocks - 1));
+  const int local = (kNvlinkBlocks + world_size - 2) / (world_size - 1);  // ceil(8 / (W - 1))
+  return send_blocks - local >= kNvlinkBlocks ? local : 0;
 }
 
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.

@@ -33,15 +33,18 @@ namespace {
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
 // in SMs (bf16: 16 SMs 218-221 us, 24 SMs 251-255, 32 SMs 231-234), and giving a
 // few warps of each block only the own rank's rows (the rest only NVLink) was no
-// faster at any split (docs/results/ep_2xH100.txt).
+// faster at any split (docs/results/ep_2xH100.txt); splitting whole blocks by
+// role is (NOTE [EP rank rows by role]).
 // NOTE [EP rank rows by role]
 // With p.rank_rows_local_blocks = n > 0, the last n send blocks write only this
 // rank's own rows (local HBM) and the others only the peers' rows (NVLink), each
 // group walking every token. Local copies in the same SM as NVLink stores slow
 // the NVLink stores down: on 2 H200s, 24 SMs of 16-byte stores move 328 GB/s to
 // the peer, but 272 GB/s when each item also goes to a local row
-// (`ferry-bench nvlink`, store vs store_local). The token is read twice (once
-// per group), a small price next to the writes. Below 3 send blocks n is 0.
+// (`ferry-bench nvlink`, store vs store_local; 322 GB/s with 2/3 of the SMs
+// storing to the peer and 1/3 copying locally, store_split). The token is read
+// twice (once per group), a small price next to the writes. How many own-row
+// blocks, and from how many SMs: rank_rows_local_blocks (ep_buffer.cpp).
 struct RankRowsTargets {
   DestinationRows rows;       // index-list positions (expanded-layout rows), per destination
   int32_t row_base[kMaxRanks];      // first rank row of this source at each destination

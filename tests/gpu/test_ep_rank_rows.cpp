@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ep_reference.hpp"
@@ -409,18 +410,21 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
 }
 
 // NOTE [EP rank rows by role]: the send blocks split into peer-row and own-row
-// groups (the default from 3 send blocks), every block writing every destination
-// (FERRY_EP_RANK_ROWS_LOCAL_BLOCKS=0), one own-row block, and more than there are
-// blocks (clamped): the same rows and sums, checked against the reference, with
-// bf16 and fp8 (quantized in the send kernel), halves and overlapped.
+// groups (the default where 8 blocks remain for the peers: 20 SMs), every block
+// writing every destination (FERRY_EP_RANK_ROWS_LOCAL_BLOCKS=0, and the default
+// on 9 SMs), one own-row block, and more than there are blocks (clamped): the
+// same rows and sums, checked against the reference, with bf16 and fp8
+// (quantized in the send kernel), halves and overlapped.
 TEST(EpRankRowsCases, SendBlocksByRoleOrMixed) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
-  for (const char* local_blocks : {"", "0", "1", "1000"}) {
+  const std::pair<const char*, int> cases[] = {{"", 20}, {"", 9}, {"0", 20}, {"1", 9}, {"1000", 9}};
+  for (const auto& [local_blocks, sms] : cases) {
     for (DataType dtype : {DataType::kBFloat16, DataType::kFloat8E4M3}) {
-      SCOPED_TRACE(std::string("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS='") + local_blocks + "' " + dtype_id(dtype));
+      SCOPED_TRACE(std::string("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS='") + local_blocks + "' sms=" + std::to_string(sms) +
+                   " " + dtype_id(dtype));
       setenv("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", local_blocks, 1);
-      Harness h(shared(), rank_rows_config(dtype, 300, 2048, 8, 4, true, 1, 9));
+      Harness h(shared(), rank_rows_config(dtype, 300, 2048, 8, 4, true, 1, sms));
       unsetenv("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");
       ASSERT_TRUE(h.alive());
       previous() = {};  // a new buffer (perhaps at the last one's address)
