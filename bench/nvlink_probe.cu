@@ -19,9 +19,12 @@
 //   local_x4       no NVLink: each item into 4 rows of a local buffer (the local
 //                  expansion of the expanded EP layout, ~4 local experts a token)
 //   local_x4_tma   local_x4 with the bulk-copy engine (one load to shared, 4 bulk stores)
+//   local_sum4     no NVLink: 4 local bf16 rows per item summed in fp32 with weights into
+//                  one local row (the expanded EP combine's reads); GB/s: bytes read / time
 // GB/s: bytes this rank sends to (pull: gets from) its peers / time (local_x4:
 // bytes it writes locally / time); median of CUDA-graph replays, max time over
 // ranks. Every method's result is checked.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -47,7 +50,9 @@ constexpr int kUnroll = 8;
 constexpr int kTmaChunk = 2048;  // bytes per warp and buffer (two buffers per warp)
 constexpr int kFlagWords = 4096;
 
-enum class Method { kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kStoreSplit, kLocalX4, kLocalX4Tma };
+enum class Method {
+  kStore, kStoreRelease, kPull, kTma, kCopyEngine, kStoreLocal, kStoreSplit, kLocalX4, kLocalX4Tma, kLocalSum4
+};
 constexpr int kLocalFanout = 4;  // local rows per item in local_x4
 const char* method_name(Method m) {
   switch (m) {
@@ -60,6 +65,7 @@ const char* method_name(Method m) {
     case Method::kStoreSplit: return "store_split";
     case Method::kLocalX4: return "local_x4";
     case Method::kLocalX4Tma: return "local_x4_tma";
+    case Method::kLocalSum4: return "local_sum4";
   }
   return "?";
 }
@@ -106,6 +112,54 @@ __device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* const* ds
       for (int u = 0; u < kUnroll; ++u) {
         const int i = base + u * 32 + lane;
         if (i < units) device::store16(dst[d] + size_t(i) * 16, v[u]);
+      }
+    }
+  }
+}
+
+// 8 bf16 of each of the kLocalFanout rows at unit i, weighted (1, 1/2, 1/4, ...),
+// summed in fp32 and rounded to bf16: what the expanded combine does per unit.
+__device__ __forceinline__ uint4 weighted_sum_unit(const Params& p, int peer, size_t offset, size_t i) {
+  float acc[8] = {};
+  for (int f = 0; f < kLocalFanout; ++f) {
+    const uint4 v = device::load16(local_row(p, f, peer, offset) + i * 16);
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&v);
+    const float w = 1.f / float(1 << f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] = fmaf(w, __bfloat162float(h[j]), acc[j]);
+  }
+  uint4 out;
+  __nv_bfloat16* o = reinterpret_cast<__nv_bfloat16*>(&out);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = __float2bfloat16(acc[j]);
+  return out;
+}
+
+// Row (peer, offset) of the local sums (this rank's dst buffer, unused by peers in local_sum4).
+__device__ __forceinline__ uint8_t* sum_row(const Params& p, int peer, size_t offset) {
+  return p.dst[p.rank] + size_t(peer) * p.per_peer_bytes + offset;
+}
+
+// local_sum4: the warp sums its item's kLocalFanout rows, 4 units per lane in flight per row.
+__global__ void sum_kernel(Params p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int items = (p.world_size - 1) * p.items_per_peer;
+  const int units = p.item_bytes / 16;
+  for (int i = blockIdx.x * warps + warp; i < items; i += gridDim.x * warps) {
+    int peer;
+    size_t offset;
+    item_target(p, i, peer, offset);
+    for (int base = 0; base < units; base += 32 * 4) {
+      uint4 out[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int unit = base + u * 32 + lane;
+        if (unit < units) out[u] = weighted_sum_unit(p, peer, offset, size_t(unit));
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int unit = base + u * 32 + lane;
+        if (unit < units) device::store16(sum_row(p, peer, offset) + size_t(unit) * 16, out[u]);
       }
     }
   }
@@ -224,6 +278,30 @@ __device__ __forceinline__ uint32_t pattern(int from, int to, size_t w) {
   return (uint32_t(from) * 131u + uint32_t(to) * 7919u) ^ (uint32_t(w) * 2654435761u);
 }
 
+// The local rows local_sum4 reads: row f of (peer, word) holds a pattern of its own.
+__global__ void fill_local_kernel(Params p) {
+  const size_t words = p.per_peer_bytes / 4;
+  uint32_t* local = reinterpret_cast<uint32_t*>(p.local);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words * p.world_size * kLocalFanout;
+       i += size_t(gridDim.x) * blockDim.x)
+    local[i] = pattern(p.rank, int(i / words), i % words) ^ uint32_t(i / (words * p.world_size)) * 0x9e3779b9u;
+}
+
+// Every unit of every item's sum row against the same sum computed here.
+__global__ void check_sums_kernel(Params p, unsigned long long* mismatches) {
+  const size_t units = size_t(p.items_per_peer) * p.item_bytes / 16;
+  unsigned long long bad = 0;
+  for (int s = 0; s < p.world_size; ++s) {
+    if (s == p.rank) continue;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < units; i += size_t(gridDim.x) * blockDim.x) {
+      const uint4 want = weighted_sum_unit(p, s, 0, i);
+      const uint4 got = device::load16(sum_row(p, s, 0) + i * 16);
+      bad += want.x != got.x || want.y != got.y || want.z != got.z || want.w != got.w;
+    }
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
 __global__ void fill_kernel(Params p) {
   const size_t words = p.per_peer_bytes / 4;
   uint32_t* src = reinterpret_cast<uint32_t*>(p.src[p.rank]);
@@ -285,7 +363,8 @@ void print_nvlink_usage(std::FILE* out) {
                "usage: mpirun -np N ferry-bench nvlink [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
                "                                       [--threads 1024] [--csv FILE]\n"
                "Egress GB/s per GPU of an all-to-all by method (store, store_release, pull, tma,\n"
-               "copy_engine, store_local, store_split) and SM count; local_x4(_tma): local write GB/s of a 1-to-4 row copy.\n");
+               "copy_engine, store_local, store_split) and SM count; local_x4(_tma): local write GB/s of a 1-to-4 row\n"
+               "copy; local_sum4: local read GB/s of a 4-to-1 weighted bf16 row sum.\n");
 }
 
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -339,6 +418,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       case Method::kLocalX4: copy_kernel<Method::kLocalX4><<<sms, o.threads, 0, s>>>(p); break;
       case Method::kTma: tma_kernel<0><<<sms, o.threads, tma_smem, s>>>(p); break;
       case Method::kLocalX4Tma: tma_kernel<kLocalFanout><<<sms, o.threads, tma_smem, s>>>(p); break;
+      case Method::kLocalSum4: sum_kernel<<<sms, o.threads, 0, s>>>(p); break;
       case Method::kCopyEngine: {
         FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
         for (int j = 0; j < W - 1; ++j) {
@@ -360,6 +440,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   auto check = [&](Method m, int sms) {
     FERRY_CUDA_CHECK(cudaMemset(p.dst[p.rank], 0xEE, p.per_peer_bytes * W));
     FERRY_CUDA_CHECK(cudaMemset(p.local, 0xEE, size_t(kLocalFanout) * W * p.per_peer_bytes));
+    if (m == Method::kLocalSum4) fill_local_kernel<<<132, 1024>>>(p);  // after the memsets (legacy stream)
     FERRY_CUDA_CHECK(cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());
     bootstrap->barrier();
@@ -369,6 +450,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
     unsigned long long* counter = static_cast<unsigned long long*>(mismatches.get());
     if (m == Method::kLocalX4 || m == Method::kLocalX4Tma) {
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, kLocalFanout, counter);
+    } else if (m == Method::kLocalSum4) {
+      check_sums_kernel<<<132, 1024, 0, stream.get()>>>(p, counter);
     } else {
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, 0, counter);
       if (m == Method::kStoreLocal || m == Method::kStoreSplit) check_kernel<<<132, 1024, 0, stream.get()>>>(p, 1, counter);
@@ -395,7 +478,8 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   TimingOptions timing;
   timing.ops_per_graph = 4;
   for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine,
-                   Method::kStoreLocal, Method::kStoreSplit, Method::kLocalX4, Method::kLocalX4Tma}) {
+                   Method::kStoreLocal, Method::kStoreSplit, Method::kLocalX4, Method::kLocalX4Tma,
+                   Method::kLocalSum4}) {
     if (leader) std::printf("%-14s", method_name(m));
     const std::vector<int> counts = m == Method::kCopyEngine ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {
@@ -403,7 +487,7 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       const bool ok = check(m, blocks);
       const TimingResult t = time_op({method_name(m), [&](cudaStream_t s) { enqueue(m, blocks, s); }, {}},
                                      stream.get(), *bootstrap, timing);
-      const bool local = m == Method::kLocalX4 || m == Method::kLocalX4Tma;
+      const bool local = m == Method::kLocalX4 || m == Method::kLocalX4Tma || m == Method::kLocalSum4;
       const double gbps = (local ? kLocalFanout : 1) * gigabytes / (t.op_us * 1e-6);
       if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
       if (csv) csv->write_row({method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1), ok ? "1" : "0"});
