@@ -73,6 +73,8 @@ ferry_device_cmake_args() {
   shift
   local -a device_args=(-DFERRY_CUDA_ARCHS="${FERRY_CUDA_ARCHS:-90}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
   [ -f "$ROOT/.deps/googletest/CMakeLists.txt" ] && device_args+=(-DFERRY_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
+  # FERRY_EP_TRACE=1: the EP kernels print per-phase timestamps (NOTE [EP trace]); use its own BUILD_DIR.
+  [ "${FERRY_EP_TRACE:-0}" = 1 ] && device_args+=(-DFERRY_EP_TRACE=ON)
   ferry_cmake_args "$build_dir" "${device_args[@]}" "$@"
 }
 

@@ -4,6 +4,7 @@
 // as soon as they are ready, in rank order (fp32), into out[t]. Protocol:
 // NOTE [EP epochs].
 #include "ep/ep_device.cuh"
+#include "ep/ep_trace.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 
@@ -11,6 +12,11 @@ namespace ferry::ep {
 namespace {
 
 constexpr int kUnroll = kCombineUnroll;
+
+// NOTE [EP trace] points. Send: 0 start, 1 homes' consumed words seen, 2 items done.
+// Receive: 0 start, 1 items done.
+FERRY_EP_TRACE_DEFINE(g_trace_combine_send)
+FERRY_EP_TRACE_DEFINE(g_trace_combine_recv)
 
 // The partial of each received token goes to its home rank's stage, at the
 // token's index there; each chunk's ready word is released after it.
@@ -32,12 +38,16 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
+  FERRY_EP_TRACE_POINT(g_trace_combine_send, 0);
   load_recv_counts(p, token_count, max_token_count);
   // Homes must be done reading the partials this rank sent them last time.
   if (wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) {
+    FERRY_EP_TRACE_POINT(g_trace_combine_send, 1);
     IntranodeTarget target{p, epoch};
     combine_send_items(p, token_count, max_token_count, target);
   }
+  FERRY_EP_TRACE_POINT(g_trace_combine_send, 2);
+  FERRY_EP_TRACE_REPORT(g_trace_combine_send, "combine_send", p, epoch, 3);
   finish_launch(p, kCombineSend, epoch, -1);
 }
 
@@ -46,6 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const int W = p.world_size, H = p.hidden;
   const int lane = threadIdx.x & 31;
   const size_t row_bytes = size_t(H) * 2;
+  FERRY_EP_TRACE_POINT(g_trace_combine_recv, 0);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (*p.layout_error == 0) {
     const int items = p.num_tokens * p.num_chunks;
@@ -74,6 +85,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       }
     }
   }
+  FERRY_EP_TRACE_POINT(g_trace_combine_recv, 1);
+  FERRY_EP_TRACE_REPORT(g_trace_combine_recv, "combine_recv", p, epoch, 2);
   finish_launch(p, kCombineRecv, epoch, kCombineConsumed);
 }
 

@@ -7,12 +7,19 @@
 
 #include "ep/destination_rows.cuh"
 #include "ep/ep_device.cuh"
+#include "ep/ep_trace.cuh"
 #include "ep/routing_layout.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::ep {
 namespace {
+
+// NOTE [EP trace] points. Send: 0 start, 1 block 0's layout done, 2 counts published,
+// 3 every rank's counts seen, 4 destination rows computed, 5 items done.
+// Receive: 0 start, 1 counts seen, 2 offsets computed, 3 items done.
+FERRY_EP_TRACE_DEFINE(g_trace_dispatch_send)
+FERRY_EP_TRACE_DEFINE(g_trace_dispatch_recv)
 
 // One chunk of token t to every destination rank it picked: the data into the
 // row of its first expert there, the routing record and the chunk's ready word.
@@ -107,6 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   DestinationRows& rows = *reinterpret_cast<DestinationRows*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 0);
   // publish_counts (destination_rows.cuh) is this block's work, kept inline here so
   // that this kernel's code stays as measured (the call reordered its PTX).
   if (blockIdx.x == 0) {
@@ -114,6 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
       __syncthreads();  // the layout's counts and error flag, for every thread
     }
+    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 1);
     const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
     for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
       const int r = i / (E + W), c = i % (E + W);
@@ -122,13 +131,16 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     }
     __syncthreads();
     p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
+    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 2);
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 3);
     // After the wait: with a fused layout, this rank's counts guard the layout too.
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
     compute_destination_rows(p, p.counts[p.rank] + parity_offset, rows);
+    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 4);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -139,6 +151,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
                               warp_scales[warp], epoch);
     }
   }
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 5);
+  FERRY_EP_TRACE_REPORT(g_trace_dispatch_send, "dispatch_send", p, epoch, 6);
   finish_launch(p, kDispatchSend, epoch, -1);
 }
 
@@ -161,7 +175,9 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
   __shared__ bool overflow;
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 0);
   if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 1);
 
   // Rows of (source s, local expert le) start at the expert's offset plus the
   // rows of lower sources (the senders compute the same, NOTE [EP direct rows]).
@@ -196,6 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   __syncthreads();
   for (int i = threadIdx.x; i < W * Le; i += kThreads) base[i] += int32_t(offsets[i % Le]);
   __syncthreads();
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 2);
 
   if (!overflow) {
     if (blockIdx.x == 0) {
@@ -256,6 +273,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       __syncwarp();
     }
   }
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 3);
+  FERRY_EP_TRACE_REPORT(g_trace_dispatch_recv, "dispatch_recv", p, epoch, 4);
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 

@@ -2,6 +2,7 @@
 // kernels of the cross-node path. Protocol: NOTE [EP across nodes] and NOTE [EP
 // across nodes: reuse] in internode_common.cuh.
 #include "ep/internode_common.cuh"
+#include "ep/ep_trace.cuh"
 
 namespace ferry::ep {
 namespace {
@@ -21,6 +22,11 @@ struct NetTarget {
   __device__ void written(int, int, int) {}
 };
 
+// NOTE [EP trace] points. Send: 0 start, 1 reuse wait done, 2 partials written (before the
+// last block's puts). Receive: 0 start, 1 every rank's partials seen, 2 sums written.
+FERRY_EP_TRACE_DEFINE(g_trace_net_combine_send)
+FERRY_EP_TRACE_DEFINE(g_trace_net_combine_recv)
+
 __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams np) {
   const Params& p = np.p;
   const DeviceWindow& w = np.w;
@@ -31,13 +37,17 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   const size_t row_bytes = size_t(H) * 2;
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
+  FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 0);
   load_recv_counts(p, token_count, max_token_count);
   // NOTE [EP across nodes: reuse] (3): the slots of this parity were read in combine epoch - 2.
   const bool ok = wait_all_ranks(np, kSigCombineConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpCombine);
+  FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
     NetTarget target{np, parity};
     combine_send_items(p, token_count, max_token_count, target);
   }
+  FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 2);
+  FERRY_EP_TRACE_REPORT(g_trace_net_combine_send, "net_combine_send", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineSend)) return;
   if (ok) {
     for (int s = 0; s < W; ++s) {
@@ -63,7 +73,9 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   const int W = p.world_size, H = p.hidden;
   const int lane = threadIdx.x & 31;
   const size_t row_bytes = size_t(H) * 2;
+  FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 0);
   const bool ok = wait_all_ranks(np, kSigCombineData, epoch, kPhaseEpCombine);
+  FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 1);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (ok && *reinterpret_cast<const volatile int32_t*>(p.layout_error) == 0) {
     const int items = p.num_tokens * p.num_chunks;
@@ -91,6 +103,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
       }
     }
   }
+  FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 2);
+  FERRY_EP_TRACE_REPORT(g_trace_net_combine_recv, "net_combine_recv", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineRecv)) return;
   // Every block is done reading the partials: the expert ranks may reuse them.
   if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, 1);

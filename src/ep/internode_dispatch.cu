@@ -2,9 +2,15 @@
 // cross-node path. Protocol: NOTE [EP across nodes] and NOTE [EP across nodes:
 // reuse] in internode_common.cuh.
 #include "ep/internode_common.cuh"
+#include "ep/ep_trace.cuh"
 
 namespace ferry::ep {
 namespace {
+
+// NOTE [EP trace] points. Send: 0 start, 1 reuse wait done, 2 records packed (before the
+// last block's puts). Receive: 0 start, 1 every source's data seen, 2 records placed.
+FERRY_EP_TRACE_DEFINE(g_trace_net_dispatch_send)
+FERRY_EP_TRACE_DEFINE(g_trace_net_dispatch_recv)
 
 // ---------------------------------------------------------------- dispatch
 
@@ -57,8 +63,10 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   const int W = p.world_size;
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
+  FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 0);
   // NOTE [EP across nodes: reuse] (1, 2): the slots of this parity were read in call epoch - 2.
   const bool ok = wait_all_ranks(np, kSigDispatchConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpDispatch);
+  FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 1);
   // A bad expert id in this call's routing: send nothing (EpBuffer reports it).
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
   if (ok && !bad) {
@@ -69,6 +77,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
       pack_chunk<kQuantize>(np, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp],
                             parity);
   }
+  FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
+  FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchSend)) return;
   if (ok) {
     for (int d = 0; d < W; ++d) {
@@ -98,8 +108,12 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   const uint64_t epoch = current_epoch(p, kDispatchRecv);
   const int parity = static_cast<int>(epoch & 1);
   const int W = p.world_size;
+  FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 0);
   const bool ok = wait_all_ranks(np, kSigDispatchData, epoch, kPhaseEpDispatch);
+  FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 1);
   if (ok) place_dispatch_records(np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); });
+  FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 2);
+  FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchRecv)) return;
   // Every block is done reading the inboxes: the sources may reuse them (NOTE [EP across nodes: reuse]).
   if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigDispatchConsumed, 1);

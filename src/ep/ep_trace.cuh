@@ -1,0 +1,97 @@
+// NOTE [EP trace]
+// Diagnostics, off by default: where a kernel's time goes, phase by phase, on the
+// GPU itself (Nsight Systems is not on the device machine, and Nsight Compute
+// serializes launches, so it cannot time waits on a peer). Built with
+// -DFERRY_EP_TRACE (cmake -DCMAKE_CUDA_FLAGS=-DFERRY_EP_TRACE), thread 0 of each
+// block stamps %globaltimer at the kernel's phase points; the last block of the
+// launch to finish prints, for launch epochs = 50 mod 100, per point, the earliest
+// and latest block's stamp in microseconds after the earliest block started, e.g.
+//   [ferry ep trace] rank 0 dispatch_send epoch 150 blocks 44: p0 0.0-0.4 p1 2.1-2.1 ...
+// A point some blocks do not reach (block 0's layout) shows only those that did:
+// stamps older than this launch's first start are left out. Without the flag every
+// macro expands to nothing, so the kernels' code is unchanged.
+#pragma once
+
+#ifdef FERRY_EP_TRACE
+#include <cstdio>
+
+#include "ferry/device/timeout.cuh"
+
+namespace ferry::ep::trace {
+
+constexpr int kPoints = 8;
+constexpr int kBlocks = 160;
+
+struct Stamps {
+  unsigned long long t[kPoints][kBlocks];
+  unsigned int arrived;
+};
+
+__device__ inline void stamp(Stamps& s, int point) {
+  if (threadIdx.x == 0 && blockIdx.x < kBlocks) s.t[point][blockIdx.x] = device::global_timer_ns();
+}
+
+// Every block, after its last point; the last one prints (see the NOTE).
+__device__ inline void report(Stamps& s, const char* label, int rank, unsigned long long epoch, int points) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  if (atomicAdd(&s.arrived, 1u) != gridDim.x - 1) return;
+  __threadfence();
+  s.arrived = 0;
+  if (epoch % 100 != 50) return;
+  const int blocks = min(int(gridDim.x), kBlocks);
+  unsigned long long start = ~0ull;
+  for (int b = 0; b < blocks; ++b) start = min(start, s.t[0][b]);
+  char line[512];
+  int n = 0;
+  for (int i = 0; i < points && n < 440; ++i) {
+    unsigned long long lo = ~0ull, hi = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long v = s.t[i][b];
+      if (v < start) continue;  // not reached in this launch
+      lo = min(lo, v);
+      hi = max(hi, v);
+    }
+    if (hi == 0) continue;
+    // printf has no %f into a buffer on the device: tenths of a microsecond by hand.
+    const unsigned long long a = (lo - start) / 100, z = (hi - start) / 100;
+    const char digits[] = "0123456789";
+    line[n++] = ' ';
+    line[n++] = 'p';
+    line[n++] = digits[i];
+    line[n++] = ' ';
+    for (int j = 0; j < 2; ++j) {
+      const unsigned long long v = j == 0 ? a : z;
+      char tmp[24];
+      int k = 0;
+      unsigned long long w = v / 10;
+      do {
+        tmp[k++] = digits[w % 10];
+        w /= 10;
+      } while (w != 0 && k < 20);
+      while (k > 0) line[n++] = tmp[--k];
+      line[n++] = '.';
+      line[n++] = digits[v % 10];
+      line[n++] = j == 0 ? '-' : ' ';
+    }
+  }
+  line[n] = '\0';
+  printf("[ferry ep trace] rank %d %s epoch %llu blocks %d:%s\n", rank, label, epoch, int(gridDim.x), line);
+}
+
+}  // namespace ferry::ep::trace
+
+#define FERRY_EP_TRACE_DEFINE(name) __device__ ::ferry::ep::trace::Stamps name;
+#define FERRY_EP_TRACE_POINT(name, point) ::ferry::ep::trace::stamp(name, point)
+#define FERRY_EP_TRACE_REPORT(name, label, p, epoch, points) \
+  ::ferry::ep::trace::report(name, label, (p).rank, (epoch), points)
+#else
+#define FERRY_EP_TRACE_DEFINE(name)
+#define FERRY_EP_TRACE_POINT(name, point) \
+  do {                                    \
+  } while (0)
+#define FERRY_EP_TRACE_REPORT(name, label, p, epoch, points) \
+  do {                                                      \
+  } while (0)
+#endif
