@@ -75,7 +75,7 @@ __device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, u
                                                size_t parity_offset) {
   const int W = p.world_size, E = p.num_experts;
   if (p.fuse_layout) {
-    layout_block(p, reinterpret_cast<uint32_t*>(smem), 0, 1);
+    layout_block(p, reinterpret_cast<uint32_t*>(smem), 0, 1, fused_layout_block_tokens(p.num_tokens));
     __syncthreads();  // the layout's counts and error flag, for every thread
   }
   const bool bad = *p.layout_error != 0;

@@ -96,11 +96,12 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // and (by stream order) its previous receive half, the reader of the routing
 // records, has finished: the counts are the only reuse guard dispatch needs.
 // NOTE [EP fused layout]
-// When a call's tokens fit one layout block (at most kLayoutThreads: every
-// low-latency call of up to 256 tokens), block 0 of the send kernel computes the
-// layout itself (layout_block, no grid barrier) before it publishes the counts,
-// which saves the layout kernel, its launch gap and its round trips through
-// global memory. The other blocks read the layout (token_slot, token_expert,
+// When a call's tokens fit one block of the send kernel (at most
+// max_fused_layout_tokens(E): 1024 with 256 experts, one thread per token, its
+// per-warp masks in 40 KB of shared memory), block 0 of the send kernel
+// computes the layout itself (layout_block over all the tokens, no grid
+// barrier) before it publishes the counts, which saves the two layout kernels,
+// their launch gaps and their round trips through global memory. The other blocks read the layout (token_slot, token_expert,
 // pos_in_expert, layout_error) only after they acquired every rank's counts,
 // this rank's included: block 0 releases those after its layout stores and a
 // block barrier, so the acquire makes the layout visible. The layout's shared
@@ -119,7 +120,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   // that this kernel's code stays as measured (the call reordered its PTX).
   if (blockIdx.x == 0) {
     if (p.fuse_layout) {
-      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1);
+      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1,
+                   fused_layout_block_tokens(p.num_tokens));
       __syncthreads();  // the layout's counts and error flag, for every thread
     }
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 1);
@@ -157,12 +159,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
 }
 
 // The send kernel's dynamic shared memory: DestinationRows, or the fused layout's.
-constexpr size_t dispatch_send_smem_bytes(int num_experts) {
-  return std::max(sizeof(DestinationRows), layout_smem_bytes(num_experts));
+size_t dispatch_send_smem_bytes(const Params& p) {
+  return std::max(sizeof(DestinationRows), p.fuse_layout ? fused_layout_smem_bytes(p) : size_t(0));
 }
 // With its static arrays (warp_dst, warp_scales, the layout's and the waits'
 // few words) the send kernel stays in the 48 KB a kernel gets without opting in.
-static_assert(dispatch_send_smem_bytes(kMaxExperts) + 2 * sizeof(void*) * kWarps * kMaxRanks + 1024 <=
+static_assert(std::max(sizeof(DestinationRows), kFusedLayoutSmemBytes) + 2 * sizeof(void*) * kWarps * kMaxRanks +
+                      sizeof(int32_t) * kWarps * kMaxRanks + 256 <=
                   kDefaultSmemBytes,
               "no shared-memory opt-in needed");
 
@@ -288,7 +291,7 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
   const auto kernel = p.fp8_out && !p.fp8_in ? dispatch_send_kernel<true> : dispatch_send_kernel<false>;
-  kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p.num_experts), stream>>>(p);
+  kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 

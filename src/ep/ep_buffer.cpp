@@ -338,7 +338,8 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
     p.rank_rows_local_blocks = ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
   // Tokens that fit one layout block: the send kernel does the layout where the
   // path can (NOTE [EP fused layout]).
-  p.fuse_layout = !reusing && call.num_tokens <= ep::kLayoutThreads && st.fuse_layout && st.path->fuses_layout;
+  p.fuse_layout = !reusing && call.num_tokens <= ep::max_fused_layout_tokens(p.num_experts) && st.fuse_layout &&
+                  st.path->fuses_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
   st.path->dispatch_send(st, p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);

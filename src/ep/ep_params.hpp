@@ -153,6 +153,25 @@ inline size_t meta_record_bytes(int topk) {
 // half's shared memory below the 48 KB a kernel gets without opting in
 // (static_asserts next to each kernel).
 constexpr int kMaxExperts = 1024;
+
+// Dynamic shared memory of layout_block (routing_layout.cuh) over `block_tokens`
+// tokens: per-warp expert masks, then expert bases.
+constexpr size_t layout_smem_bytes(int num_experts, int block_tokens = kLayoutThreads) {
+  return sizeof(int32_t) * size_t((block_tokens + 31) / 32 + 1) * num_experts;
+}
+// NOTE [EP fused layout] (dispatch.cu): block 0 of a send kernel lays out a call
+// of up to max_fused_layout_tokens(E) tokens itself, one thread per token (up to
+// the block's kThreads), its masks in at most kFusedLayoutSmemBytes, so that with
+// the send kernels' static arrays it stays in the 48 KB a kernel gets without
+// opting in.
+constexpr size_t kFusedLayoutSmemBytes = 40 * 1024;
+constexpr int max_fused_layout_tokens(int num_experts) {
+  const int warps = int(kFusedLayoutSmemBytes / (sizeof(int32_t) * size_t(num_experts))) - 1;
+  return warps * 32 < kThreads ? warps * 32 : kThreads;
+}
+constexpr int fused_layout_block_tokens(int num_tokens) { return (num_tokens + 31) / 32 * 32; }
+static_assert(layout_smem_bytes(kMaxExperts) <= kFusedLayoutSmemBytes, "a layout block of any expert count fits");
+static_assert(max_fused_layout_tokens(kMaxExperts) >= kLayoutThreads, "every expert count fuses a layout block");
 constexpr size_t kDefaultSmemBytes = 48 * 1024;
 
 void launch_layout(const Params& p, cudaStream_t stream);

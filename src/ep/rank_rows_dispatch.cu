@@ -160,10 +160,11 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   advance_epoch(p, kDispatchSend, epoch);
 }
 
-constexpr size_t rank_rows_send_smem_bytes(int num_experts) {
-  return std::max(sizeof(RankRowsTargets), layout_smem_bytes(num_experts));
+size_t rank_rows_send_smem_bytes(const Params& p) {
+  return std::max(sizeof(RankRowsTargets), p.fuse_layout ? fused_layout_smem_bytes(p) : size_t(0));
 }
-static_assert(rank_rows_send_smem_bytes(kMaxExperts) + 2 * sizeof(void*) * kWarps * kMaxRanks + 1024 <=
+static_assert(std::max(sizeof(RankRowsTargets), kFusedLayoutSmemBytes) + 2 * sizeof(void*) * kWarps * kMaxRanks +
+                      sizeof(int32_t) * kWarps * kMaxRanks + 256 <=
                   kDefaultSmemBytes,
               "no shared-memory opt-in needed");
 
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
 
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
   const auto kernel = p.fp8_out && !p.fp8_in ? rank_rows_send_kernel<true> : rank_rows_send_kernel<false>;
-  kernel<<<p.num_blocks, kThreads, rank_rows_send_smem_bytes(p.num_experts), stream>>>(p);
+  kernel<<<p.num_blocks, kThreads, rank_rows_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,11 +15,10 @@ namespace ferry::ep {
 
 constexpr int kLayoutWarps = kLayoutThreads / 32;
 
-// Dynamic shared memory of layout_block: per-warp expert masks, then expert bases.
-constexpr size_t layout_smem_bytes(int num_experts) {
-  return sizeof(int32_t) * size_t(kLayoutWarps + 1) * num_experts;
+// A fused layout's block (NOTE [EP fused layout]) and its shared memory.
+inline size_t fused_layout_smem_bytes(const Params& p) {
+  return layout_smem_bytes(p.num_experts, fused_layout_block_tokens(p.num_tokens));
 }
-static_assert(layout_smem_bytes(kMaxExperts) <= 40 * 1024, "the fused layout leaves room in 48 KB");
 
 // NOTE [EP layout scan]
 // Block b takes tokens [b * kLayoutThreads, (b + 1) * kLayoutThreads), lane = token, warp =
@@ -53,21 +52,25 @@ __device__ inline void report_layout_error(const Params& p, int bad) {
 }
 
 // The layout of block `block` of `num_blocks` (num_blocks > 1: the blocks of
-// one grid, blockIdx.x == block). Every thread of the block calls it; the first
-// kLayoutThreads take one token each, any others only help with the scans.
-__device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks) {
+// one grid, blockIdx.x == block), each of `block_tokens` tokens (a multiple of
+// 32, at most blockDim.x; smem: layout_smem_bytes(E, block_tokens)). Every
+// thread of the block calls it; the first block_tokens take one token each, any
+// others only help with the scans.
+__device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks,
+                                    int block_tokens = kLayoutThreads) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
-  uint32_t* warp_expert = smem;                                                             // [kLayoutWarps][E]
-  int32_t* expert_base = reinterpret_cast<int32_t*>(warp_expert + size_t(kLayoutWarps) * E);  // [E]
-  __shared__ int32_t warp_rank[kLayoutWarps][kMaxRanks];
+  const int max_warps = block_tokens / 32;
+  uint32_t* warp_expert = smem;                                                          // [max_warps][E]
+  int32_t* expert_base = reinterpret_cast<int32_t*>(warp_expert + size_t(max_warps) * E);  // [E]
+  __shared__ int32_t warp_rank[kWarps][kMaxRanks];
   __shared__ int32_t rank_base[kMaxRanks];
   __shared__ int32_t bad_entry;  // lowest token * K + k with a bad or repeated id
 
   const int threads = blockDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned below = (1u << lane) - 1;
-  const int chunk = block * kLayoutThreads;
-  const int warps = max(0, min(kLayoutWarps, (p.num_tokens - chunk + 31) / 32));  // warps with tokens
+  const int chunk = block * block_tokens;
+  const int warps = max(0, min(max_warps, (p.num_tokens - chunk + 31) / 32));  // warps with tokens
   for (int i = threadIdx.x; i < warps * E; i += threads) warp_expert[i] = 0;
   if (threadIdx.x == 0) bad_entry = INT32_MAX;
   __syncthreads();
@@ -106,7 +109,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
     if (r >= W) continue;
     const unsigned sent = __ballot_sync(0xffffffffu, (dst_mask >> r) & 1u);
     slot[r] = (sent >> lane) & 1u ? __popc(sent & below) : -1;
-    if (lane == 0 && warp < kLayoutWarps) warp_rank[warp][r] = __popc(sent);
+    if (lane == 0 && warp < max_warps) warp_rank[warp][r] = __popc(sent);
   }
   __syncthreads();
   // Exclusive scans over the block's warps (per expert, per rank); block totals.

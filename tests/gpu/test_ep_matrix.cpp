@@ -222,18 +222,20 @@ TEST(Ep, Fp8InputPassThrough) {
 }  // namespace
 
 // ---------------------------------------------------------------- fused and separate layout
-// NOTE [EP fused layout]: a call of at most 256 tokens has its layout computed
-// inside the send kernel, a larger one by the layout kernel (one block per 256
-// tokens and a grid barrier); FERRY_EP_FUSE_LAYOUT=0 (read when the buffer is
-// made) sends every call through the layout kernel. The same inputs through
-// both, at 256 and 257 tokens per rank (the boundary), twice per buffer (the
-// second round reuses the staging of the first): each round checked against the
-// reference, and bitwise the same rows and combine output everywhere. A bad
-// expert id on the fused path: Ep.BadExpertIdOnOneRank (32 tokens).
+// NOTE [EP fused layout]: a call of at most max_fused_layout_tokens(E) tokens
+// (1024 here) has its layout computed inside the send kernel, a larger one by
+// the layout kernels (one block per 256 tokens, then the lower blocks' totals);
+// FERRY_EP_FUSE_LAYOUT=0 (read when the buffer is made) sends every call through
+// the layout kernels. The same inputs through both, at 256 and 257 tokens per
+// rank (one and two layout blocks), 1024 and 1025 (the fused limit), twice per
+// buffer (the second round reuses the staging of the first): each round checked
+// against the reference, and bitwise the same rows and combine output
+// everywhere. A bad expert id on the fused path: Ep.BadExpertIdOnOneRank (32
+// tokens).
 TEST(Ep, FusedAndSeparateLayoutAgree) {
   REQUIRE_EP();
   for (EpMode mode : kModes) {
-    for (int tokens : {256, 257}) {
+    for (int tokens : {256, 257, 1024, 1025}) {
       SCOPED_TRACE(std::string(mode_id(mode)) + " T=" + std::to_string(tokens));
       const EpConfig cfg = make_config(mode, DataType::kBFloat16, tokens, 2048, 6, 8);
       const ep::Spec s = make_spec(cfg, shared().next_seed(), ep::Routing::kZipf, ep::TokenCounts::kFull);
