@@ -95,7 +95,7 @@ __device__ __forceinline__ bool arrive_last(const Params& p, EpochKind kind) {
       done = atomicAdd(&p.epochs->blocks_done[kind], 1u);
       __threadfence();
     } else {
-      asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(done) : "l"(&p.epochs->blocks_done[kind]) : "memory");
+      done = device::count_block_acq_rel(&p.epochs->blocks_done[kind]);
     }
     last = done == gridDim.x - 1;
   }
