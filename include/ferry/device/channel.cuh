@@ -76,6 +76,15 @@ __device__ __forceinline__ bool is_nvlink_peer(const DeviceWindow& w, int peer) 
   return w.nvl_peer[peer] != nullptr;
 }
 
+// Where this rank's kernels may store straight into `peer`'s side: its window
+// over NVLink, or its landing buffer mapped in host memory (NOTE [Mapped
+// peers]: then the signal still goes through the proxy); nullptr: only puts.
+// A store at offset o here is what a put to dst_offset o delivers.
+__device__ __forceinline__ char* direct_ptr(const DeviceWindow& w, int peer) {
+  if (w.nvl_peer[peer] != nullptr) return w.nvl_peer[peer];
+  return w.map_peer != nullptr ? w.map_peer[peer] : nullptr;
+}
+
 // Where the data `peer` put into this rank's window is read (NOTE [Window data]).
 __device__ __forceinline__ const char* recv_ptr(const DeviceWindow& w, int peer) {
   return is_nvlink_peer(w, peer) ? w.local : w.net_recv;
