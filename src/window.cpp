@@ -153,7 +153,13 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
         pw.data_region = transport.allocate_region(bytes, &landing, proxy->lock());
         s.landing = static_cast<char*>(landing);
         s.landing_from_transport = true;
-        FERRY_CUDA_CHECK(cudaHostRegister(s.landing, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+        const cudaError_t registered =
+            cudaHostRegister(s.landing, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+        if (registered != cudaSuccess) cudaGetLastError();
+        FERRY_CHECK(registered == cudaSuccess, NotSupported,
+                    "Window: CUDA cannot register the landing buffer UCX allocated ("
+                        << cudaGetErrorString(registered) << "); FERRY_UCX_SHM_DIRECT=0 (on every rank) stages "
+                        << "through cudaHostAlloc'd memory instead");
         const std::vector<char*> table =
             map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
         if (!s.mapped.empty()) {
