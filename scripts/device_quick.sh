@@ -5,6 +5,10 @@
 # logged to $OUT/quick_<i>.log with its tail printed.
 #
 #   scripts/device_quick.sh "ferry-bench ferry_gpu_tests" 'CMD1' 'CMD2' ...
+#
+# FERRY_QUICK_TAR=1: everything under $OUT (logs, CSVs, what the commands wrote
+# there) is packed into $OUT/quick_all.tgz at the end, the rest removed: the
+# device tool returns only a few files per call.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
@@ -30,4 +34,9 @@ for cmd in "$@"; do
   echo "=== [$i] rc=$r $(( $(date +%s) - t0 )) s: $cmd"
   tail -n "${FERRY_QUICK_TAIL:-25}" "$OUT/quick_$i.log"
 done
+if [ "${FERRY_QUICK_TAR:-0}" = 1 ]; then
+  packed="$(mktemp /tmp/quick_all.XXXXXX)"
+  (cd "$OUT" && tar czf "$packed" . && find . -mindepth 1 -delete && mv "$packed" quick_all.tgz) &&
+    echo "packed $OUT/quick_all.tgz"
+fi
 exit $rc

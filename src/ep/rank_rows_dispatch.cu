@@ -27,7 +27,8 @@ namespace {
 // block's stores, and its release covers them) stores the epoch into
 // kRowsWritten + sender at every destination, itself included, and a
 // destination's receive half waits for that word from every source, then writes
-// the offsets and the -1 padding of the row lists. A call whose layout was bad sends nothing but still signals.
+// the offsets and the -1 padding of the row lists. A call whose layout was bad
+// sends nothing but still signals.
 // dispatch() overlaps the halves: num_sms - 1 send blocks and the one receive
 // block, started by programmatic dependent launch while the send grid runs.
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
@@ -39,8 +40,8 @@ namespace {
 // With p.rank_rows_local_blocks = n > 0, the last n send blocks write only this
 // rank's own rows (local HBM) and the others only the peers' rows (NVLink), each
 // group walking every token. Local copies in the same SM as NVLink stores slow
-// the NVLink stores down: on 2 H200s, 24 SMs of 16-byte stores move 328 GB/s to
-// the peer, but 272 GB/s when each item also goes to a local row
+// the NVLink stores down: on 2 H200s, 24 SMs of 16-byte stores move about 325
+// GB/s to the peer, but 271 GB/s when each item also goes to a local row
 // (`ferry-bench nvlink`, store vs store_local; 322 GB/s with 2/3 of the SMs
 // storing to the peer and 1/3 copying locally, store_split). The token is read
 // twice (once per group), a small price next to the writes. How many own-row

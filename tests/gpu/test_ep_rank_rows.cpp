@@ -49,6 +49,13 @@ struct RoundOptions {
   bool fp8_input = false;
 };
 
+// A round whose halves (dispatch_send ... combine_recv) run one after the other.
+RoundOptions halves_apart() {
+  RoundOptions o;
+  o.halves = true;
+  return o;
+}
+
 // What this rank must receive: per source, its tokens that picked an expert here, in order.
 struct ExpectedRow {
   int src_rank, src_token;
@@ -428,10 +435,8 @@ TEST(EpRankRowsCases, SendBlocksByRoleOrMixed) {
       unsetenv("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");
       ASSERT_TRUE(h.alive());
       previous() = {};  // a new buffer (perhaps at the last one's address)
-      RoundOptions halves;
-      halves.halves = true;
       ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
-      ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves));
+      ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves_apart()));
       ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kSomeZero));
     }
   }
