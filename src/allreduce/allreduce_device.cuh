@@ -184,9 +184,7 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
     state->epoch = state->epoch + 1;
     return;
   }
-  unsigned done;
-  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(done) : "l"(&state->blocks_done) : "memory");
-  if (done == gridDim.x - 1) {
+  if (device::count_block_acq_rel(&state->blocks_done) == gridDim.x - 1) {
     state->blocks_done = 0;
     state->epoch = state->epoch + 1;
   }

@@ -89,15 +89,13 @@ __device__ __forceinline__ bool arrive_last(const Params& p, EpochKind kind) {
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
-    unsigned done;
     if constexpr (kSystemFence) {
       __threadfence_system();
-      done = atomicAdd(&p.epochs->blocks_done[kind], 1u);
+      last = atomicAdd(&p.epochs->blocks_done[kind], 1u) == gridDim.x - 1;
       __threadfence();
     } else {
-      asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(done) : "l"(&p.epochs->blocks_done[kind]) : "memory");
+      last = device::count_block_acq_rel(&p.epochs->blocks_done[kind]) == gridDim.x - 1;
     }
-    last = done == gridDim.x - 1;
   }
   __syncthreads();
   return last;

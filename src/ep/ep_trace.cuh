@@ -5,8 +5,9 @@
 // -DFERRY_EP_TRACE (cmake -DCMAKE_CUDA_FLAGS=-DFERRY_EP_TRACE), thread 0 of each
 // block stamps %globaltimer at the kernel's phase points; the last block of the
 // launch to finish prints, for launch epochs = 50 mod 100, per point, the earliest
-// and latest block's stamp in microseconds after the earliest block started, e.g.
-//   [ferry ep trace] rank 0 dispatch_send epoch 150 blocks 44: p0 0.0-0.4 p1 2.1-2.1 ...
+// and latest block's stamp in microseconds after the earliest block started, a
+// line per point, e.g.
+//   [ferry ep trace] rank 0 dispatch_send epoch 150 blocks 44: p1 2.1-2.1 us
 // A point some blocks do not reach (block 0's layout) shows only those that did:
 // stamps older than this launch's first start are left out. Without the flag every
 // macro expands to nothing, so the kernels' code is unchanged.
@@ -43,9 +44,7 @@ __device__ inline void report(Stamps& s, const char* label, int rank, unsigned l
   const int blocks = min(int(gridDim.x), kBlocks);
   unsigned long long start = ~0ull;
   for (int b = 0; b < blocks; ++b) start = min(start, s.t[0][b]);
-  char line[512];
-  int n = 0;
-  for (int i = 0; i < points && n < 440; ++i) {
+  for (int i = 0; i < points; ++i) {
     unsigned long long lo = ~0ull, hi = 0;
     for (int b = 0; b < blocks; ++b) {
       const unsigned long long v = s.t[i][b];
@@ -54,30 +53,10 @@ __device__ inline void report(Stamps& s, const char* label, int rank, unsigned l
       hi = max(hi, v);
     }
     if (hi == 0) continue;
-    // printf has no %f into a buffer on the device: tenths of a microsecond by hand.
-    const unsigned long long a = (lo - start) / 100, z = (hi - start) / 100;
-    const char digits[] = "0123456789";
-    line[n++] = ' ';
-    line[n++] = 'p';
-    line[n++] = digits[i];
-    line[n++] = ' ';
-    for (int j = 0; j < 2; ++j) {
-      const unsigned long long v = j == 0 ? a : z;
-      char tmp[24];
-      int k = 0;
-      unsigned long long w = v / 10;
-      do {
-        tmp[k++] = digits[w % 10];
-        w /= 10;
-      } while (w != 0 && k < 20);
-      while (k > 0) line[n++] = tmp[--k];
-      line[n++] = '.';
-      line[n++] = digits[v % 10];
-      line[n++] = j == 0 ? '-' : ' ';
-    }
+    const unsigned long long a = (lo - start) / 100, z = (hi - start) / 100;  // tenths of a microsecond
+    printf("[ferry ep trace] rank %d %s epoch %llu blocks %d: p%d %llu.%llu-%llu.%llu us\n", rank, label, epoch,
+           int(gridDim.x), i, a / 10, a % 10, z / 10, z % 10);
   }
-  line[n] = '\0';
-  printf("[ferry ep trace] rank %d %s epoch %llu blocks %d:%s\n", rank, label, epoch, int(gridDim.x), line);
 }
 
 }  // namespace ferry::ep::trace

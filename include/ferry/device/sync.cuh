@@ -25,6 +25,14 @@ __device__ __forceinline__ void signal_add_release_sys(uint64_t* ptr, uint64_t v
 __device__ __forceinline__ void fence_acq_rel_sys() {
   asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
+// Adds 1 to a counter of the blocks of one grid (GPU scope), returning the old
+// value: the release covers the caller's block (after a barrier), the acquire
+// lets the block that counts last read what the others did before counting.
+__device__ __forceinline__ unsigned count_block_acq_rel(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
 
 // Waits until the signal reaches `expected` (signals only grow).
 __device__ __forceinline__ bool signal_wait_geq(const uint64_t* signal, uint64_t expected,
