@@ -268,6 +268,8 @@ for cfg in $WINDOW_CONFIGS; do
   env_args=(-x FERRY_TEST_SHARE_GPUS=1)
   [ "$per_node" != 0 ] && env_args+=(-x FERRY_RANKS_PER_NODE="$per_node")
   [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
+  # UCX over shared memory only: every remote peer's landing is mapped (NOTE [Mapped peers]).
+  [ "$tls" = "sm,self" ] && env_args+=(-x FERRY_TEST_EXPECT_MAPPED_PEERS=1)
   # _eager: CUDA_MODULE_LOADING=EAGER (docs/internode.md, "Lazy module loading":
   # the tests load their kernels first, so both loading modes must pass).
   [ "${loading:-}" = eager ] && env_args+=(-x CUDA_MODULE_LOADING=EAGER)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/knobs.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/symmetric_heap.hpp"
@@ -20,6 +21,9 @@ struct Window::State {
   SymmetricBuffer nvl_signals;   // [world][num_signals], mapped into the node's peers
   char** nvl_peer = nullptr;     // device tables
   uint64_t** nvl_peer_signals = nullptr;
+  char** map_peer = nullptr;     // device table (NOTE [Mapped peers]); nullptr when no peer is mapped
+  std::vector<void*> mapped;     // peers' landing buffers mapped here and registered with CUDA
+  bool landing_from_transport = false;  // UCX allocated `landing` (it frees it); registered with CUDA here
   char* landing = nullptr;       // staged: pinned host memory remote puts land in
   char* send_mirror = nullptr;   // staged: pinned host memory kernels copy put sources into
   uint64_t* net_signals = nullptr;  // pinned host memory remote signals land in
@@ -40,6 +44,28 @@ T* device_pointer(T* host) {
   void* d = nullptr;
   FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
   return static_cast<T*>(d);
+}
+
+// NOTE [Mapped peers] (channel.cuh): every peer of another node whose part of
+// `region` UCX maps here (ucp_rkey_ptr: its shared-memory transports) and CUDA
+// registers gets its device pointer in the returned table (appended to
+// `registered`); any other peer (tcp, RDMA, a refused registration) keeps
+// nullptr, so the proxy. Local: each rank decides for its own puts.
+std::vector<char*> map_peer_landings(const Topology& topology, net::Transport& transport, int world, size_t bytes,
+                                     int region, std::vector<void*>& registered) {
+  std::vector<char*> table(world, nullptr);
+  for (int r = 0; r < world; ++r) {
+    if (topology.same_node(r)) continue;
+    void* peer = transport.peer_pointer(r, region);
+    if (peer == nullptr) continue;
+    if (cudaHostRegister(peer, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) != cudaSuccess) {
+      cudaGetLastError();  // not registrable here: this peer keeps the proxy
+      continue;
+    }
+    registered.push_back(peer);
+    table[r] = device_pointer(static_cast<char*>(peer));
+  }
+  return table;
 }
 }  // namespace
 
@@ -117,11 +143,34 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
       d.net_recv = d.local;
       d.net_send = nullptr;
     } else {
-      s.landing = host_mapped<char>(bytes);
       s.send_mirror = host_mapped<char>(bytes);
       pw.local = s.send_mirror;
       pw.local_is_cuda = false;
-      pw.data_region = transport.register_region(s.landing, bytes, false, proxy->lock());
+      if (knobs::kUcxShmDirect.value()) {
+        // NOTE [Mapped peers] (channel.cuh): a landing buffer UCX allocates, so that
+        // peers on this host can map it; registered with CUDA for this GPU's reads.
+        void* landing = nullptr;
+        pw.data_region = transport.allocate_region(bytes, &landing, proxy->lock());
+        s.landing = static_cast<char*>(landing);
+        s.landing_from_transport = true;
+        const cudaError_t registered =
+            cudaHostRegister(s.landing, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+        if (registered != cudaSuccess) cudaGetLastError();
+        FERRY_CHECK(registered == cudaSuccess, NotSupported,
+                    "Window: CUDA cannot register the landing buffer UCX allocated ("
+                        << cudaGetErrorString(registered) << "); FERRY_UCX_SHM_DIRECT=0 (on every rank) stages "
+                        << "through cudaHostAlloc'd memory instead");
+        const std::vector<char*> table =
+            map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
+        if (!s.mapped.empty()) {
+          FERRY_CUDA_CHECK(cudaMalloc(&s.map_peer, world * sizeof(char*)));
+          FERRY_CUDA_CHECK(cudaMemcpy(s.map_peer, table.data(), world * sizeof(char*), cudaMemcpyHostToDevice));
+          d.map_peer = s.map_peer;
+        }
+      } else {
+        s.landing = host_mapped<char>(bytes);
+        pw.data_region = transport.register_region(s.landing, bytes, false, proxy->lock());
+      }
       d.net_recv = device_pointer(s.landing);
       d.net_send = device_pointer(s.send_mirror);
     }
@@ -135,6 +184,14 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+bool Window::maps_peer(int peer) const {
+  FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::maps_peer: no rank " << peer);
+  if (state_->map_peer == nullptr) return false;
+  char* entry = nullptr;
+  FERRY_CUDA_CHECK(cudaMemcpy(&entry, state_->map_peer + peer, sizeof(entry), cudaMemcpyDeviceToHost));
+  return entry != nullptr;
+}
+
 Window::~Window() {
   State& s = *state_;
   cudaDeviceSynchronize();  // no kernel still pushes descriptors for this window
@@ -146,12 +203,16 @@ Window::~Window() {
       // A peer that never completes: the memory below stays with the proxy.
     }
     proxy->remove_window(s.window_id);
+    // CUDA lets go of the mapped memory; UCX keeps it mapped until the transport closes.
+    for (void* peer : s.mapped) cudaHostUnregister(peer);
+    if (s.landing_from_transport) cudaHostUnregister(s.landing);
     // The transport may still be asked (by a late peer) to write here until it
-    // closes: the proxy frees this memory after the transport.
-    proxy->adopt_host_memory(s.landing);
+    // closes: the proxy frees this memory after the transport (UCX frees its own).
+    if (!s.landing_from_transport) proxy->adopt_host_memory(s.landing);
     proxy->adopt_host_memory(s.send_mirror);
     proxy->adopt_host_memory(s.net_signals);
   }
+  if (s.map_peer != nullptr) cudaFree(s.map_peer);
   if (s.nvl_peer != nullptr) cudaFree(s.nvl_peer);
   if (s.nvl_peer_signals != nullptr) cudaFree(s.nvl_peer_signals);
   // The symmetric buffers are released with the heap (a collective release is

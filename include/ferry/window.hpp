@@ -46,6 +46,10 @@ class Window {
   bool network_writes_device_memory() const { return gpu_direct_; }
   // True when some peer is reached through the proxy.
   bool uses_proxy() const { return device_.fifo.entries != nullptr; }
+  // True when this rank's kernels store puts to `peer` (of another node on this
+  // host, over UCX shared memory) straight into its landing buffer, signals
+  // still through the proxy (NOTE [Mapped peers], channel.cuh).
+  bool maps_peer(int peer) const;
   // Host views of where `peer`'s puts and signals land in this rank (for
   // checks from the host after a synchronize): device pointers, except the
   // staged network memory, which is host memory.

@@ -109,6 +109,10 @@ inline constexpr Info kRegistry[] = {
         "windows in GPU memory, which UCX reads and writes itself (no host staging): auto where every remote "
         "endpoint has a GPUDirect RDMA transport (rc/dc/ud), on where every one has one or cuda_ipc (an error "
         "where one has neither), off never"),
+    bool_knob("FERRY_UCX_SHM_DIRECT", "net", "1", "",
+        "staged windows: landing buffers UCX allocates, so a peer on the same host over UCX shared memory maps "
+        "them (ucp_rkey_ptr) and its kernels store put data straight into them (NOTE [Mapped peers]); 0: every "
+        "put through the proxy"),
     bool_knob("FERRY_PROXY_STATS", "net", "0", "",
         "1: the proxy also times its UCX calls and completions (Proxy::stats; ferry-bench net turns it on); 0: it "
         "only counts"),
@@ -275,6 +279,7 @@ inline constexpr Knob<int64_t> kRanksPerNode = handle<int64_t>("FERRY_RANKS_PER_
 inline constexpr Knob<std::string> kBootstrapAddr = handle<std::string>("FERRY_BOOTSTRAP_ADDR");
 inline constexpr Knob<bool> kUcxPeerFailure = handle<bool>("FERRY_UCX_PEER_FAILURE");
 inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_UCX_GPU_MEMORY");
+inline constexpr Knob<bool> kUcxShmDirect = handle<bool>("FERRY_UCX_SHM_DIRECT");
 inline constexpr Knob<bool> kProxyStats = handle<bool>("FERRY_PROXY_STATS");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");

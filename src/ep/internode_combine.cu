@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   if (ok) {
     for (int s = 0; s < W; ++s) {
       const size_t bytes = size_t(token_count[s]) * row_bytes;
-      if (dev::is_nvlink_peer(w, s) || bytes == 0) {
+      if (dev::direct_ptr(w, s) != nullptr || bytes == 0) {  // stored in place, or nothing to send
         __syncthreads();
         if (threadIdx.x == 0) dev::signal(w, s, kSigCombineData, 1);
       } else {

@@ -103,18 +103,19 @@ __device__ __forceinline__ size_t combine_out(const NetLayout& l, int W, int par
 }
 
 // Where this rank writes its dispatch slot for `peer`: the peer's inbox itself
-// (a peer of this node, or this rank), else this rank's outbox for it, in the
-// window's send view (dev::send_view: the puts take SourceIn::kSendView).
+// (a peer of this node, this rank, or a peer whose landing buffer is mapped
+// here: dev::direct_ptr, NOTE [Mapped peers]), else this rank's outbox for it,
+// in the window's send view (dev::send_view: the puts take SourceIn::kSendView).
 __device__ __forceinline__ uint8_t* dispatch_target(const NetParams& np, int peer, int parity) {
   const int W = np.p.world_size;
-  if (dev::is_nvlink_peer(np.w, peer))
-    return reinterpret_cast<uint8_t*>(np.w.nvl_peer[peer]) + dispatch_in(np.lay, W, parity, np.p.rank);
+  if (char* direct = dev::direct_ptr(np.w, peer))
+    return reinterpret_cast<uint8_t*>(direct) + dispatch_in(np.lay, W, parity, np.p.rank);
   return reinterpret_cast<uint8_t*>(dev::send_view(np.w)) + dispatch_out(np.lay, W, parity, peer);
 }
 __device__ __forceinline__ uint8_t* combine_target(const NetParams& np, int home, int parity) {
   const int W = np.p.world_size;
-  if (dev::is_nvlink_peer(np.w, home))
-    return reinterpret_cast<uint8_t*>(np.w.nvl_peer[home]) + combine_in(np.lay, W, parity, np.p.rank);
+  if (char* direct = dev::direct_ptr(np.w, home))
+    return reinterpret_cast<uint8_t*>(direct) + combine_in(np.lay, W, parity, np.p.rank);
   return reinterpret_cast<uint8_t*>(dev::send_view(np.w)) + combine_out(np.lay, W, parity, home);
 }
 

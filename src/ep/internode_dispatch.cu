@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
       if (threadIdx.x == 0) header[kHeaderTokens] = tokens;
       for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
         header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
-      if (dev::is_nvlink_peer(w, d)) {
+      if (dev::direct_ptr(w, d) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
         __syncthreads();  // the header, then the signal (the records: before every block's arrival)
         if (threadIdx.x == 0) dev::signal(w, d, kSigDispatchData, 1);
       } else {

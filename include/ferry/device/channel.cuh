@@ -15,6 +15,18 @@
 // word's new total, NOTE [Network signals] in src/net/proxy.cpp). wait_signal
 // picks the word from the peer's kind, so kernels never look at it.
 //
+// NOTE [Mapped peers]
+// A peer of another node whose landing buffer UCX can map into this process
+// (its shared-memory transports on one host: ucp_rkey_ptr of a region UCX
+// allocated) gets its put data stored straight into that buffer by the
+// kernel's threads, in host memory registered with CUDA on both sides: one copy
+// instead of three (host mirror, the proxy's UCX copy, none of the landing).
+// Its signals still go through the proxy, one descriptor after a system fence:
+// the data is in host memory before the proxy reads the descriptor, and the
+// proxy's put of the signal's total keeps NOTE [Network signals] as it is (one
+// writer per word, totals in order). The receiver is unchanged: it reads the
+// landing buffer (recv_ptr) after the signal, as for any proxied put.
+//
 // NOTE [Window data]
 // put copies `bytes` from this rank's window at src_offset to the peer's window
 // at dst_offset. The receiver reads what a peer put through recv_ptr(peer):
@@ -45,6 +57,8 @@ struct DeviceWindow {
   uint64_t* nvl_signals;           // [world][num_signals], device memory: written over NVLink
   uint64_t* net_signals;           // [world][num_signals], written by the network (mapped host memory)
   char* const* nvl_peer;           // [world]: a peer's window mapped here over NVLink; nullptr: another node
+  char* const* map_peer;           // [world]: a peer's landing buffer mapped here (NOTE [Mapped peers]); the
+                                   // table or an entry nullptr: puts to that peer go through the proxy
   uint64_t* const* nvl_peer_signals;  // [world]: a peer's nvl_signals mapped here; nullptr: another node
   FifoHandle fifo;                 // the proxy FIFO (unused when every peer is in the node)
   uint64_t bytes;
@@ -60,6 +74,15 @@ namespace device {
 
 __device__ __forceinline__ bool is_nvlink_peer(const DeviceWindow& w, int peer) {
   return w.nvl_peer[peer] != nullptr;
+}
+
+// Where this rank's kernels may store straight into `peer`'s side: its window
+// over NVLink, or its landing buffer mapped in host memory (NOTE [Mapped
+// peers]: then the signal still goes through the proxy); nullptr: only puts.
+// A store at offset o here is what a put to dst_offset o delivers.
+__device__ __forceinline__ char* direct_ptr(const DeviceWindow& w, int peer) {
+  if (w.nvl_peer[peer] != nullptr) return w.nvl_peer[peer];
+  return w.map_peer != nullptr ? w.map_peer[peer] : nullptr;
 }
 
 // Where the data `peer` put into this rank's window is read (NOTE [Window data]).
@@ -138,6 +161,19 @@ __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_
                                             signal_value);
     }
     return true;
+  }
+  if (w.map_peer != nullptr && w.map_peer[peer] != nullptr) {  // NOTE [Mapped peers]
+    const char* src = (source == SourceIn::kSendView ? send_view(w) : w.local) + src_offset;
+    group_copy(w.map_peer[peer] + dst_offset, src, bytes, rank, count);
+    __threadfence_system();  // this thread's stores into the peer's landing before the barrier
+    if (!with_signal) return true;
+    sync();
+    if (rank == 0) {
+      __threadfence_system();
+      ok = fifo_push(w.fifo, make_fifo_entry(FifoOp::kSignal, w.window_id, peer, 0, 0, 0, signal_index, signal_value),
+                     w.wait) != ~0ull;
+    }
+    return ok;
   }
   if (w.net_send != nullptr && source == SourceIn::kWindow) {  // NOTE [Window staging]: into the host mirror
     group_copy(w.net_send + src_offset, w.local + src_offset, bytes, rank, count);
