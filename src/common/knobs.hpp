@@ -161,7 +161,7 @@ inline constexpr Info kRegistry[] = {
     int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
-        "1/3 of num_sms; 1/2 in low-latency or with rank rows", "blocks",
+        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency or with rank rows", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
         "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",
@@ -171,8 +171,8 @@ inline constexpr Info kRegistry[] = {
         "dispatch()/combine() run both halves at once (compute capability 9.0+, num_sms >= 2); 0: one after "
         "the other, each with all num_sms"),
     bool_knob("FERRY_EP_FUSE_LAYOUT", "ep", "1", "",
-        "a call of at most 256 tokens gets its routing layout from the send kernel's first block; 0: from the "
-        "layout kernel (for comparisons)"),
+        "the send kernel's first blocks compute the routing layout (one block up to 1024 tokens with 256 experts, "
+        "one block per 1024 tokens where the send grid has enough); 0: the layout kernels (for comparisons)"),
     bool_knob("FERRY_EP_SPREAD_ITEMS", "ep", "1", "",
         "the send half spreads its items over the blocks; 0: block-major order (for comparisons)"),
     bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",

@@ -123,11 +123,14 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->dispatch_recv_blocks =
       std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms * 2 / 3)), 1, clamp_max);
   // Rank rows: the send half only copies rows to their homes, the receive half
-  // reads two or more rows per token and writes one: it gets half.
+  // reads two or more rows per token and writes one: it gets half. Expanded
+  // high-throughput: 1/3 (4xH200); on 2 ranks the send half reads every
+  // expert row of the one peer and the receive half sums only two partials per
+  // token: 1/4 (2xH200, 24 SMs, receive blocks 3/4/5/6/8/10: 733/571/557/547/596/665 us).
   const bool rank_rows = config_.layout == EpLayout::kRankRows;
+  const int combine_share = ll || rank_rows ? 2 : (comm_.size() == 2 ? 4 : 3);
   state_->combine_recv_blocks = std::clamp(
-      static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / (ll || rank_rows ? 2 : 3))), 1,
-      clamp_max);
+      static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / combine_share)), 1, clamp_max);
   // The halves overlap through programmatic dependent launch (NOTE [Overlapped halves
   // and free SMs]), which needs compute capability 9.0; before it they would only
   // run one after the other on half the SMs each, so they run apart with all of them.
@@ -336,10 +339,12 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   if (p.rank_rows)
     p.rank_rows_local_blocks = ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
-  // Tokens that fit one layout block: the send kernel does the layout where the
-  // path can (NOTE [EP fused layout]).
-  p.fuse_layout = !reusing && call.num_tokens <= ep::max_fused_layout_tokens(p.num_experts) && st.fuse_layout &&
-                  st.path->fuses_layout;
+  // The send kernel does the layout where the path can and its blocks suffice
+  // (NOTE [EP fused layout], NOTE [EP fused layout of several blocks]).
+  const ep::FusedLayout fused = ep::fused_layout(call.num_tokens, p.num_experts, p.num_blocks);
+  p.fuse_layout = !reusing && fused.blocks > 0 && st.fuse_layout && st.path->fuses_layout;
+  p.fused_layout_blocks = p.fuse_layout ? fused.blocks : 0;
+  p.fused_layout_tokens = p.fuse_layout ? fused.tokens_per_block : 0;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
   st.path->dispatch_send(st, p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
