@@ -171,8 +171,8 @@ inline constexpr Info kRegistry[] = {
         "dispatch()/combine() run both halves at once (compute capability 9.0+, num_sms >= 2); 0: one after "
         "the other, each with all num_sms"),
     bool_knob("FERRY_EP_FUSE_LAYOUT", "ep", "1", "",
-        "the send kernel's first blocks compute the routing layout (one block up to 1024 tokens with 256 experts, "
-        "one block per 1024 tokens where the send grid has enough); 0: the layout kernels (for comparisons)"),
+        "a call of at most 1024 tokens (256 experts; fewer with more) gets its routing layout from the send "
+        "kernel's first block; 0: from the layout kernels (for comparisons)"),
     bool_knob("FERRY_EP_SPREAD_ITEMS", "ep", "1", "",
         "the send half spreads its items over the blocks; 0: block-major order (for comparisons)"),
     bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",

@@ -67,38 +67,17 @@ __device__ inline void record_overflow(const Params& p, const DestinationRows& r
   }
 }
 
-// The send blocks that lay out a call, then publish its counts: block 0 alone
-// (p.fused_layout_blocks <= 1: the layout itself when it fuses it, NOTE [EP
-// fused layout]), or blocks 0..n-1 of n layout blocks, the last of them
-// publishing (NOTE [EP fused layout of several blocks]).
-__device__ __forceinline__ bool publishes_counts(const Params& p) {
-  return int(blockIdx.x) < (p.fused_layout_blocks > 1 ? p.fused_layout_blocks : 1);
-}
-
-// Called by the blocks publishes_counts() names: the layout where the kernel
-// fuses it (in `smem`), then, by one block, this rank's counts into every rank's
+// Block 0 of a dispatch send launch: the layout itself when it fuses it (NOTE
+// [EP fused layout], in `smem`), then this rank's counts into every rank's
 // counts region (epoch parity, NOTE [EP direct rows]) and the kCountsReady
 // signal. A bad expert id publishes zeros: nothing is sent (EpBuffer reports it).
-// mark(i): NOTE [EP trace] points (1: layout done; 6, 7 inside the layout).
-template <typename Mark = NoLayoutMark>
-__device__ __forceinline__ void layout_and_publish_counts(const Params& p, uint8_t* smem, uint64_t epoch,
-                                                          size_t parity_offset, Mark mark = {}) {
+__device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, uint64_t epoch,
+                                               size_t parity_offset) {
   const int W = p.world_size, E = p.num_experts;
-  const int layout_blocks = p.fused_layout_blocks;
-  if (layout_blocks > 1) {
-    layout_block(p, reinterpret_cast<uint32_t*>(smem), blockIdx.x, layout_blocks, p.fused_layout_tokens, epoch,
-                 mark);
-    __syncthreads();  // the block's final layout, before its flag
-    if (threadIdx.x == 0) device::st_release_sys(p.layout_flags + blockIdx.x, 2 * epoch);
-    if (int(blockIdx.x) != layout_blocks - 1) return;
-    if (int(threadIdx.x) < layout_blocks - 1)
-      device::wait_flag_geq(p.layout_flags + threadIdx.x, 2 * epoch, p.wait, p.rank, kPhaseEpDispatch);
-    __syncthreads();  // every block's layout, before this rank's counts (which guard it)
-  } else if (p.fuse_layout) {
-    layout_block(p, reinterpret_cast<uint32_t*>(smem), 0, 1, p.fused_layout_tokens, 0, mark);
+  if (p.fuse_layout) {
+    layout_block(p, reinterpret_cast<uint32_t*>(smem), 0, 1, fused_layout_block_tokens(p.num_tokens));
     __syncthreads();  // the layout's counts and error flag, for every thread
   }
-  mark(1);
   const bool bad = *p.layout_error != 0;
   for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
     const int r = i / (E + W), c = i % (E + W);

@@ -16,8 +16,7 @@ namespace ferry::ep {
 namespace {
 
 // NOTE [EP trace] points. Send: 0 start, 1 block 0's layout done, 2 counts published,
-// 3 every rank's counts seen, 4 destination rows computed, 5 items done; inside a
-// fused layout 6 tokens read, 7 block scans done.
+// 3 every rank's counts seen, 4 destination rows computed, 5 items done.
 // Receive: 0 start, 1 counts seen, 2 offsets computed, 3 items done.
 FERRY_EP_TRACE_DEFINE(g_trace_dispatch_send)
 FERRY_EP_TRACE_DEFINE(g_trace_dispatch_recv)
@@ -102,13 +101,10 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // per-warp masks in 40 KB of shared memory), block 0 of the send kernel
 // computes the layout itself (layout_block over all the tokens, no grid
 // barrier) before it publishes the counts, which saves the two layout kernels,
-// their launch gaps and their round trips through global memory. Larger calls
-// take several send blocks where the grid has enough (NOTE [EP fused layout of
-// several blocks], routing_layout.cuh), else the layout kernels. The other
-// blocks read the layout (token_slot, token_expert, pos_in_expert,
-// layout_error) only after they acquired every rank's counts, this rank's
-// included: the publishing block releases those after every layout store and
-// a block barrier, so the acquire makes the layout visible. The layout's shared
+// their launch gaps and their round trips through global memory. The other blocks read the layout (token_slot, token_expert,
+// pos_in_expert, layout_error) only after they acquired every rank's counts,
+// this rank's included: block 0 releases those after its layout stores and a
+// block barrier, so the acquire makes the layout visible. The layout's shared
 // memory and DestinationRows share the dynamic region (one is done before the
 // other starts).
 template <bool kQuantize>
@@ -120,9 +116,23 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 0);
-  if (publishes_counts(p)) {
-    layout_and_publish_counts(p, send_smem, epoch, parity_offset,
-                              [](int point) { FERRY_EP_TRACE_POINT(g_trace_dispatch_send, point); });
+  // publish_counts (destination_rows.cuh) is this block's work, kept inline here so
+  // that this kernel's code stays as measured (the call reordered its PTX).
+  if (blockIdx.x == 0) {
+    if (p.fuse_layout) {
+      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1,
+                   fused_layout_block_tokens(p.num_tokens));
+      __syncthreads();  // the layout's counts and error flag, for every thread
+    }
+    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 1);
+    const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
+    for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
+      const int r = i / (E + W), c = i % (E + W);
+      const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
+      p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
+    }
+    __syncthreads();
+    p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 2);
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
@@ -144,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 5);
-  FERRY_EP_TRACE_REPORT(g_trace_dispatch_send, "dispatch_send", p, epoch, 8);
+  FERRY_EP_TRACE_REPORT(g_trace_dispatch_send, "dispatch_send", p, epoch, 6);
   finish_launch(p, kDispatchSend, epoch, -1);
 }
 

@@ -339,12 +339,10 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   if (p.rank_rows)
     p.rank_rows_local_blocks = ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
-  // The send kernel does the layout where the path can and its blocks suffice
-  // (NOTE [EP fused layout], NOTE [EP fused layout of several blocks]).
-  const ep::FusedLayout fused = ep::fused_layout(call.num_tokens, p.num_experts, p.num_blocks);
-  p.fuse_layout = !reusing && fused.blocks > 0 && st.fuse_layout && st.path->fuses_layout;
-  p.fused_layout_blocks = p.fuse_layout ? fused.blocks : 0;
-  p.fused_layout_tokens = p.fuse_layout ? fused.tokens_per_block : 0;
+  // Tokens that fit one layout block: the send kernel does the layout where the
+  // path can (NOTE [EP fused layout]).
+  p.fuse_layout = !reusing && call.num_tokens <= ep::max_fused_layout_tokens(p.num_experts) && st.fuse_layout &&
+                  st.path->fuses_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
   st.path->dispatch_send(st, p, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);

@@ -66,7 +66,6 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   l.expert_offsets = loc.take(sizeof(int64_t) * (Le + 1));
   l.epochs = loc.take(sizeof(Epochs));
   l.source_offsets = loc.take(sizeof(int64_t) * (W + 1));
-  l.layout_flags = loc.take(sizeof(uint64_t) * kMaxLayoutBlocks);  // zeroed: epochs start at 1
   l.total = loc.total;
   return plan;
 }
@@ -177,7 +176,6 @@ void bind_local(Params& p, const LocalPlan& plan, uint8_t* l, bool with_weights)
   p.expert_offsets = reinterpret_cast<int64_t*>(l + plan.expert_offsets);
   p.epochs = reinterpret_cast<Epochs*>(l + plan.epochs);
   p.source_offsets = reinterpret_cast<int64_t*>(l + plan.source_offsets);
-  p.layout_flags = reinterpret_cast<uint64_t*>(l + plan.layout_flags);
 }
 
 void zero_local(const LocalPlan& plan, uint8_t* l) {

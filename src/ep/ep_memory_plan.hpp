@@ -27,7 +27,7 @@ struct SymmetricPlan {
 struct LocalPlan {
   size_t token_slot, pos_in_expert, token_expert, send_expert_count, send_token_count, layout_error,
       layout_block_totals, slot_rows, slot_src_token, recv_token_count, out_weights,
-      expert_counts, expert_offsets, epochs, source_offsets, layout_flags;
+      expert_counts, expert_offsets, epochs, source_offsets;
   size_t total;
 };
 

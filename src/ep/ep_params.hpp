@@ -86,8 +86,6 @@ struct Params {
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
   int num_chunks;               // ceil(hidden / chunk_cols)
   int rank_rows_local_blocks;   // rank-rows send blocks that write only this rank's rows (NOTE [EP rank rows by role])
-  int fused_layout_blocks;      // send blocks that lay out the call (NOTE [EP fused layout of several blocks]); 0: none
-  int fused_layout_tokens;      // tokens per fused layout block (a multiple of 32, at most kThreads)
 
   // ---- user tensors
   const void* tokens;           // [T', H] bf16 or fp8
@@ -105,7 +103,6 @@ struct Params {
   int32_t* send_token_count;    // [W]
   int32_t* layout_error;        // device: non-zero when topk_idx held a bad id
   int32_t* layout_block_totals; // [kMaxLayoutBlocks][E + W + 1]: per layout block, then its bad entry
-  uint64_t* layout_flags;       // [kMaxLayoutBlocks]: fused layout blocks' epochs (NOTE [EP fused layout of several blocks])
 
   // ---- receive side (local)
   int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1
@@ -173,21 +170,6 @@ constexpr int max_fused_layout_tokens(int num_experts) {
   return warps * 32 < kThreads ? warps * 32 : kThreads;
 }
 constexpr int fused_layout_block_tokens(int num_tokens) { return (num_tokens + 31) / 32 * 32; }
-// How the send grid of `send_blocks` lays out a call of `num_tokens` itself:
-// blocks 0..blocks-1 of tokens_per_block each (NOTE [EP fused layout], NOTE [EP
-// fused layout of several blocks]); blocks = 0 where it cannot (more layout
-// blocks than send blocks: the layout kernels do it).
-struct FusedLayout {
-  int blocks;
-  int tokens_per_block;
-};
-constexpr FusedLayout fused_layout(int num_tokens, int num_experts, int send_blocks) {
-  const int most = max_fused_layout_tokens(num_experts);
-  if (num_tokens <= most) return {1, fused_layout_block_tokens(num_tokens)};
-  const int blocks = (num_tokens + most - 1) / most;
-  if (blocks > send_blocks || blocks > kMaxLayoutBlocks) return {0, 0};
-  return {blocks, most};
-}
 static_assert(layout_smem_bytes(kMaxExperts) <= kFusedLayoutSmemBytes, "a layout block of any expert count fits");
 static_assert(max_fused_layout_tokens(kMaxExperts) >= kLayoutThreads, "every expert count fuses a layout block");
 constexpr size_t kDefaultSmemBytes = 48 * 1024;

@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
-  if (publishes_counts(p)) layout_and_publish_counts(p, send_smem, epoch, parity_offset);
+  if (blockIdx.x == 0) publish_counts(p, send_smem, epoch, parity_offset);
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {

@@ -15,9 +15,9 @@ namespace ferry::ep {
 
 constexpr int kLayoutWarps = kLayoutThreads / 32;
 
-// A fused layout block's shared memory (NOTE [EP fused layout]).
+// A fused layout's block (NOTE [EP fused layout]) and its shared memory.
 inline size_t fused_layout_smem_bytes(const Params& p) {
-  return layout_smem_bytes(p.num_experts, p.fused_layout_tokens);
+  return layout_smem_bytes(p.num_experts, fused_layout_block_tokens(p.num_tokens));
 }
 
 // NOTE [EP layout scan]
@@ -28,8 +28,7 @@ inline size_t fused_layout_smem_bytes(const Params& p) {
 // count is popc(mask[e]); the slot at destination rank r comes from a ballot.
 // An exclusive scan over the block's warps per expert and per rank gives
 // offsets inside the block. One block is the whole layout. With several, the
-// layout is a send grid's first blocks (NOTE [EP fused layout of several
-// blocks]) or two kernels (routing_layout.cu) where no block ever waits for another: the
+// layout is two kernels (routing_layout.cu) and no block ever waits for another: the
 // first writes each token's offsets inside its block and each block's totals
 // (and its first bad entry), the second adds the totals of the lower blocks and
 // block 0 writes the rank's totals. Nothing needs the blocks resident together,
@@ -52,66 +51,13 @@ __device__ inline void report_layout_error(const Params& p, int bad) {
   }
 }
 
-// NOTE [EP fused layout of several blocks]
-// A send kernel whose call needs several layout blocks (at most one per send
-// block) lays them out in blocks 0..n-1 of its own grid instead of the two
-// layout kernels (fused_epoch = the send epoch, nonzero). Block b publishes its
-// totals, then its flag p.layout_flags[b] = 2 * epoch - 1 (release); it waits
-// only for the flags of the blocks below it (acquire; they were dispatched
-// first, so they are resident or done: the send grid's blocks never wait for a
-// higher block), adds their totals to its offsets, which it still holds in
-// registers and shared memory (no second pass through global memory), writes
-// its tokens' final layout and sets its flag to 2 * epoch. Block n - 1 sees
-// every block's totals, so it writes the rank's counts and reports a bad entry;
-// it publishes the counts only after every flag reached 2 * epoch
-// (layout_and_publish_counts), and every block reads the layout only after it
-// acquired the counts, this rank's included (NOTE [EP fused layout]). Flags are
-// epochs, so they are never reset.
-struct NoLayoutMark {
-  __device__ void operator()(int) const {}
-};
-
-// Fused layout of several blocks: the totals of the blocks below `block`
-// become its bases; the last block also writes the rank's totals and reports
-// the lowest bad entry (NOTE [EP fused layout of several blocks]).
-__device__ inline void fused_layout_add_lower_blocks(const Params& p, int block, int num_blocks, uint64_t epoch,
-                                                     int32_t* expert_base, int32_t* rank_base) {
-  const int E = p.num_experts, W = p.world_size, stride = E + W + 1;
-  const int32_t* totals = p.layout_block_totals;
-  __syncthreads();  // the block's totals, before its flag
-  if (threadIdx.x == 0) device::st_release_sys(p.layout_flags + block, 2 * epoch - 1);
-  if (int(threadIdx.x) < block)
-    device::wait_flag_geq(p.layout_flags + threadIdx.x, 2 * epoch - 1, p.wait, p.rank, kPhaseEpDispatch);
-  __syncthreads();
-  const bool last = block == num_blocks - 1;
-  for (int i = threadIdx.x; i < E + W; i += blockDim.x) {
-    int below = 0;
-    for (int b = 0; b < block; ++b) below += totals[size_t(b) * stride + i];
-    if (i < E) {
-      expert_base[i] = below;
-      if (last) p.send_expert_count[i] = below + totals[size_t(block) * stride + i];
-    } else {
-      rank_base[i - E] = below;
-      if (last) p.send_token_count[i - E] = below + totals[size_t(block) * stride + i];
-    }
-  }
-  if (last && threadIdx.x == 0) {
-    int bad = INT32_MAX;
-    for (int b = 0; b < num_blocks; ++b) bad = min(bad, totals[size_t(b) * stride + E + W]);
-    report_layout_error(p, bad);
-  }
-}
-
 // The layout of block `block` of `num_blocks` (num_blocks > 1: the blocks of
 // one grid, blockIdx.x == block), each of `block_tokens` tokens (a multiple of
 // 32, at most blockDim.x; smem: layout_smem_bytes(E, block_tokens)). Every
 // thread of the block calls it; the first block_tokens take one token each, any
-// others only help with the scans. fused_epoch != 0: several blocks of a send
-// grid (NOTE [EP fused layout of several blocks]). mark(i): trace points 6
-// (tokens read) and 7 (block scans done) of NOTE [EP trace].
-template <typename Mark = NoLayoutMark>
+// others only help with the scans.
 __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks,
-                                    int block_tokens = kLayoutThreads, uint64_t fused_epoch = 0, Mark mark = {}) {
+                                    int block_tokens = kLayoutThreads) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
   const int max_warps = block_tokens / 32;
   uint32_t* warp_expert = smem;                                                          // [max_warps][E]
@@ -155,7 +101,6 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
     }
   }
   __syncwarp();
-  mark(6);
 #pragma unroll
   for (int k = 0; k < kMaxTopk; ++k) pos[k] = ids[k] >= 0 ? __popc(warp_expert[warp * E + ids[k]] & below) : -1;
 #pragma unroll
@@ -187,7 +132,6 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
     rank_base[threadIdx.x] = run;
   }
   __syncthreads();
-  mark(7);
 
   if (num_blocks == 1) {
     // The block's totals are the rank's; its offsets start at 0.
@@ -215,7 +159,6 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
       }
     }
     if (threadIdx.x == 0) totals[E + W] = bad_entry;
-    if (fused_epoch != 0) fused_layout_add_lower_blocks(p, block, num_blocks, fused_epoch, expert_base, rank_base);
   }
   __syncthreads();
   if (has_token) {

@@ -297,18 +297,14 @@ TEST(Ep, BadExpertIdOnOneRank) {
     bool sync_counts;
     bool next_call_raises;  // else check_errors()
     bool repeated = false;  // a token naming one expert twice instead of an id out of range
-    int tokens = 32;        // 3000: a fused layout of three send blocks (NOTE [EP fused layout of several blocks])
   };
   for (const Variant v : {Variant{EpMode::kHighThroughput, true, false}, Variant{EpMode::kHighThroughput, false, false},
                           Variant{EpMode::kLowLatency, true, false}, Variant{EpMode::kLowLatency, true, true},
                           Variant{EpMode::kHighThroughput, true, false, true},
-                          Variant{EpMode::kLowLatency, true, false, true},
-                          Variant{EpMode::kHighThroughput, true, false, false, 3000},
-                          Variant{EpMode::kHighThroughput, false, true, false, 3000}}) {
+                          Variant{EpMode::kLowLatency, true, false, true}}) {
     SCOPED_TRACE(std::string(mode_id(v.mode)) + (v.sync_counts ? " sync" : " no-sync") +
-                 (v.next_call_raises ? " next call" : " check_errors") + (v.repeated ? " repeated" : " out of range") +
-                 " T=" + std::to_string(v.tokens));
-    Harness h(shared(), make_config(v.mode, DataType::kBFloat16, v.tokens, 1024, 4, 2));
+                 (v.next_call_raises ? " next call" : " check_errors") + (v.repeated ? " repeated" : " out of range"));
+    Harness h(shared(), make_config(v.mode, DataType::kBFloat16, 32, 1024, 4, 2));
     ASSERT_TRUE(h.alive());
     ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
     const int E = h.config().num_experts;

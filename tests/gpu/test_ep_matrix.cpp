@@ -223,61 +223,38 @@ TEST(Ep, Fp8InputPassThrough) {
 
 // ---------------------------------------------------------------- fused and separate layout
 // NOTE [EP fused layout]: a call of at most max_fused_layout_tokens(E) tokens
-// (1024 here) has its layout computed by block 0 of the send kernel, a larger
-// one by one send block per 1024 tokens where the send grid has that many
-// (NOTE [EP fused layout of several blocks]), else by the layout kernels (one
-// block per 256 tokens, then the lower blocks' totals); FERRY_EP_FUSE_LAYOUT=0
-// (read when the buffer is made) sends every call through the layout kernels.
-// The same inputs through both, at 256 and 257 tokens per rank (one and two
-// layout kernel blocks), 1024 and 1025 (the one-block limit; two fused blocks),
-// and in high-throughput mode 3000 and 4096 (3 and 4 fused blocks) with 24 SMs
-// (8 send blocks), 8 SMs (3 send blocks: 3000 fuses on every send block, 4096
-// takes the layout kernels); twice per buffer (the second round
-// reuses the staging of the first): each round checked against the reference,
-// and bitwise the same rows and combine output everywhere. A bad expert id on
-// the fused path: Ep.BadExpertIdOnOneRank (32 tokens, and 3000: three fused
-// blocks, bad ids in the first and the last).
-struct FusedLayoutCase {
-  EpMode mode;
-  int tokens;
-  int num_sms;  // 0: the mode's default
-};
-
-std::vector<FusedLayoutCase> fused_layout_cases() {
-  std::vector<FusedLayoutCase> cases;
-  for (EpMode mode : kModes)
-    for (int tokens : {256, 257, 1024, 1025}) cases.push_back({mode, tokens, 0});
-  for (int tokens : {3000, 4096}) {
-    cases.push_back({EpMode::kHighThroughput, tokens, 24});
-    cases.push_back({EpMode::kHighThroughput, tokens, 8});
-  }
-  return cases;
-}
-
+// (1024 here) has its layout computed inside the send kernel, a larger one by
+// the layout kernels (one block per 256 tokens, then the lower blocks' totals);
+// FERRY_EP_FUSE_LAYOUT=0 (read when the buffer is made) sends every call through
+// the layout kernels. The same inputs through both, at 256 and 257 tokens per
+// rank (one and two layout blocks), 1024 and 1025 (the fused limit), twice per
+// buffer (the second round reuses the staging of the first): each round checked
+// against the reference, and bitwise the same rows and combine output
+// everywhere. A bad expert id on the fused path: Ep.BadExpertIdOnOneRank (32
+// tokens).
 TEST(Ep, FusedAndSeparateLayoutAgree) {
   REQUIRE_EP();
-  for (const FusedLayoutCase& c : fused_layout_cases()) {
-    const int tokens = c.tokens;
-    const EpMode mode = c.mode;
-    SCOPED_TRACE(std::string(mode_id(mode)) + " T=" + std::to_string(tokens) + " SMs=" + std::to_string(c.num_sms));
-    EpConfig cfg = make_config(mode, DataType::kBFloat16, tokens, 2048, 6, 8);
-    if (c.num_sms > 0) cfg.num_sms = c.num_sms;
-    const ep::Spec s = make_spec(cfg, shared().next_seed(), ep::Routing::kZipf, ep::TokenCounts::kFull);
-    const auto all = ep::make_all_inputs(s);
-    std::vector<Harness::Outcome> results;
-    for (const char* fuse : {"1", "0"}) {
-      setenv("FERRY_EP_FUSE_LAYOUT", fuse, 1);
-      Harness h(shared(), cfg);
-      unsetenv("FERRY_EP_FUSE_LAYOUT");
-      ASSERT_TRUE(h.alive());
-      Harness::Outcome out;
-      ASSERT_TRUE(h.round(s, all, {}, &out));
-      results.push_back(out);
-      ASSERT_TRUE(h.round(s, all, {}, &out));
-      EXPECT_EQ(out.dispatch_hash, results.back().dispatch_hash) << "fuse=" << fuse << ": second round";
-      EXPECT_EQ(out.out_hash, results.back().out_hash) << "fuse=" << fuse << ": second round";
+  for (EpMode mode : kModes) {
+    for (int tokens : {256, 257, 1024, 1025}) {
+      SCOPED_TRACE(std::string(mode_id(mode)) + " T=" + std::to_string(tokens));
+      const EpConfig cfg = make_config(mode, DataType::kBFloat16, tokens, 2048, 6, 8);
+      const ep::Spec s = make_spec(cfg, shared().next_seed(), ep::Routing::kZipf, ep::TokenCounts::kFull);
+      const auto all = ep::make_all_inputs(s);
+      std::vector<Harness::Outcome> results;
+      for (const char* fuse : {"1", "0"}) {
+        setenv("FERRY_EP_FUSE_LAYOUT", fuse, 1);
+        Harness h(shared(), cfg);
+        unsetenv("FERRY_EP_FUSE_LAYOUT");
+        ASSERT_TRUE(h.alive());
+        Harness::Outcome out;
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        results.push_back(out);
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        EXPECT_EQ(out.dispatch_hash, results.back().dispatch_hash) << "fuse=" << fuse << ": second round";
+        EXPECT_EQ(out.out_hash, results.back().out_hash) << "fuse=" << fuse << ": second round";
+      }
+      EXPECT_EQ(results[1].dispatch_hash, results[0].dispatch_hash);
+      EXPECT_EQ(results[1].out_hash, results[0].out_hash);
     }
-    EXPECT_EQ(results[1].dispatch_hash, results[0].dispatch_hash);
-    EXPECT_EQ(results[1].out_hash, results[0].out_hash);
   }
 }
