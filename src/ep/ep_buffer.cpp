@@ -234,6 +234,9 @@ void EpBuffer::init_cross_node() {
   ep::bind_local(p, plan.local, l, config_.with_weights);
   ep::zero_local(plan.local, l);
   ep::bind_net_outputs(p, plan, l);
+  FERRY_CUDA_CHECK(cudaMemset(l + plan.relay, 0, ep::net_relay_bytes(p.world_size, p.num_experts)));
+  st.net_relays.flags = reinterpret_cast<uint64_t*>(l + plan.relay);
+  st.net_relays.headers = reinterpret_cast<int32_t*>(st.net_relays.flags + ep::kNumRelays);
   if (st.hierarchical) {
     init_hierarchical();
     return;

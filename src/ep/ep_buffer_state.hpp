@@ -42,7 +42,8 @@ struct EpBuffer::State {
   bool spans_nodes = false;
   std::unique_ptr<Window> window;
   ep::NetLayout net_layout{};
-  ep::NetParams net(const ep::Params& p) const { return ep::NetParams{p, window->device(), net_layout}; }
+  ep::NetRelays net_relays{};  // in `local` (NOTE [EP across nodes: one waiter per grid])
+  ep::NetParams net(const ep::Params& p) const { return ep::NetParams{p, window->device(), net_layout, net_relays}; }
   // High-throughput, several ranks per node (unless FERRY_EP_HIERARCHICAL=0): the
   // hierarchical path (internode_hier.cuh) on the same window; `hier_base` holds its
   // topology and local arrays (hier_local), `np` is filled per call.

@@ -128,6 +128,7 @@ NetMemoryPlan plan_net_memory(const Params& p, bool with_weights) {
   Carve loc{plan.local.total};
   plan.out_tokens = loc.take(size_t(p.capacity_rows) * p.hidden * (p.fp8_out ? 1 : 2));
   plan.out_scales = loc.take(p.fp8_out ? sizeof(float) * size_t(p.capacity_rows) * (p.hidden / kScaleBlock) : 0);
+  plan.relay = loc.take(net_relay_bytes(p.world_size, p.num_experts));
   plan.total = loc.total;
   plan.window = net_layout(p);
   return plan;

@@ -42,6 +42,7 @@ struct MemoryPlan {
 struct NetMemoryPlan {
   LocalPlan local;
   size_t out_tokens, out_scales;  // after local.total
+  size_t relay;                   // net_relay_bytes (NOTE [EP across nodes: one waiter per grid]), zeroed
   size_t total;                   // bytes of the local allocation
   NetLayout window;
 };

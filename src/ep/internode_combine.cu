@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 0);
   load_recv_counts(p, token_count, max_token_count);
   // NOTE [EP across nodes: reuse] (3): the slots of this parity were read in combine epoch - 2.
-  const bool ok = wait_all_ranks(np, kSigCombineConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpCombine);
+  const bool ok = wait_all_ranks_relayed(np, kSigCombineConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpCombine,
+                                         kRelayCombineConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
     NetTarget target{np, parity};
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   const int lane = threadIdx.x & 31;
   const size_t row_bytes = size_t(H) * 2;
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 0);
-  const bool ok = wait_all_ranks(np, kSigCombineData, epoch, kPhaseEpCombine);
+  const bool ok = wait_all_ranks_relayed(np, kSigCombineData, epoch, kPhaseEpCombine, kRelayCombineData);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 1);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (ok && *reinterpret_cast<const volatile int32_t*>(p.layout_error) == 0) {

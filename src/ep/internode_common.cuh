@@ -132,6 +132,37 @@ __device__ bool wait_all_ranks(const NetParams& np, uint32_t index, uint64_t tar
   return *static_cast<volatile int*>(&failed) == 0;
 }
 
+
+// NOTE [EP across nodes: one waiter per grid]
+// Signals from ranks of other nodes land in mapped host memory, and a staged
+// window's data too (NOTE [Window data]). Every block polling them, or reading a
+// source's header word by word, is a storm of small uncached PCIe reads that
+// queue behind the grid's own writes to host memory: on 2 H200s as 2 virtual
+// nodes over shared memory, a low-latency receive half whose data had long
+// landed took 690 us, and send blocks saw a signal set calls ago up to 140 us
+// late (NOTE [EP trace]). So block 0 alone waits (wait_all_ranks) and then
+// stores the target into a relay word in device memory (release, after the
+// block barrier that follows its acquires); the other blocks wait for that word
+// (acquire), so the chain block 0's acquire -> its release -> their acquire
+// orders everything the signal guards before their reads. A failed wait in
+// block 0 records the timeout or sees the abort, which ends the others' waits
+// too (they poll the abort flag). Relay words hold targets, which only grow per
+// word, so they are never reset; target 0 waits for nothing.
+__device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint64_t target, int32_t phase,
+                                       NetRelay relay) {
+  if (target == 0) return true;
+  uint64_t* word = np.relay.flags + relay;
+  if (blockIdx.x == 0) {
+    const bool ok = wait_all_ranks(np, index, target, phase);
+    if (ok && threadIdx.x == 0) device::st_release_sys(word, target);
+    return ok;
+  }
+  __shared__ int relayed;
+  if (threadIdx.x == 0) relayed = device::wait_flag_geq(word, target, np.p.wait, np.p.rank, phase);
+  __syncthreads();
+  return *static_cast<volatile int*>(&relayed) != 0;
+}
+
 // The receive side both cross-node dispatch paths share (direct:
 // internode_dispatch.cu; hierarchical: internode_hier_dispatch.cu), after the caller's wait
 // for every source: reads every source's header (its token count and its rows
@@ -139,9 +170,12 @@ __device__ bool wait_all_ranks(const NetParams& np, uint32_t index, uint64_t tar
 // high-throughput overflow is seen by every rank, NOTE [EP overflow is
 // collective]), then places the records it owns. `inbox(s)`: where source s's
 // dispatch slot of this call's parity is read. Dynamic shared memory:
-// net_dispatch_recv_smem_bytes.
+// net_dispatch_recv_smem_bytes. host_inboxes (some inboxes lie in host memory:
+// a staged window's landing): block 0 copies every source's header into device
+// memory for the others (NOTE [EP across nodes: one waiter per grid]); `epoch`
+// is the relay's target.
 template <typename Inbox>
-__device__ void place_dispatch_records(const NetParams& np, Inbox inbox) {
+__device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_t epoch, bool host_inboxes) {
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int W = p.world_size, Le = p.local_experts, K = p.topk, E = p.num_experts;
@@ -153,7 +187,26 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox) {
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
   __shared__ int64_t needed[kMaxRanks];
-  auto header = [&](int s) { return reinterpret_cast<const volatile int32_t*>(inbox(s)); };
+  const int header_words = kHeaderCounts + E;
+  const bool relay_headers = host_inboxes;
+  if (relay_headers) {
+    uint64_t* ready = np.relay.flags + kRelayDispatchHeaders;
+    if (blockIdx.x == 0) {
+      for (int i = threadIdx.x; i < W * header_words; i += kThreads)
+        np.relay.headers[i] = reinterpret_cast<const volatile int32_t*>(inbox(i / header_words))[i % header_words];
+      __syncthreads();
+      if (threadIdx.x == 0) device::st_release_sys(ready, epoch);
+    } else {
+      // Blocks only read after the wait, and block 0's wait is already done: a
+      // failure here can only be the abort, which the host reports.
+      if (threadIdx.x == 0) device::wait_flag_geq(ready, epoch, p.wait, p.rank, kPhaseEpDispatch);
+      __syncthreads();
+    }
+  }
+  auto header = [&](int s) {
+    return relay_headers ? reinterpret_cast<const volatile int32_t*>(np.relay.headers + size_t(s) * header_words)
+                         : reinterpret_cast<const volatile int32_t*>(inbox(s));
+  };
   for (int i = threadIdx.x; i < E; i += kThreads) {
     int total = 0;
     for (int s = 0; s < W; ++s) total += header(s)[kHeaderCounts + i];

@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 0);
   // NOTE [EP across nodes: reuse] (1, 2): the slots of this parity were read in call epoch - 2.
-  const bool ok = wait_all_ranks(np, kSigDispatchConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpDispatch);
+  const bool ok = wait_all_ranks_relayed(np, kSigDispatchConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpDispatch,
+                                         kRelayDispatchConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 1);
   // A bad expert id in this call's routing: send nothing (EpBuffer reports it).
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
@@ -109,9 +110,11 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   const int parity = static_cast<int>(epoch & 1);
   const int W = p.world_size;
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 0);
-  const bool ok = wait_all_ranks(np, kSigDispatchData, epoch, kPhaseEpDispatch);
+  const bool ok = wait_all_ranks_relayed(np, kSigDispatchData, epoch, kPhaseEpDispatch, kRelayDispatchData);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 1);
-  if (ok) place_dispatch_records(np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); });
+  if (ok)
+    place_dispatch_records(
+        np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); }, epoch, w.net_recv != w.local);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchRecv)) return;

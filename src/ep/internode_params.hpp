@@ -53,10 +53,30 @@ constexpr int kHeaderCounts = 4;  // [E]: the source's rows for every expert (th
 
 NetLayout net_layout(const Params& p);
 
+// NOTE [EP across nodes: one waiter per grid] (internode_common.cuh): words in
+// device memory through which block 0 hands what it waited for, or the headers
+// it read, to the other blocks of its grid.
+enum NetRelay : int {
+  kRelayDispatchConsumed = 0,
+  kRelayDispatchData = 1,
+  kRelayDispatchHeaders = 2,
+  kRelayCombineConsumed = 3,
+  kRelayCombineData = 4,
+  kNumRelays = 5,
+};
+struct NetRelays {
+  uint64_t* flags;        // [kNumRelays], zeroed at creation: epochs (targets) relayed
+  int32_t* headers;       // [W][kHeaderCounts + E]: every source's dispatch header, copied by block 0
+};
+constexpr size_t net_relay_bytes(int world_size, int num_experts) {
+  return sizeof(uint64_t) * kNumRelays + sizeof(int32_t) * size_t(world_size) * (kHeaderCounts + num_experts);
+}
+
 struct NetParams {
   Params p;          // shape, local arrays (layout, receive side, outputs), epochs, status
   DeviceWindow w;    // the EP window
   NetLayout lay;
+  NetRelays relay;   // NOTE [EP across nodes: one waiter per grid]
 };
 
 // Loads every cross-node kernel (and the layout kernel) now: a kernel loaded
