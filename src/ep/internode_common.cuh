@@ -150,7 +150,15 @@ __device__ bool wait_all_ranks(const NetParams& np, uint32_t index, uint64_t tar
 // word, so they are never reset; target 0 waits for nothing.
 __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint64_t target, int32_t phase,
                                        NetRelay relay) {
-  if (target == 0) return true;
+  if (target == 0) {
+    // Still a block barrier, as wait_all_ranks is: callers publish shared memory
+    // before the wait (net_combine_send_kernel's load_recv_counts). Returning
+    // without it was the bug of the first GPU run (docs/results/session10_2xH200/
+    // net_relay_first_run/): combine partials of the first two calls went
+    // unwritten where threads read the counts too early.
+    __syncthreads();
+    return true;
+  }
   uint64_t* word = np.relay.flags + relay;
   if (blockIdx.x == 0) {
     const bool ok = wait_all_ranks(np, index, target, phase);
