@@ -237,6 +237,8 @@ void EpBuffer::init_cross_node() {
   FERRY_CUDA_CHECK(cudaMemset(l + plan.relay, 0, ep::net_relay_bytes(p.world_size, p.num_experts)));
   st.net_relays.flags = reinterpret_cast<uint64_t*>(l + plan.relay);
   st.net_relays.headers = reinterpret_cast<int32_t*>(st.net_relays.flags + ep::kNumRelays);
+  st.net_relays.range_written =
+      reinterpret_cast<uint32_t*>(st.net_relays.headers + size_t(p.world_size) * (ep::kHeaderCounts + p.num_experts));
   if (st.hierarchical) {
     init_hierarchical();
     return;

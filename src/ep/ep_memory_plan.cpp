@@ -80,6 +80,11 @@ NetLayout net_layout(const Params& p) {
   l.scales_offset = l.row_offset + H * elem;
   l.record_bytes = round_to(l.scales_offset + (p.fp8_out ? sizeof(float) * (H / kScaleBlock) : 0), 16);
   l.dispatch_slot = round_to(l.header_bytes + T * l.record_bytes, 256);
+  // NOTE [EP across nodes: pipelined ranges]: at least kMinRangeBytes a range, at most kMaxNetRanges ranges.
+  const uint64_t by_bytes = (kMinRangeBytes + l.record_bytes - 1) / l.record_bytes;
+  const uint64_t by_count = (T + kMaxNetRanges - 1) / kMaxNetRanges;
+  l.range_records = static_cast<uint32_t>(std::max<uint64_t>({1, by_bytes, by_count}));
+  l.max_ranges = static_cast<uint32_t>((T + l.range_records - 1) / l.range_records);
   l.combine_slot = round_to(T * H * 2, 256);
   l.dispatch_in = 0;
   l.dispatch_out = l.dispatch_in + 2 * W * l.dispatch_slot;
