@@ -156,6 +156,12 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // The one choice of path (ep_paths.hpp); a combination no path takes throws here.
   state_->path = &ep::choose_path(state_->spans_nodes, state_->hierarchical, config_.layout, W, topo.num_nodes);
   state_->overlap = state_->overlap && state_->path->overlaps;
+  // Across nodes the dispatch halves are the pack (stores into outboxes or
+  // mapped landings) and the placement (reads of landed ranges): half each until
+  // measured (NOTE [EP across nodes: pipelined ranges]).
+  if (state_->spans_nodes)
+    state_->dispatch_recv_blocks = std::clamp(
+        static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms / 2)), 1, std::max(1, config_.num_sms - 1));
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
