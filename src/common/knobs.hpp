@@ -161,7 +161,7 @@ inline constexpr Info kRegistry[] = {
     int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms; 1/2 across nodes", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
-        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency or with rank rows", "blocks",
+        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency, with rank rows or across nodes", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
         "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",

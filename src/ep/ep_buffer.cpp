@@ -156,12 +156,16 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // The one choice of path (ep_paths.hpp); a combination no path takes throws here.
   state_->path = &ep::choose_path(state_->spans_nodes, state_->hierarchical, config_.layout, W, topo.num_nodes);
   state_->overlap = state_->overlap && state_->path->overlaps;
-  // Across nodes the dispatch halves are the pack (stores into outboxes or
-  // mapped landings) and the placement (reads of landed ranges): half each until
-  // measured (NOTE [EP across nodes: pipelined ranges]).
-  if (state_->spans_nodes)
-    state_->dispatch_recv_blocks = std::clamp(
-        static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms / 2)), 1, std::max(1, config_.num_sms - 1));
+  // Across nodes the halves are the pack (stores into outboxes or mapped
+  // landings) and the placement or the sum (reads of landed ranges): half each
+  // until measured (NOTE [EP across nodes: pipelined ranges]).
+  if (state_->spans_nodes) {
+    const int half_max = std::max(1, config_.num_sms - 1);
+    state_->dispatch_recv_blocks =
+        std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
+    state_->combine_recv_blocks =
+        std::clamp(static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
+  }
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
@@ -245,6 +249,7 @@ void EpBuffer::init_cross_node() {
   st.net_relays.headers = reinterpret_cast<int32_t*>(st.net_relays.flags + ep::kNumRelays);
   st.net_relays.range_written =
       reinterpret_cast<uint32_t*>(st.net_relays.headers + size_t(p.world_size) * (ep::kHeaderCounts + p.num_experts));
+  st.net_relays.combine_range_written = st.net_relays.range_written + size_t(p.world_size) * ep::kMaxNetRanges;
   if (st.hierarchical) {
     init_hierarchical();
     return;

@@ -85,6 +85,10 @@ NetLayout net_layout(const Params& p) {
   const uint64_t by_count = (T + kMaxNetRanges - 1) / kMaxNetRanges;
   l.range_records = static_cast<uint32_t>(std::max<uint64_t>({1, by_bytes, by_count}));
   l.max_ranges = static_cast<uint32_t>((T + l.range_records - 1) / l.range_records);
+  const uint64_t row_bytes = H * 2;  // a combine partial: one bf16 row per slot
+  l.combine_range_rows =
+      static_cast<uint32_t>(std::max<uint64_t>({1, (kMinRangeBytes + row_bytes - 1) / row_bytes, by_count}));
+  l.combine_max_ranges = static_cast<uint32_t>((T + l.combine_range_rows - 1) / l.combine_range_rows);
   l.combine_slot = round_to(T * H * 2, 256);
   l.dispatch_in = 0;
   l.dispatch_out = l.dispatch_in + 2 * W * l.dispatch_slot;

@@ -26,10 +26,10 @@ constexpr EpPath kIntranodeRankRows{
     [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_combine_recv(p, s); },
 };
 
-// NOTE [EP across nodes]: dispatch's halves run at once (the receive half places ranges of records
-// as they land, NOTE [EP across nodes: pipelined ranges]); combine's one after the other.
+// NOTE [EP across nodes]: the halves run at once (the receive half places ranges of records, or sums
+// ranges of partials, as they land: NOTE [EP across nodes: pipelined ranges]).
 constexpr EpPath kDirectExpanded{
-    "direct cross-node expanded", false, true, false, 0,
+    "direct cross-node expanded", false, true, true, 0,
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_dispatch_send(st.net(p), s); },
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_dispatch_recv(st.net(p), s); },
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_combine_send(st.net(p), s); },

@@ -40,10 +40,10 @@
 //  - combine send: per received (source, slot, chunk), the weighted sum of the
 //    token's expert outputs at this rank (fp32, bf16 on the wire) at the slot's
 //    row of the home's combine inbox (NVLink: directly; else this rank's
-//    outbox); the last block sends them (put_with_signal of the used rows, or a
-//    signal) with kSigCombineData.
-//  - combine receive: every block waits for kSigCombineData >= m from every
-//    rank, then out[t] = sum over the ranks the token went to, in rank order
+//    outbox); each range of rows goes when complete (NOTE [EP across nodes:
+//    pipelined ranges]).
+//  - combine receive: once the ranges holding a token's slots have landed,
+//    out[t] = sum over the ranks the token went to, in rank order
 //    (fp32), of the partial at that rank's slot for t; zeros for a token with no
 //    expert. The last block signals kSigCombineConsumed to every expert rank.
 // Every wait goes through wait_signal (the timeout primitive). No block waits
@@ -190,6 +190,13 @@ __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint
 //    order and publishes (epoch << 32) | ranges landed in relay word
 //    kRelayRanges + source (NOTE [EP across nodes: one waiter per grid]); the
 //    other warps place (source, slot) items once their range is published.
+//  - combine, the same way: an expert rank's partial rows for a home form
+//    ranges of lay.combine_range_rows slots (kSigCombineRange + k, counters
+//    relay.combine_range_written, NetTarget in internode_combine.cu); the home's
+//    receive half (beside its send half) relays each rank's ranges in
+//    kRelayCombineRanges + rank, and a warp sums token t's chunk once the ranges
+//    holding t's slot at every rank it went to are published. kSigCombineData
+//    is no longer sent on this path.
 //    Reuse is unchanged (NOTE [EP across nodes: reuse]).
 // Relay warp of the receive half: lane s < W publishes source s's ranges as they land.
 __device__ inline void relay_ranges(const NetParams& np, const int32_t* token_count, uint64_t epoch) {

@@ -26,9 +26,10 @@ enum NetSignal : uint32_t {
   kSigCombineConsumed = 3,   // home -> expert rank: done reading that rank's partial sums
   kSigDispatchRange = 4,     // + k: source -> destination: range k of its dispatch records is in the inbox
                              // (NOTE [EP across nodes: pipelined ranges])
-  kNumNetSignals = kSigDispatchRange + 64,
+  kSigCombineRange = kSigDispatchRange + 64,  // + k: expert rank -> home: range k of its partial sums
+  kNumNetSignals = kSigCombineRange + 64,
 };
-constexpr int kMaxNetRanges = kNumNetSignals - kSigDispatchRange;  // ranges of records per destination and call
+constexpr int kMaxNetRanges = kSigCombineRange - kSigDispatchRange;  // ranges of records per destination and call
 constexpr uint64_t kMinRangeBytes = 512 * 1024;                    // a range holds at least this many bytes
 
 // Byte offsets into every rank's window (the same on every rank). Boxes are
@@ -48,6 +49,8 @@ struct NetLayout {
   uint64_t dispatch_slot;    // header + max_tokens records (256-byte multiple)
   uint32_t range_records;    // records per range (NOTE [EP across nodes: pipelined ranges])
   uint32_t max_ranges;       // ranges of max_tokens records: at most kMaxNetRanges
+  uint32_t combine_range_rows;   // partial rows per combine range
+  uint32_t combine_max_ranges;   // ranges of max_tokens rows: at most kMaxNetRanges
   uint64_t dispatch_in, dispatch_out;
   uint64_t combine_slot;     // max_tokens * hidden * 2 (256-byte multiple)
   uint64_t combine_in, combine_out;
@@ -69,16 +72,18 @@ enum NetRelay : int {
   kRelayCombineConsumed = 3,
   kRelayCombineData = 4,
   kRelayRanges = 5,  // + source: (epoch << 32) | ranges landed from that source (NOTE [EP across nodes: pipelined ranges])
-  kNumRelays = kRelayRanges + kMaxRanks,
+  kRelayCombineRanges = kRelayRanges + kMaxRanks,  // + expert rank: the same for combine's partial sums
+  kNumRelays = kRelayCombineRanges + kMaxRanks,
 };
 struct NetRelays {
   uint64_t* flags;           // [kNumRelays], zeroed at creation: epochs (targets) relayed
   int32_t* headers;          // [W][kHeaderCounts + E]: every source's dispatch header, copied by block 0
   uint32_t* range_written;   // [W][kMaxNetRanges]: (record, chunk) items of a range written this call, sender side
+  uint32_t* combine_range_written;  // [W][kMaxNetRanges]: the same for combine's (row, chunk) items
 };
 constexpr size_t net_relay_bytes(int world_size, int num_experts) {
   return sizeof(uint64_t) * kNumRelays + sizeof(int32_t) * size_t(world_size) * (kHeaderCounts + num_experts) +
-         sizeof(uint32_t) * size_t(world_size) * kMaxNetRanges;
+         2 * sizeof(uint32_t) * size_t(world_size) * kMaxNetRanges;
 }
 
 struct NetParams {
