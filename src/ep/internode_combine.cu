@@ -11,21 +11,6 @@ namespace {
 
 constexpr int kUnroll = kCombineUnroll;
 
-// Home s's range k of partial rows (`rows` of them) is complete: sends it
-// (NOTE [EP across nodes: pipelined ranges]). One thread.
-__device__ void send_combine_range(const NetParams& np, int s, int k, int rows, int parity) {
-  const NetLayout& lay = np.lay;
-  const int W = np.p.world_size;
-  if (dev::direct_ptr(np.w, s) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
-    dev::signal(np.w, s, kSigCombineRange + k, 1);
-    return;
-  }
-  const size_t row_bytes = size_t(np.p.hidden) * 2;
-  const size_t offset = size_t(k) * lay.combine_range_rows * row_bytes;
-  dev::put_group(np.w, s, combine_in(lay, W, parity, np.p.rank) + offset, combine_out(lay, W, parity, s) + offset,
-                 size_t(rows) * row_bytes, true, kSigCombineRange + k, 1, 0u, 1u, [] {}, dev::SourceIn::kSendView);
-}
-
 // The partials go to the combine slot of each source rank's token in this
 // parity's outbox (or, over NVLink or a mapped landing, the source's inbox);
 // each written (row, chunk) item is counted into its range, and the count that
@@ -43,11 +28,13 @@ struct NetTarget {
     if (lane != 0) return;
     const int per_range = int(np.lay.combine_range_rows), k = slot / per_range;
     const int rows = min(per_range, token_count[s] - k * per_range);
-    __threadfence_system();  // the warp's stores before the count
-    const unsigned done = atomicAdd(np.relay.combine_range_written + size_t(s) * kMaxNetRanges + k, 1u) + 1u;
-    if (done != unsigned(rows * np.p.num_chunks)) return;
-    __threadfence_system();  // every counted item's stores before the range goes
-    send_combine_range(np, s, k, rows, parity);
+    if (!count_range_item(np.relay.combine_range_written + size_t(s) * kMaxNetRanges + k,
+                          unsigned(rows * np.p.num_chunks)))
+      return;
+    const int W = np.p.world_size;
+    const size_t row_bytes = size_t(np.p.hidden) * 2, offset = size_t(k) * per_range * row_bytes;
+    send_range(np, s, kSigCombineRange + k, combine_in(np.lay, W, parity, np.p.rank) + offset,
+               combine_out(np.lay, W, parity, s) + offset, size_t(rows) * row_bytes);
   }
 };
 

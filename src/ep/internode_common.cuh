@@ -198,6 +198,28 @@ __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint
 //    holding t's slot at every rank it went to are published. kSigCombineData
 //    is no longer sent on this path.
 //    Reuse is unchanged (NOTE [EP across nodes: reuse]).
+// One thread, after its warp's stores (__syncwarp): counts one item into a
+// range; true for the count that completes it (`expected` items), after which
+// every counted item's stores are ordered before what the caller sends.
+__device__ inline bool count_range_item(uint32_t* counter, unsigned expected) {
+  __threadfence_system();  // the warp's stores (ordered by its __syncwarp) before the count
+  if (atomicAdd(counter, 1u) + 1u != expected) return false;
+  __threadfence_system();  // every counted item's stores (each fenced before its add) before the range goes
+  return true;
+}
+
+// A complete range of a box for `peer`: only the signal where it was stored in
+// place (NVLink, a mapped landing buffer), else a put of its bytes from the
+// outbox (send view) with the signal. One thread.
+__device__ inline void send_range(const NetParams& np, int peer, uint32_t signal, size_t in_offset,
+                                  size_t out_offset, size_t bytes) {
+  if (dev::direct_ptr(np.w, peer) != nullptr) {
+    dev::signal(np.w, peer, signal, 1);
+    return;
+  }
+  dev::put_group(np.w, peer, in_offset, out_offset, bytes, true, signal, 1, 0u, 1u, [] {}, dev::SourceIn::kSendView);
+}
+
 // Relay warp of the receive half: lane s < W publishes source s's ranges as they land.
 __device__ inline void relay_ranges(const NetParams& np, const int32_t* token_count, uint64_t epoch) {
   const int lane = threadIdx.x & 31;

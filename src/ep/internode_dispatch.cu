@@ -14,33 +14,19 @@ FERRY_EP_TRACE_DEFINE(g_trace_net_dispatch_recv)
 
 // ---------------------------------------------------------------- dispatch
 
-// Destination d's range k of records (`records` of them) is complete: sends it
-// (NOTE [EP across nodes: pipelined ranges]). One thread.
-__device__ void send_range(const NetParams& np, int d, int k, int records, int parity) {
-  const NetLayout& lay = np.lay;
-  const int W = np.p.world_size;
-  if (dev::direct_ptr(np.w, d) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
-    dev::signal(np.w, d, kSigDispatchRange + k, 1);
-    return;
-  }
-  const size_t offset = lay.header_bytes + size_t(k) * lay.range_records * lay.record_bytes;
-  dev::put_group(np.w, d, dispatch_in(lay, W, parity, np.p.rank) + offset, dispatch_out(lay, W, parity, d) + offset,
-                 size_t(records) * lay.record_bytes, true, kSigDispatchRange + k, 1, 0u, 1u, [] {},
-                 dev::SourceIn::kSendView);
-}
-
 // One (token, chunk) item of destination d's record at `slot` is written (by
 // this thread's warp, before a __syncwarp): counts it; the count that completes
-// the range sends it.
-__device__ void count_range_item(const NetParams& np, int d, int slot, int parity) {
+// the range sends it (NOTE [EP across nodes: pipelined ranges]).
+__device__ void count_dispatch_item(const NetParams& np, int d, int slot, int parity) {
   const Params& p = np.p;
-  const int per_range = int(np.lay.range_records), k = slot / per_range;
+  const NetLayout& lay = np.lay;
+  const int per_range = int(lay.range_records), k = slot / per_range;
   const int records = min(per_range, p.send_token_count[d] - k * per_range);
-  __threadfence_system();  // the warp's stores (ordered by its __syncwarp) before the count
-  const unsigned done = atomicAdd(np.relay.range_written + size_t(d) * kMaxNetRanges + k, 1u) + 1u;
-  if (done != unsigned(records * p.num_chunks)) return;
-  __threadfence_system();  // every counted item's stores (each fenced before its add) before the range goes
-  send_range(np, d, k, records, parity);
+  if (!count_range_item(np.relay.range_written + size_t(d) * kMaxNetRanges + k, unsigned(records * p.num_chunks)))
+    return;
+  const size_t offset = lay.header_bytes + size_t(k) * per_range * lay.record_bytes;
+  send_range(np, d, kSigDispatchRange + k, dispatch_in(lay, p.world_size, parity, p.rank) + offset,
+             dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes);
 }
 
 // Chunk c of token t into its record at every destination it picked.
@@ -81,7 +67,7 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
   write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
   __syncwarp();  // dst / dst_scales are rewritten by the next item; the warp's stores before the counts
   // NOTE [EP across nodes: pipelined ranges]: lane r counts this item into its range at destination r.
-  if (lane < W && slot >= 0) count_range_item(np, lane, slot, parity);
+  if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
 }
 
 template <bool kQuantize>
