@@ -5,7 +5,7 @@
 # ferry / NCCL (and cuda_ipc / NVLink) printed last and written to
 # $OUT/crossnode_table.txt (scripts/crossnode_table.py).
 #
-#   OUT=/path/out scripts/device_crossnode.sh        (after ferry-bench is built in BUILD_DIR)
+#   OUT=/path/out scripts/device_crossnode.sh        (builds ferry-bench into BUILD_DIR if it is not there)
 #
 # Stages (each logged to $OUT/<stage>.txt with a CSV beside it; a failing stage
 # does not stop the others):
@@ -22,8 +22,16 @@ OUT="${OUT:-./out}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 ferry_export_env
-BENCH="${BUILD_DIR:-build-device}/bench/ferry-bench"
-[ -x "$BENCH" ] || { echo "device_crossnode: no $BENCH (build ferry-bench first)"; exit 1; }
+B="${BUILD_DIR:-build-device}"
+BENCH="$B/bench/ferry-bench"
+ferry_setup >"$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 1; }
+if [ ! -x "$BENCH" ]; then  # build it the way scripts/device_quick.sh does
+  ferry_device_cmake_args "$B"
+  { cmake "${cmake_args[@]}" && cmake --build "$B" --parallel "$(nproc)" --target ferry-bench; } >"$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" "$OUT/build.log" | head -20; exit 1; }
+fi
+ferry_device_cmake_args "$B"
+ferry_nccl_library_path  # the bench finds a wheel's NCCL at run time
 STAGES="${FERRY_CROSSNODE_STAGES:-ar_sm ar_tcp ep_sm ep_tcp ep_cuda_ipc ep_nvlink}"
 M=(mpirun --allow-run-as-root --bind-to none -np 2)
 VNODES=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1)
