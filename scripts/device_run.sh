@@ -400,23 +400,19 @@ else
       "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 "${extra[@]}" "$BENCH" net --memory both         --csv "$CSV_DIR/net_$name.csv" || rc=1
     done; exit $rc' bench_net "${MPIRUN[@]}"
 fi
-if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
-  skip bench_tune "FERRY_SKIP_BENCH=1"
-elif [[ " ${FERRY_BENCHES:-} " != *" tune "* ]]; then
-  skip bench_tune "not in FERRY_BENCHES"
-elif [ "$BUILT" -ne 1 ] || [ "$NBENCH" -lt 1 ]; then
-  skip bench_tune "build failed or no GPU"
-else
+# opt_in_bench STAGE WORD HAVE NEED: true when FERRY_BENCHES names WORD, the build
+# succeeded and HAVE >= NEED (ranks or GPUs); else records why the stage is skipped.
+opt_in_bench() {
+  if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then skip "$1" "FERRY_SKIP_BENCH=1"; return 1; fi
+  if [[ " ${FERRY_BENCHES:-} " != *" $2 "* ]]; then skip "$1" "not in FERRY_BENCHES"; return 1; fi
+  if [ "$BUILT" -ne 1 ] || [ "$3" -lt "$4" ]; then skip "$1" "build failed or too few GPUs (needs $4)"; return 1; fi
+  return 0
+}
+if opt_in_bench bench_tune tune "$NBENCH" 1; then
   read -r -a tune_args <<<"${FERRY_TUNE_ARGS:-}"
   run_stage bench_tune env FERRY_NP="$NBENCH" BUILD_DIR="$B" OUT="$OUT" scripts/tune_ep.sh "${tune_args[@]}"
 fi
-if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
-  skip bench_crossnode "FERRY_SKIP_BENCH=1"
-elif [[ " ${FERRY_BENCHES:-} " != *" crossnode "* ]]; then
-  skip bench_crossnode "not in FERRY_BENCHES"
-elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 2 ]; then
-  skip bench_crossnode "build failed or fewer than 2 GPUs"
-else
+if opt_in_bench bench_crossnode crossnode "$GPUS" 2; then
   run_stage bench_crossnode env BUILD_DIR="$B" OUT="$OUT/crossnode" scripts/device_crossnode.sh
 fi
 
