@@ -71,6 +71,7 @@ Options parse_options(std::vector<std::string> args) {
     if (options.dispatch_types.empty()) throw UsageError("--dispatch-types needs at least one type");
   }
   if (auto v = parser.take_value("--layout")) {
+    options.layout_given = true;
     if (*v == "expanded") options.layouts = {EpLayout::kExpanded};
     else if (*v == "rank_rows") options.layouts = {EpLayout::kRankRows};
     else if (*v != "both") throw UsageError("--layout must be expanded, rank_rows or both, got '" + *v + "'");
@@ -276,7 +277,8 @@ void print_ep_usage(std::FILE* out) {
       "  --dispatch-types L   bf16, fp8 (default both; ht fp8 dispatches tokens quantized beforehand,\n"
       "                       ll fp8 quantizes bf16 tokens in the kernel, as DeepEP's benchmarks do)\n"
       "  --layout L           expanded, rank_rows or both (default both; ll: expanded only): one row\n"
-      "                       per (token, local expert), or one per (token, source rank)\n"
+      "                       per (token, local expert), or one per (token, source rank); rank rows run\n"
+      "                       inside one node (the default leaves them out across nodes)\n"
       "  --skew X             0: uniform random routing (default); X > 0: expert of popularity rank p\n"
       "                       drawn with weight 1/(p+1)^X (popularity: a random order of the experts)\n"
       "  --seed S             routing and token seed (default 1)\n"
@@ -391,6 +393,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
   if (leader) table.print_header();
 
   bool failed = false;
+  bool noted_rank_rows = false;  // the note on rank rows across nodes, once
   for (EpMode mode : options.modes) {
     for (int tokens : tokens_for(mode)) {
       CaseInputs in;
@@ -419,6 +422,14 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
       for (int sms : sms_for(mode))
       for (EpLayout layout : options.layouts) {
         if (mode == EpMode::kLowLatency && layout != EpLayout::kExpanded) continue;  // rank rows: ht only
+        // Rank rows run inside one node; by default they are left out across nodes (--layout
+        // rank_rows still asks, and gets EpBuffer's NotSupported).
+        if (layout == EpLayout::kRankRows && comm.topology().num_nodes > 1 && !options.layout_given) {
+          if (leader && !noted_rank_rows) std::printf("note: skipping rank_rows (inside one node only; %d nodes)\n",
+                                                      comm.topology().num_nodes);
+          noted_rank_rows = true;
+          continue;
+        }
         // EpBuffer keeps to the communicator's SM budget (NOTE [SM budget]: less than
         // the GPU only where ranks share it).
         const int effective_sms = std::min(sms == 0 ? comm.sm_budget() : sms, comm.sm_budget());

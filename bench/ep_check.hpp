@@ -42,6 +42,7 @@ struct Options {
   bool halves = false;  // also time the four halves one after another
   int stages_settle_us = 0;  // > 0 (--stages): also time each receive half after its data arrived (ep_stages.cpp)
   std::vector<EpLayout> layouts{EpLayout::kExpanded, EpLayout::kRankRows};  // high-throughput; ll: expanded
+  bool layout_given = false;  // --layout named (else rank rows are left out across nodes, with a note)
 };
 
 inline SequenceTimingOptions timing_options(const Options& options) {

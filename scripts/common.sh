@@ -16,6 +16,12 @@ ferry_cuda_path() {
   fi
 }
 
+# Sets OUT to the absolute path of the output folder ($OUT, default ./out), created.
+ferry_out_dir() {
+  OUT="${OUT:-./out}"
+  mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)"
+}
+
 # The run-time environment of every script that runs MPI jobs or GPU code:
 # OpenMPI as root, on one host, with more ranks than cores and no network; never
 # NVLink multicast objects (the GPU host is shared); nvcc on PATH.

@@ -18,9 +18,7 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
-OUT="${OUT:-./out}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
+ferry_out_dir || exit 1
 ferry_export_env
 B="${BUILD_DIR:-build-device}"
 BENCH="$B/bench/ferry-bench"

@@ -47,6 +47,9 @@
 #              (only with FERRY_NODES_PY=1)
 #   bench_tune scripts/tune_ep.sh on the largest N: the EP tuning knobs swept one at a time
 #              (only when FERRY_BENCHES names "tune"; table in $OUT/tune.txt)
+#   bench_crossnode scripts/device_crossnode.sh on 2 GPUs: issue 24's table (2 virtual nodes over sm,
+#              tcp and cuda_ipc against NCCL and NVLink; only when FERRY_BENCHES names "crossnode";
+#              files in $OUT/crossnode/)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
 #              (built in the background while the GPU stages run)
 #   python_cpu pytest tests/python/test_cpu_validation.py
@@ -66,7 +69,7 @@
 #   FERRY_SKIP_TESTS=1     skip ctest, gpu_npN and the sanitizers (FERRY_SKIP_CTEST=1: ctest only)
 #   FERRY_SKIP_BENCH=1     skip both benches
 #   FERRY_BENCHES          which benches run (default "allreduce ep nvlink net torch"; torch: bench_py;
-#                          "tune" adds bench_tune)
+#                          "tune" adds bench_tune, "crossnode" bench_crossnode)
 #   FERRY_TUNE_ARGS        more arguments for ferry-bench ep in bench_tune (sweeps: FERRY_TUNE_SWEEPS)
 #   FERRY_BENCH_ARGS       more arguments for ferry-bench allreduce
 #   FERRY_EP_BENCH_ARGS    more arguments for ferry-bench ep (e.g. "--mode ll --check")
@@ -397,15 +400,20 @@ else
       "$@" -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 "${extra[@]}" "$BENCH" net --memory both         --csv "$CSV_DIR/net_$name.csv" || rc=1
     done; exit $rc' bench_net "${MPIRUN[@]}"
 fi
-if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then
-  skip bench_tune "FERRY_SKIP_BENCH=1"
-elif [[ " ${FERRY_BENCHES:-} " != *" tune "* ]]; then
-  skip bench_tune "not in FERRY_BENCHES"
-elif [ "$BUILT" -ne 1 ] || [ "$NBENCH" -lt 1 ]; then
-  skip bench_tune "build failed or no GPU"
-else
+# opt_in_bench STAGE WORD HAVE NEED: true when FERRY_BENCHES names WORD, the build
+# succeeded and HAVE >= NEED (ranks or GPUs); else records why the stage is skipped.
+opt_in_bench() {
+  if [ "${FERRY_SKIP_BENCH:-0}" = 1 ]; then skip "$1" "FERRY_SKIP_BENCH=1"; return 1; fi
+  if [[ " ${FERRY_BENCHES:-} " != *" $2 "* ]]; then skip "$1" "not in FERRY_BENCHES"; return 1; fi
+  if [ "$BUILT" -ne 1 ] || [ "$3" -lt "$4" ]; then skip "$1" "build failed or too few GPUs (needs $4)"; return 1; fi
+  return 0
+}
+if opt_in_bench bench_tune tune "$NBENCH" 1; then
   read -r -a tune_args <<<"${FERRY_TUNE_ARGS:-}"
   run_stage bench_tune env FERRY_NP="$NBENCH" BUILD_DIR="$B" OUT="$OUT" scripts/tune_ep.sh "${tune_args[@]}"
+fi
+if opt_in_bench bench_crossnode crossnode "$GPUS" 2; then
+  run_stage bench_crossnode env BUILD_DIR="$B" OUT="$OUT/crossnode" scripts/device_crossnode.sh
 fi
 
 # ---------------------------------------------------------------- Python layer
@@ -468,7 +476,8 @@ echo
 echo "================ ferry device run: $GPUS GPUs, N = ${NPS[*]:-none}, logs in $OUT"
 cat "$SUMMARY"
 # Each bench's own table: the last ${FERRY_BENCH_TAIL:-60} lines of its log, without MPI noise.
-for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_net:net bench_nodes:nodes bench_tune:tune bench_py:torch_bench; do
+for pair in bench:allreduce bench_ep:ep bench_nvlink:nvlink bench_net:net bench_nodes:nodes bench_tune:tune \
+            bench_crossnode:crossnode/crossnode_table bench_py:torch_bench; do
   log="$OUT/${pair%%:*}.log" csv="$OUT/${pair#*:}.csv"
   [ -s "$log" ] || continue
   echo "---------------- ferry-bench ${pair#*:} (end of $log)"

@@ -2,7 +2,10 @@
 // tcp or shared memory here). Worker addresses and remote keys travel through
 // ferry's bootstrap.
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -56,6 +59,26 @@ struct AddressFrame {
 // remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
 // guarantees neither. Default: on.
 bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
+
+// NOTE [Shared memory refuses peer-failure handling, quietly]
+// An endpoint asked for peer-failure handling over shared memory fails with
+// UCS_ERR_UNREACHABLE, and UCX logs it as an error ("no active messages
+// transport to ...: sysv/memory - no peer failure handler, ..."), once per
+// endpoint, before ferry connects again without the mode (below). That error is
+// expected, so while the first attempt runs a UCX log handler drops error lines
+// that name "no peer failure handler"; every other line goes on to UCX's own
+// handlers, and a failure of the retry is logged as usual. UCX calls handlers
+// newest first (ucs_log_push_handler), so this one sees each line first.
+ucs_log_func_rc_t drop_peer_failure_refusal(const char*, unsigned, const char*, ucs_log_level_t level,
+                                            const ucs_log_component_config_t*, const char* format, va_list ap) {
+  if (level != UCS_LOG_LEVEL_ERROR) return UCS_LOG_FUNC_RC_CONTINUE;
+  char text[1024];
+  va_list copy;
+  va_copy(copy, ap);
+  std::vsnprintf(text, sizeof(text), format, copy);
+  va_end(copy);
+  return std::strstr(text, "no peer failure handler") != nullptr ? UCS_LOG_FUNC_RC_STOP : UCS_LOG_FUNC_RC_CONTINUE;
+}
 
 // RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
 // (GPUDirect), so windows are registered in GPU memory. cuda_ipc only reaches
@@ -288,7 +311,9 @@ class UcxTransport final : public Transport {
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
       ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
       ep_params.err_handler.arg = this;
+      if (want_peer_failure) ucs_log_push_handler(&drop_peer_failure_refusal);  // NOTE [Shared memory refuses ...]
       ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
+      if (want_peer_failure) ucs_log_pop_handler();
       if (created == UCS_ERR_UNREACHABLE && want_peer_failure) {
         // Shared-memory transports cannot detect a dead peer, so UCX refuses
         // peer-failure handling on them: connect without it. A dead peer is
