@@ -1,5 +1,5 @@
-// ferry-bench ep: what its files share. ep_bench.cpp parses the options, times
-// ferry and prints the table; ep_check.cpp makes a case's inputs (routing, tokens)
+// ferry-bench ep: what its files share. ep_options.cpp parses the options,
+// ep_bench.cpp times ferry and prints the table; ep_check.cpp makes a case's inputs (routing, tokens)
 // and verifies the results (--check); ep_nccl.cpp times the NCCL baseline.
 #pragma once
 
@@ -55,6 +55,9 @@ inline SequenceTimingOptions timing_options(const Options& options) {
 }
 
 size_t bytes_per_token(DataType type, int hidden);  // payload on the wire, fp8 scales included
+
+// The options of ferry-bench ep (ep_options.cpp); UsageError on a bad one.
+Options parse_ep_options(std::vector<std::string> args);
 
 // ------------------------------------------------------------------ routing
 

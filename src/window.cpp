@@ -22,6 +22,7 @@ struct Window::State {
   char** nvl_peer = nullptr;     // device tables
   uint64_t** nvl_peer_signals = nullptr;
   char** map_peer = nullptr;     // device table (NOTE [Mapped peers]); nullptr when no peer is mapped
+  std::vector<char*> map_peer_host;  // the same table on the host (Window::maps_peer)
   std::vector<void*> mapped;     // peers' landing buffers mapped here and registered with CUDA
   bool landing_from_transport = false;  // UCX allocated `landing` (it frees it); registered with CUDA here
   char* landing = nullptr;       // staged: pinned host memory remote puts land in
@@ -160,11 +161,11 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
                     "Window: CUDA cannot register the landing buffer UCX allocated ("
                         << cudaGetErrorString(registered) << "); FERRY_UCX_SHM_DIRECT=0 (on every rank) stages "
                         << "through cudaHostAlloc'd memory instead");
-        const std::vector<char*> table =
-            map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
+        s.map_peer_host = map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
         if (!s.mapped.empty()) {
           FERRY_CUDA_CHECK(cudaMalloc(&s.map_peer, world * sizeof(char*)));
-          FERRY_CUDA_CHECK(cudaMemcpy(s.map_peer, table.data(), world * sizeof(char*), cudaMemcpyHostToDevice));
+          FERRY_CUDA_CHECK(
+              cudaMemcpy(s.map_peer, s.map_peer_host.data(), world * sizeof(char*), cudaMemcpyHostToDevice));
           d.map_peer = s.map_peer;
         }
       } else {
@@ -186,10 +187,8 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
 
 bool Window::maps_peer(int peer) const {
   FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::maps_peer: no rank " << peer);
-  if (state_->map_peer == nullptr) return false;
-  char* entry = nullptr;
-  FERRY_CUDA_CHECK(cudaMemcpy(&entry, state_->map_peer + peer, sizeof(entry), cudaMemcpyDeviceToHost));
-  return entry != nullptr;
+  const std::vector<char*>& table = state_->map_peer_host;
+  return !table.empty() && table[peer] != nullptr;
 }
 
 Window::~Window() {

@@ -101,7 +101,8 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // per-warp masks in 40 KB of shared memory), block 0 of the send kernel
 // computes the layout itself (layout_block over all the tokens, no grid
 // barrier) before it publishes the counts, which saves the two layout kernels,
-// their launch gaps and their round trips through global memory. The other blocks read the layout (token_slot, token_expert,
+// their launch gaps and their round trips through global memory. The other
+// blocks read the layout (token_slot, token_expert,
 // pos_in_expert, layout_error) only after they acquired every rank's counts,
 // this rank's included: block 0 releases those after its layout stores and a
 // block barrier, so the acquire makes the layout visible. The layout's shared
