@@ -24,7 +24,8 @@ struct Window::State {
   char** map_peer = nullptr;     // device table (NOTE [Mapped peers]); nullptr when no peer is mapped
   std::vector<char*> map_peer_host;  // the same table on the host (Window::maps_peer)
   std::vector<void*> mapped;     // peers' landing buffers mapped here and registered with CUDA
-  bool landing_from_transport = false;  // UCX allocated `landing` (it frees it); registered with CUDA here
+  bool landing_from_transport = false;  // UCX allocated `landing` (it frees it)
+  bool landing_registered_here = false;  // ... and this window registered it with CUDA (unregisters it)
   char* landing = nullptr;       // staged: pinned host memory remote puts land in
   char* send_mirror = nullptr;   // staged: pinned host memory kernels copy put sources into
   uint64_t* net_signals = nullptr;  // pinned host memory remote signals land in
@@ -45,6 +46,33 @@ T* device_pointer(T* host) {
   void* d = nullptr;
   FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&d, host, 0));
   return static_cast<T*>(d);
+}
+
+// Makes the landing buffer UCX allocated readable by this GPU. Returns whether
+// this call registered it (then the window unregisters it). UCX may have pinned
+// it already: with its cuda_copy transport loaded (UCX_TLS unset), ucp_mem_map
+// also registers host memory with CUDA, and cudaHostRegister then answers
+// "already registered" (seen on 2x2 virtual nodes). That registration serves as
+// well, if the GPU can address the whole range; UCX drops it when it frees the memory.
+bool register_transport_landing(char* landing, size_t bytes) {
+  const cudaError_t registered =
+      cudaHostRegister(landing, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (registered == cudaSuccess) return true;
+  cudaGetLastError();
+  bool usable = false;
+  if (registered == cudaErrorHostMemoryAlreadyRegistered) {
+    cudaPointerAttributes first{}, last{};
+    usable = cudaPointerGetAttributes(&first, landing) == cudaSuccess &&
+             cudaPointerGetAttributes(&last, landing + bytes - 1) == cudaSuccess &&
+             first.type == cudaMemoryTypeHost && last.type == cudaMemoryTypeHost && first.devicePointer != nullptr &&
+             static_cast<char*>(last.devicePointer) == static_cast<char*>(first.devicePointer) + (bytes - 1);
+    cudaGetLastError();
+  }
+  FERRY_CHECK(usable, NotSupported,
+              "Window: CUDA cannot register the landing buffer UCX allocated ("
+                  << cudaGetErrorString(registered) << "); FERRY_UCX_SHM_DIRECT=0 (on every rank) stages "
+                  << "through cudaHostAlloc'd memory instead");
+  return false;
 }
 
 // NOTE [Mapped peers] (channel.cuh): every peer of another node whose part of
@@ -154,13 +182,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
         pw.data_region = transport.allocate_region(bytes, &landing, proxy->lock());
         s.landing = static_cast<char*>(landing);
         s.landing_from_transport = true;
-        const cudaError_t registered =
-            cudaHostRegister(s.landing, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-        if (registered != cudaSuccess) cudaGetLastError();
-        FERRY_CHECK(registered == cudaSuccess, NotSupported,
-                    "Window: CUDA cannot register the landing buffer UCX allocated ("
-                        << cudaGetErrorString(registered) << "); FERRY_UCX_SHM_DIRECT=0 (on every rank) stages "
-                        << "through cudaHostAlloc'd memory instead");
+        s.landing_registered_here = register_transport_landing(s.landing, bytes);
         s.map_peer_host = map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
         if (!s.mapped.empty()) {
           FERRY_CUDA_CHECK(cudaMalloc(&s.map_peer, world * sizeof(char*)));
@@ -204,7 +226,7 @@ Window::~Window() {
     proxy->remove_window(s.window_id);
     // CUDA lets go of the mapped memory; UCX keeps it mapped until the transport closes.
     for (void* peer : s.mapped) cudaHostUnregister(peer);
-    if (s.landing_from_transport) cudaHostUnregister(s.landing);
+    if (s.landing_registered_here) cudaHostUnregister(s.landing);
     // The transport may still be asked (by a late peer) to write here until it
     // closes: the proxy frees this memory after the transport (UCX frees its own).
     if (!s.landing_from_transport) proxy->adopt_host_memory(s.landing);
