@@ -16,11 +16,15 @@
 #   (restricted_*, mps_pct_np2, gpu_faults, python_faults and soak_*: scripts/device_stages_robustness.sh)
 #   gpu_faults build-device/tests/ferry_gpu_fault_tests (not mpirun: it forks its own ranks and SIGKILLs
 #              one mid AllReduce / EP call; ranks share the GPUs, time-sliced; FERRY_FAULT_* knobs)
+#   gpu_faults_cuda_ipc  its cross-node cases with windows in GPU memory over cuda_ipc (2+ GPUs)
 #   win_*      the device API (ferry_gpu_window_tests) across virtual nodes: win_n2 (one node),
 #              win_2x1_tcp, win_2x1_sm, win_2x1, win_4x1, win_2x2, win_2x2_tcp (NxK: N nodes of K
 #              ranks through FERRY_RANKS_PER_NODE; _tcp/_sm: UCX_TLS, else UCX's choice)
 #   memcheck   compute-sanitizer memcheck on FERRY_SANITIZE_NP ranks (2)  (only with FERRY_SANITIZE=1)
 #   racecheck  compute-sanitizer racecheck on FERRY_SANITIZE_NP ranks (2) (only with FERRY_SANITIZE=1)
+#   synccheck  compute-sanitizer synccheck, the same way
+#   memcheck_2x1_sm, memcheck_2x1_cuda_ipc  memcheck of small EP cases and the hierarchical AllReduce on 2
+#              virtual nodes: mapped peers over shared memory; windows in GPU memory over cuda_ipc (2+ GPUs)
 #   example    the allreduce example on the largest N
 #   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
 #   example_put the gpu_put example on 2 ranks: one node, then 2 virtual nodes (through UCX)
@@ -318,6 +322,24 @@ for tool in memcheck racecheck synccheck; do
   run_stage "$tool" "${TO[@]}" "${MPIRUN[@]}" -np "${FERRY_SANITIZE_NP:-2}" -x FERRY_TIMEOUT_MS=120000 \
     "$sanitizer" --tool "$tool" --error-exitcode 86 \
     "$B/tests/ferry_gpu_tests" --gtest_filter="$FILTER"
+done
+
+# memcheck across 2 virtual nodes, one per GPU where there are two: the cross-node
+# kernels over mapped peers (sm) and with windows in GPU memory (cuda_ipc).
+XFILTER="${FERRY_SANITIZE_NODES_FILTER:-Ep/EpMatrix.DispatchCombine/ht_fp8_h2048_k3:Ep/EpMatrix.DispatchCombine/ll_bf16_h2048_k7:Ep.HandleReuse:All/AllReduceMatrix.*/hierarchical*_bf16}"
+for cfg in memcheck_2x1_sm:sm,self memcheck_2x1_cuda_ipc:sm,cuda_ipc,cuda_copy; do
+  stage="${cfg%%:*}"; tls="${cfg#*:}"
+  if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$stage" "set FERRY_SANITIZE=1"; continue; fi
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
+  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+  env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS="$tls" -x FERRY_TIMEOUT_MS=120000)
+  if [ "$stage" = memcheck_2x1_cuda_ipc ]; then
+    [ "$GPUS" -lt 2 ] && { skip "$stage" "fewer than 2 GPUs"; continue; }
+    env_args+=(-x FERRY_UCX_GPU_MEMORY=on -x FERRY_UCX_PEER_FAILURE=0)
+  fi
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np 2 "${env_args[@]}" \
+    "$sanitizer" --tool memcheck --error-exitcode 86 "$B/tests/ferry_gpu_tests" --gtest_filter="$XFILTER"
 done
 
 # ---------------------------------------------------------------- examples, benches

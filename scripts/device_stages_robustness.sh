@@ -45,6 +45,16 @@ robustness_fault_stages() {
     run_stage gpu_faults "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
       "$B/tests/ferry_gpu_fault_tests" --gtest_filter='KilledPeer.*'
   fi
+  # The cross-node cases again with windows in GPU memory moved by UCX's cuda_ipc
+  # (issue 24: the GPU-memory path, docs/internode.md Part 4); the forked ranks
+  # inherit the variables. Two GPUs, so that cuda_ipc stands in for GPUDirect.
+  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip gpu_faults_cuda_ipc "FERRY_SKIP_TESTS=1"
+  elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 2 ]; then skip gpu_faults_cuda_ipc "build failed or fewer than 2 GPUs"
+  else
+    run_stage gpu_faults_cuda_ipc "${TO[@]}" env -u CUDA_MPS_PIPE_DIRECTORY -u CUDA_MPS_LOG_DIRECTORY \
+      UCX_TLS=sm,cuda_ipc,cuda_copy FERRY_UCX_GPU_MEMORY=on FERRY_UCX_PEER_FAILURE=0 \
+      "$B/tests/ferry_gpu_fault_tests" --gtest_filter='KilledPeer.AcrossNodes'
+  fi
   # The same from Python (tests/python/test_gpu_killed_peer.py, skipped under torchrun).
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ] || [ "${FERRY_SKIP_PYTHON:-0}" = 1 ]; then skip python_faults "skipped"
   elif [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ] || [ ! -d "$B/python/ferry" ]; then skip python_faults "no module or no GPU"
