@@ -13,7 +13,7 @@
 #   gpus       nvidia-smi -L and the topology matrix
 #   ctest      the CPU tests: ctest -R 'unit|mp|net' (net: the proxy over UCX tcp and shm, killed peers)
 #   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
-#   (restricted_*, mps_pct_np2, gpu_faults, python_faults and soak_*: scripts/device_stages_robustness.sh)
+#   (restricted_*, mps_pct_np2, gpu_faults*, python_faults, soak_* and memcheck_2x1_*: scripts/device_stages_robustness.sh)
 #   gpu_faults build-device/tests/ferry_gpu_fault_tests (not mpirun: it forks its own ranks and SIGKILLs
 #              one mid AllReduce / EP call; ranks share the GPUs, time-sliced; FERRY_FAULT_* knobs)
 #   gpu_faults_cuda_ipc  its cross-node cases with windows in GPU memory over cuda_ipc (2+ GPUs)
@@ -81,6 +81,7 @@
 #   FERRY_SANITIZE=1       run the compute-sanitizer stages
 #   FERRY_SANITIZE_NP      ranks of the sanitizer stages (default 2)
 #   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 AllReduce matrix, graph replay, small EP cases)
+#   FERRY_SANITIZE_NODES_FILTER  gtest filter of memcheck_2x1_sm / memcheck_2x1_cuda_ipc (small EP cases, hierarchical AllReduce)
 #   FERRY_PY_NPS           rank counts for the Python GPU tests (default: FERRY_NPS without 1)
 #   FERRY_PY_BENCH_ARGS    more arguments for the Python bench
 #   FERRY_SKIP_PIP=1       skip the pip stage
@@ -324,23 +325,7 @@ for tool in memcheck racecheck synccheck; do
     "$B/tests/ferry_gpu_tests" --gtest_filter="$FILTER"
 done
 
-# memcheck across 2 virtual nodes, one per GPU where there are two: the cross-node
-# kernels over mapped peers (sm) and with windows in GPU memory (cuda_ipc).
-XFILTER="${FERRY_SANITIZE_NODES_FILTER:-Ep/EpMatrix.DispatchCombine/ht_fp8_h2048_k3:Ep/EpMatrix.DispatchCombine/ll_bf16_h2048_k7:Ep.HandleReuse:All/AllReduceMatrix.*/hierarchical*_bf16}"
-for cfg in memcheck_2x1_sm:sm,self memcheck_2x1_cuda_ipc:sm,cuda_ipc,cuda_copy; do
-  stage="${cfg%%:*}"; tls="${cfg#*:}"
-  if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$stage" "set FERRY_SANITIZE=1"; continue; fi
-  if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
-  if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
-  env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS="$tls" -x FERRY_TIMEOUT_MS=120000)
-  if [ "$stage" = memcheck_2x1_cuda_ipc ]; then
-    [ "$GPUS" -lt 2 ] && { skip "$stage" "fewer than 2 GPUs"; continue; }
-    env_args+=(-x FERRY_UCX_GPU_MEMORY=on -x FERRY_UCX_PEER_FAILURE=0)
-  fi
-  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np 2 "${env_args[@]}" \
-    "$sanitizer" --tool memcheck --error-exitcode 86 "$B/tests/ferry_gpu_tests" --gtest_filter="$XFILTER"
-done
+robustness_nodes_sanitizer_stages  # scripts/device_stages_robustness.sh
 
 # ---------------------------------------------------------------- examples, benches
 for ex in example:allreduce example_ep:ep; do

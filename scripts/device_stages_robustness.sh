@@ -97,3 +97,24 @@ robustness_soak_stages() {
       "${env_args[@]}" "$B/tests/ferry_gpu_soak"
   done
 }
+
+robustness_nodes_sanitizer_stages() {
+  local cfg stage tls env_args sanitizer XFILTER
+  # memcheck across 2 virtual nodes, one per GPU where there are two: the cross-node
+  # kernels over mapped peers (sm) and with windows in GPU memory (cuda_ipc).
+  XFILTER="${FERRY_SANITIZE_NODES_FILTER:-Ep/EpMatrix.DispatchCombine/ht_fp8_h2048_k3:Ep/EpMatrix.DispatchCombine/ll_bf16_h2048_k7:Ep.HandleReuse:All/AllReduceMatrix.*/hierarchical*_bf16}"
+  for cfg in memcheck_2x1_sm:sm,self memcheck_2x1_cuda_ipc:sm,cuda_ipc,cuda_copy; do
+    stage="${cfg%%:*}"; tls="${cfg#*:}"
+    if [ "${FERRY_SANITIZE:-0}" != 1 ]; then skip "$stage" "set FERRY_SANITIZE=1"; continue; fi
+    if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
+    if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+    env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS="$tls" -x FERRY_TIMEOUT_MS=120000)
+    if [ "$stage" = memcheck_2x1_cuda_ipc ]; then
+      [ "$GPUS" -lt 2 ] && { skip "$stage" "fewer than 2 GPUs"; continue; }
+      env_args+=(-x FERRY_UCX_GPU_MEMORY=on -x FERRY_UCX_PEER_FAILURE=0)
+    fi
+    sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+    run_stage "$stage" "${TO[@]}" "${MPIRUN[@]}" -np 2 "${env_args[@]}" \
+      "$sanitizer" --tool memcheck --error-exitcode 86 "$B/tests/ferry_gpu_tests" --gtest_filter="$XFILTER"
+  done
+}
