@@ -112,6 +112,11 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
   lib = FERRY_UCX_LIBRARY_DIR;
 #endif
   std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
+  // Like with like: the tcp segments ferry's transport asks UCX for (NOTE [tcp segments]).
+  const uint64_t segment_bytes = knobs::kUcxTcpSegSize.value();
+  for (const char* name : {"UCX_TCP_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE"})
+    if (segment_bytes != 0 && std::getenv(name) == nullptr)
+      env += std::string(name) + "=" + std::to_string(segment_bytes) + " ";
   // CUDA memory needs a CUDA transport next to the network one (UCX_TLS=tcp,self
   // alone makes ucx_perftest -m cuda fail): add cuda_copy, as ferry's staging does.
   const char* tls = std::getenv("UCX_TLS");
@@ -306,9 +311,9 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   if (print) {
     const std::optional<std::string> pf = knobs::raw(knobs::kUcxPeerFailure.info());
     std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
-                "-e when ferry's endpoints handle peer failure); window: %s; ratio: ferry / ucx_perftest on the same memory "
-                "type\n",
-                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)",
+                "-e when ferry's endpoints handle peer failure); tcp segments: %s (both; 0: UCX's); window: %s; ratio: ferry / "
+                "ucx_perftest on the same memory type\n",
+                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)", std::to_string(knobs::kUcxTcpSegSize.value()).c_str(),
                 o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size");
     table.print_header();
   }

@@ -16,6 +16,7 @@
 #include "ferry/error.hpp"
 #include "ferry/version.hpp"
 #include "net/transport.hpp"
+#include "net/ucx_config.hpp"
 
 namespace ferry::net {
 
@@ -273,6 +274,7 @@ class UcxTransport final : public Transport {
     check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
+    tcp_segments_ = set_tcp_segments(config);  // NOTE [tcp segments] (ucx_config.cpp)
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
@@ -452,6 +454,7 @@ class UcxTransport final : public Transport {
     if (mode == knobs::UcxGpuMemory::kOn && any && !all_cuda) no_gpu_memory_endpoint_ = without_cuda;
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
+    if (!tcp_segments_.empty()) description_ += " (tcp segments " + tcp_segments_ + ")";
   }
 
   Bootstrap& bootstrap_;
@@ -464,6 +467,7 @@ class UcxTransport final : public Transport {
   std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
   bool peer_failure_detection_ = true;
   std::string description_;
+  std::string tcp_segments_;  // what set_tcp_segments asked UCX for, for describe()
   bool failed_ = false;
   int failed_peer_ = -1;
   std::string failure_;

@@ -171,6 +171,38 @@ TEST(Proxy, PeerFailureHandlingAsConfigured) {
   bootstrap->barrier();
 }
 
+// NOTE [tcp segments] (ucx_transport.cpp): the transport asks UCX for
+// FERRY_UCX_TCP_SEG_SIZE-byte tcp segments (64 KiB by default) where the user set
+// neither UCX variable, leaves both to the user who set one, and asks for nothing
+// with 0. Puts work in each case (HostNet's warm-up puts and flushes).
+TEST(Proxy, TcpSegmentsAsConfigured) {
+  if (std::getenv("FERRY_TEST_NET_TLS") == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") != nullptr || std::getenv("UCX_TCP_RX_SEG_SIZE") != nullptr ||
+      std::getenv("FERRY_UCX_TCP_SEG_SIZE") != nullptr)
+    GTEST_SKIP() << "the environment already chooses tcp segments";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  {
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    const std::string what = net.proxy->transport().describe();
+    EXPECT_NE(what.find("(tcp segments 65536 B)"), std::string::npos) << what;
+    bootstrap->barrier();
+  }
+  {
+    ScopedEnv user("UCX_TCP_RX_SEG_SIZE", "131072");
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    const std::string what = net.proxy->transport().describe();
+    EXPECT_EQ(what.find("tcp segments"), std::string::npos) << what;
+    bootstrap->barrier();
+  }
+  {
+    ScopedEnv off("FERRY_UCX_TCP_SEG_SIZE", "0");
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    const std::string what = net.proxy->transport().describe();
+    EXPECT_EQ(what.find("tcp segments"), std::string::npos) << what;
+    bootstrap->barrier();
+  }
+}
+
 // FERRY_UCX_GPU_MEMORY (NOTE [GPU-memory puts], ucx_transport.cpp): `on` where no
 // endpoint has a transport that moves GPU memory (tcp, shared memory: no RDMA, no
 // cuda_ipc) fails on every rank with NotSupported naming the knob and the

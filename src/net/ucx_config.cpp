@@ -1,0 +1,39 @@
+// What ferry asks of UCX's configuration before ucp_init (ucx_transport.cpp).
+#include "net/ucx_config.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "common/knobs.hpp"
+#include "ferry/error.hpp"
+
+namespace ferry::net {
+
+// NOTE [tcp segments]
+// With peer-failure handling (FERRY_UCX_PEER_FAILURE, on by default) UCX 1.22
+// has no zero-copy put over tcp: it emulates each put with active messages of
+// one segment each (UCX_PROTO_INFO: "software emulation"), and its default
+// 8 KB segment caps the put rate. Loopback tcp on a 2-core machine,
+// ucx_perftest -t ucp_put_bw -e, 1 MiB puts: 8K 1.85-1.91 GB/s, 32K 3.6-4.0,
+// 64K 4.4-4.6, 128K 2.7-2.8 (without -e, zero-copy: 5.8-7.6); ferry-bench net
+// 1 MiB / 4 MiB puts: 1.06 / 0.90 GB/s at 8K, 1.84 / 1.42 at 64K. So the
+// transport asks for 64K segments (FERRY_UCX_TCP_SEG_SIZE) unless the user set
+// UCX_TCP_TX_SEG_SIZE or UCX_TCP_RX_SEG_SIZE (every rank applies the same rule,
+// so sizes match where the environment does). FERRY_UCX_TCP_SEG_SIZE=0 keeps
+// UCX's own sizes.
+std::string set_tcp_segments(ucp_config_t* config) {
+  const uint64_t bytes = knobs::kUcxTcpSegSize.value();
+  // A user who set either size chose both: neither is touched.
+  if (bytes == 0 || std::getenv("UCX_TCP_TX_SEG_SIZE") != nullptr || std::getenv("UCX_TCP_RX_SEG_SIZE") != nullptr)
+    return "";
+  const std::string size = std::to_string(bytes);
+  for (const char* name : {"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"}) {
+    const ucs_status_t status = ucp_config_modify(config, name, size.c_str());
+    FERRY_CHECK(status == UCS_OK, InvalidArgument,
+                "FERRY_UCX_TCP_SEG_SIZE=" << size << ": UCX refuses it for " << name << " ("
+                                          << ucs_status_string(status) << ")");
+  }
+  return size + " B";
+}
+
+}  // namespace ferry::net
