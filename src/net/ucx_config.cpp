@@ -13,10 +13,11 @@ namespace ferry::net {
 // With peer-failure handling (FERRY_UCX_PEER_FAILURE, on by default) UCX 1.22
 // has no zero-copy put over tcp: it emulates each put with active messages of
 // one segment each (UCX_PROTO_INFO: "software emulation"), and its default
-// 8 KB segment caps the put rate. Loopback tcp on a 2-core machine,
-// ucx_perftest -t ucp_put_bw -e, 1 MiB puts: 8K 1.85-1.91 GB/s, 32K 3.6-4.0,
-// 64K 4.4-4.6, 128K 2.7-2.8 (without -e, zero-copy: 5.8-7.6); ferry-bench net
-// 1 MiB / 4 MiB puts: 1.06 / 0.90 GB/s at 8K, 1.84 / 1.42 at 64K. So the
+// 8 KB segment caps the put rate. Loopback tcp on the 2-core CPU host, 1 MiB
+// puts (docs/results/net_cpu_2cores_tcp_segments.txt, noisy: 2 processes on 2
+// cores): ucx_perftest -t ucp_put_bw -e 1.8-2.0 GB/s at 8K in every run, 3.1-5.4
+// at 64K (zero-copy without -e: 5.0-7.6); ferry-bench net 0.70-1.45 GB/s at 8K,
+// 1.01-2.79 at 64K. Not yet measured on the GPU machines. So the
 // transport asks for 64K segments (FERRY_UCX_TCP_SEG_SIZE) unless the user set
 // UCX_TCP_TX_SEG_SIZE or UCX_TCP_RX_SEG_SIZE (every rank applies the same rule,
 // so sizes match where the environment does). FERRY_UCX_TCP_SEG_SIZE=0 keeps
