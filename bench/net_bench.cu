@@ -48,6 +48,7 @@ struct NetOptions {
   size_t window_bytes = 0;  // 0: each case's put size (one buffer reused, as ucx_perftest does)
   size_t bytes_per_case = size_t{256} << 20;  // each size moves about this much (at least 64 puts)
   bool perftest = true;
+  bool both_ways = false;  // host producers on both ranks at once, each to the other (--both-ways)
   std::string csv;
 };
 
@@ -164,20 +165,28 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
   const size_t slots = std::max<size_t>(1, window_for(o, size) / size);
   double seconds = 0;
   net::ProxyStats before, after;
+  // --both-ways: each rank puts to the other at once (what a cross-node AllReduce
+  // or all-to-all does); the slower rank's time counts.
+  const int peer = 1 - bootstrap.rank();
+  const bool sends = o.both_ways || bootstrap.rank() == 0;
   bootstrap.barrier();
-  if (bootstrap.rank() == 0) {
-    for (int i = 0; i < std::max(8, iters / 10); ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
+  if (sends) {
+    for (int i = 0; i < std::max(8, iters / 10); ++i) net.put(peer, (i % slots) * size, (i % slots) * size, size);
     net.proxy->quiet();
+  }
+  bootstrap.barrier();
+  if (sends) {
     before = net.proxy->stats();
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
+    for (int i = 0; i < iters; ++i) net.put(peer, (i % slots) * size, (i % slots) * size, size);
     net.proxy->quiet();
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     after = net.proxy->stats();
   }
   bootstrap.barrier();
   const std::vector<double> all = bootstrap.all_gather_value(seconds);
-  Measured m{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0],
+  const double slowest = std::max(all[0], all[1]);
+  Measured m{iters * static_cast<double>(size) / slowest / 1e9, iters / slowest,
              net.proxy->transport().detects_peer_failure()};
   add_proxy_split(bootstrap, before, after, &m);
   return m;
@@ -247,8 +256,10 @@ NetOptions parse(std::vector<std::string> args) {
   if (auto b = parser.take_value("--bytes")) o.bytes_per_case = parse_byte_size(*b);
   if (auto w = parser.take_value("--window")) o.window_bytes = parse_byte_size(*w);
   if (parser.take_flag("--no-perftest")) o.perftest = false;
+  if (parser.take_flag("--both-ways")) o.both_ways = true;
   if (auto c = parser.take_value("--csv")) o.csv = *c;
   parser.finish();
+  if (o.both_ways && o.cuda) FERRY_THROW(UsageError, "--both-ways is for --memory host only");
   for (size_t s : o.sizes) {
     if (s == 0 || s > (size_t{64} << 20)) FERRY_THROW(UsageError, "sizes must be in (0, 64M], got " << s);
     if (o.window_bytes != 0 && s > o.window_bytes)
@@ -271,6 +282,8 @@ void print_net_usage(std::FILE* out) {
                "  --window N               spread the puts over a window of N bytes (default: the put size,\n"
                "                           one buffer reused, as ucx_perftest does)\n"
                "  --no-perftest            skip the ucx_perftest baseline\n"
+               "  --both-ways              (host) both ranks put to each other at once; GB/s per direction\n"
+               "                           of the slower rank (ucx_perftest stays one way)\n"
                "  --csv PATH               also write the rows as CSV\n");
 }
 
@@ -310,11 +323,13 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                                                                       "proxy_complete_us"});
   if (print) {
     const std::optional<std::string> pf = knobs::raw(knobs::kUcxPeerFailure.info());
-    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
-                "-e when ferry's endpoints handle peer failure); tcp segments: %s (both; 0: UCX's); window: %s; ratio: ferry / "
-                "ucx_perftest on the same memory type\n",
-                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)", std::to_string(knobs::kUcxTcpSegSize.value()).c_str(),
-                o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size");
+    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest "
+                "gets -e when ferry's endpoints handle peer failure); tcp segments: %s (both; 0: UCX's); window: %s; "
+                "%s; ratio: ferry / ucx_perftest on the same memory type\n",
+                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)",
+                std::to_string(knobs::kUcxTcpSegSize.value()).c_str(),
+                o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size",
+                o.both_ways ? "both ranks put at once (ferry GB/s: per direction, the slower rank)" : "rank 0 -> rank 1");
     table.print_header();
   }
   int port = bootstrap->all_gather_value(14000 + static_cast<int>(getpid() % 1000))[0];
