@@ -126,7 +126,9 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_PROXY_IDLE_SPINS", "net", 0, "1048576", "", "loops",
         "idle loops before the proxy thread naps 20 us at a time; 0: never naps"),
     size_knob("FERRY_PROXY_PUT_CHUNK_BYTES", "net", 0, "4194304", "", "bytes",
-        "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces"),
+        "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces. "
+        "Unset: 4194304, or 262144 where every remote endpoint is tcp with peer-failure handling (NOTE [Put pieces "
+        "over tcp])"),
     // ---- allreduce
     size_knob("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", "allreduce", 0, nullptr,
         "by ranks in the node: 32 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",
