@@ -49,6 +49,7 @@ struct NetOptions {
   size_t bytes_per_case = size_t{256} << 20;  // each size moves about this much (at least 64 puts)
   bool perftest = true;
   bool both_ways = false;  // host producers on both ranks at once, each to the other (--both-ways)
+  bool exchange = false;   // --exchange: put_with_signal both ways, then wait (a cross-node AllReduce step)
   std::string csv;
 };
 
@@ -192,6 +193,29 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
   return m;
 }
 
+// --exchange: each iteration, both ranks put `size` bytes with a signal to the
+// other, then wait for the other's signal: one step of a cross-node AllReduce
+// over the proxy, without the kernels. Microseconds per exchange, rank 0's clock.
+double run_exchange(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
+  net::HostNet net(bootstrap, size, 1, 1024, std::chrono::milliseconds(60000));
+  const int peer = 1 - bootstrap.rank();
+  const int iters = std::min(puts_for(o, size), 2000);
+  uint64_t done = 0;
+  const auto step = [&] {
+    net.put_with_signal(peer, 0, 0, size, 0, 1);
+    net.wait_signal(peer, 0, ++done, std::chrono::milliseconds(60000));
+  };
+  bootstrap.barrier();
+  for (int i = 0; i < std::max(8, iters / 10); ++i) step();
+  bootstrap.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  net.proxy->quiet();
+  bootstrap.barrier();
+  return bootstrap.all_gather_value(seconds)[0] / iters * 1e6;
+}
+
 // ------------------------------------------------------------ GPU producers
 
 constexpr int kPushThreads = 512;
@@ -257,9 +281,11 @@ NetOptions parse(std::vector<std::string> args) {
   if (auto w = parser.take_value("--window")) o.window_bytes = parse_byte_size(*w);
   if (parser.take_flag("--no-perftest")) o.perftest = false;
   if (parser.take_flag("--both-ways")) o.both_ways = true;
+  if (parser.take_flag("--exchange")) o.exchange = true;
   if (auto c = parser.take_value("--csv")) o.csv = *c;
   parser.finish();
-  if (o.both_ways && o.cuda) FERRY_THROW(UsageError, "--both-ways is for --memory host only");
+  if ((o.both_ways || o.exchange) && o.cuda)
+    FERRY_THROW(UsageError, (o.exchange ? "--exchange" : "--both-ways") << " is for --memory host only");
   for (size_t s : o.sizes) {
     if (s == 0 || s > (size_t{64} << 20)) FERRY_THROW(UsageError, "sizes must be in (0, 64M], got " << s);
     if (o.window_bytes != 0 && s > o.window_bytes)
@@ -284,6 +310,9 @@ void print_net_usage(std::FILE* out) {
                "  --no-perftest            skip the ucx_perftest baseline\n"
                "  --both-ways              (host) both ranks put to each other at once; GB/s per direction\n"
                "                           of the slower rank (ucx_perftest stays one way)\n"
+               "  --exchange               (host) instead of the table: both ranks put_with_signal to each\n"
+               "                           other, then wait for the other's signal (an AllReduce step over\n"
+               "                           the proxy); microseconds per exchange\n"
                "  --csv PATH               also write the rows as CSV\n");
 }
 
@@ -297,6 +326,19 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   if (!knobs::kProxyStats.read()) setenv(knobs::kProxyStats.name(), "1", 1);  // the proxy split columns
   const bool print = bootstrap->rank() == 0;
   const char* tls = std::getenv("UCX_TLS");
+  if (o.exchange) {
+    if (print)
+      std::printf("ferry-bench net --exchange: 2 ranks, each its own node; UCX_TLS=%s; tcp segments: %s; both ranks "
+                  "put_with_signal then wait, per size: us per exchange, GB/s per direction\n",
+                  tls ? tls : "(UCX's choice)", std::to_string(knobs::kUcxTcpSegSize.value()).c_str());
+    for (size_t size : o.sizes) {
+      const double us = run_exchange(*bootstrap, o, size);
+      if (print)
+        std::printf("exchange %8s  %10.2f us  %7.3f GB/s\n", format_byte_size(size).c_str(), us,
+                    static_cast<double>(size) / us / 1e3);
+    }
+    return 0;
+  }
   std::unique_ptr<Communicator> comm;
   if (o.cuda) {
     require_cuda_device("ferry-bench net --memory cuda");
