@@ -101,10 +101,23 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
   const uint32_t sig_a = blockIdx.x, sig_b = kHierarchicalMaxBlocks + blockIdx.x,
                  sig_c = 2 * kHierarchicalMaxBlocks + blockIdx.x;
   char* const partial = w.local + lay.partial_offset + parity * lay.slot_bytes;
-  // The same partial in the send view when that is the host mirror: the puts
-  // below read it there (NOTE [Window staging]), written by every block at once.
-  char* const send_partial = w.net_send != nullptr ? w.net_send + lay.partial_offset + parity * lay.slot_bytes
-                                                   : nullptr;
+  // NOTE [Hierarchical AllReduce over mapped peers]
+  // A node peer whose landing buffer is mapped here (NOTE [Mapped peers]) gets
+  // the partial by this block's own stores, copied from the partial in the
+  // window (GPU memory), not from the host mirror: reading the mirror would
+  // cross PCIe once more, and writing it once more again (at 64 MB over UCX
+  // shared memory that is 128 MB of extra PCIe traffic per rank, on top of the
+  // 128 MB the exchange needs). The mirror is written only where some node
+  // peer still takes the proxy's puts.
+  auto mapped = [&](int peer) { return w.map_peer != nullptr && w.map_peer[peer] != nullptr; };
+  bool proxy_peers = false;
+  for (int m = 0; m < N; ++m)
+    if (m != me_n && !mapped(p.node_peers[m])) proxy_peers = true;
+  // The same partial in the send view when that is the host mirror: the proxy's
+  // puts below read it there (NOTE [Window staging]), written by every block at once.
+  char* const send_partial = w.net_send != nullptr && proxy_peers
+                                 ? w.net_send + lay.partial_offset + parity * lay.slot_bytes
+                                 : nullptr;
   const size_t landing = lay.landing_offset + static_cast<size_t>(parity) * (N - 1) * lay.slot_bytes;
 
   // Thread t < count waits for peers[t]'s word `index` (not itself), then the block.
@@ -165,7 +178,8 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
         pushed &= dev::put_with_signal(w, peer,
                                        landing + hierarchical_landing_slot(me_n, m) * lay.slot_bytes + begin * kPackBytes,
                                        lay.partial_offset + parity * lay.slot_bytes + begin * kPackBytes,
-                                       mine * kPackBytes, sig_b, 1, dev::SourceIn::kSendView);
+                                       mine * kPackBytes, sig_b, 1,
+                                       mapped(peer) ? dev::SourceIn::kWindow : dev::SourceIn::kSendView);
       } else {  // an empty chunk still counts the launch
         __syncthreads();
         if (threadIdx.x == 0) pushed &= dev::signal(w, peer, sig_b, 1);
