@@ -36,6 +36,7 @@
 #include "ferry/device/channel.cuh"
 #include "ferry/window.hpp"
 #include "net/host_net.hpp"
+#include "net/ucx_config.hpp"
 #include "net/proxy.hpp"
 
 namespace ferry::bench {
@@ -115,9 +116,8 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
 #endif
   std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
   // Like with like: the tcp segments ferry's transport asks UCX for (NOTE [tcp segments]).
-  const uint64_t segment_bytes = knobs::kUcxTcpSegSize.value();
-  for (const char* name : {"UCX_TCP_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE"})
-    if (segment_bytes != 0 && std::getenv(name) == nullptr)
+  if (const uint64_t segment_bytes = net::tcp_segment_bytes(); segment_bytes != 0)
+    for (const char* name : {"UCX_TCP_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE"})
       env += std::string(name) + "=" + std::to_string(segment_bytes) + " ";
   // CUDA memory needs a CUDA transport next to the network one (UCX_TLS=tcp,self
   // alone makes ucx_perftest -m cuda fail): add cuda_copy, as ferry's staging does.
@@ -330,7 +330,7 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
     if (print)
       std::printf("ferry-bench net --exchange: 2 ranks, each its own node; UCX_TLS=%s; tcp segments: %s; both ranks "
                   "put_with_signal then wait, per size: us per exchange, GB/s per direction\n",
-                  tls ? tls : "(UCX's choice)", std::to_string(knobs::kUcxTcpSegSize.value()).c_str());
+                  tls ? tls : "(UCX's choice)", std::to_string(net::tcp_segment_bytes()).c_str());
     for (size_t size : o.sizes) {
       const double us = run_exchange(*bootstrap, o, size);
       if (print)
@@ -369,7 +369,7 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                 "gets -e when ferry's endpoints handle peer failure); tcp segments: %s (both; 0: UCX's); window: %s; "
                 "%s; ratio: ferry / ucx_perftest on the same memory type\n",
                 tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)",
-                std::to_string(knobs::kUcxTcpSegSize.value()).c_str(),
+                std::to_string(net::tcp_segment_bytes()).c_str(),
                 o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size",
                 o.both_ways ? "both ranks put at once (ferry GB/s: per direction, the slower rank)" : "rank 0 -> rank 1");
     table.print_header();

@@ -1,10 +1,8 @@
 // What ferry asks of UCX's configuration before ucp_init (ucx_transport.cpp).
 #include "net/ucx_config.hpp"
 
-#include <cstdint>
-#include <cstdlib>
+#include <ucp/api/ucp.h>
 
-#include "common/knobs.hpp"
 #include "ferry/error.hpp"
 
 namespace ferry::net {
@@ -23,10 +21,8 @@ namespace ferry::net {
 // so sizes match where the environment does). FERRY_UCX_TCP_SEG_SIZE=0 keeps
 // UCX's own sizes.
 std::string set_tcp_segments(ucp_config_t* config) {
-  const uint64_t bytes = knobs::kUcxTcpSegSize.value();
-  // A user who set either size chose both: neither is touched.
-  if (bytes == 0 || std::getenv("UCX_TCP_TX_SEG_SIZE") != nullptr || std::getenv("UCX_TCP_RX_SEG_SIZE") != nullptr)
-    return "";
+  const uint64_t bytes = tcp_segment_bytes();
+  if (bytes == 0) return "";
   const std::string size = std::to_string(bytes);
   for (const char* name : {"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"}) {
     const ucs_status_t status = ucp_config_modify(config, name, size.c_str());
