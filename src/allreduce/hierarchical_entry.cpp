@@ -71,7 +71,10 @@ std::unique_ptr<AlgorithmState> setup_hierarchical(Communicator& comm, size_t ma
   const Topology& topology = comm.topology();
   const int num_nodes = topology.num_nodes, local_size = topology.local_size;
   size_t capacity = hierarchical_capacity(max_bytes, num_nodes, local_size, knobs::kHierarchicalLaunchBytes.value());
-  int max_blocks = std::min(kHierarchicalMaxBlocks, std::max(comm.sm_budget(), 1));
+  const int64_t blocks_knob = knobs::kHierarchicalBlocks.value();
+  const int most = blocks_knob > 0 ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
+                                   : kHierarchicalDefaultBlocks;
+  int max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
   if (options.max_blocks > 0) max_blocks = std::min(max_blocks, options.max_blocks);
   struct Choice {
     uint64_t capacity;

@@ -147,6 +147,8 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES", "allreduce", 0, "0",
         "built-in: up to 16 MiB, keeping the window under 64 MiB", "bytes",
         "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
+    int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 16", "blocks",
+        "hierarchical AllReduce: most blocks per launch (at most 64), within the SM budget (measurements)"),
     int_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD", "allreduce", 0, kIntMax, "0", "built-in: 1", "packs",
         "one-shot: 16-byte packs per thread when sizing its grid (measurements)"),
     int_knob("FERRY_ONE_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 64", "blocks",
@@ -297,6 +299,7 @@ inline constexpr Knob<bool> kAllReducePdl = handle<bool>("FERRY_ALLREDUCE_PDL");
 inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES");
 inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
+inline constexpr Knob<int64_t> kHierarchicalBlocks = handle<int64_t>("FERRY_HIERARCHICAL_BLOCKS");
 inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
 inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");
 inline constexpr Knob<int64_t> kOneShotLlBlocks = handle<int64_t>("FERRY_ONE_SHOT_LL_BLOCKS");
