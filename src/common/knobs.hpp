@@ -164,7 +164,7 @@ inline constexpr Info kRegistry[] = {
     enum_knob("FERRY_TWO_SHOT_VARIANT", "allreduce", {"auto", "pull", "push", nullptr}, "auto", "built-in: push",
         "two-shot all-gather by pull or by push (measurements)"),
     // ---- ep
-    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 256 tokens per rank)", "columns",
+    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
     int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),

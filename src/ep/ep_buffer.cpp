@@ -45,8 +45,8 @@ int cuda_pointer_device(const void* ptr) {
 namespace {
 
 // Low-latency buffers of at most this many tokens per rank take 1024-column
-// chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128 and 512).
-constexpr int kLlSmallTokens = 256;
+// chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128, 256, 512).
+constexpr int kLlSmallTokens = 128;
 
 // NOTE [EP rank rows by role] (rank_rows_dispatch.cu): the send blocks that write only
 // this rank's own rows, or 0 (every block writes every destination). NVLink stores
@@ -117,7 +117,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // 4xH200: HT whole 7168-column rows beat 2048/3584; LL 2048 beat 256/512/1024.
   // 2xH100 (2 ranks, LL, 2 rounds each): at T=128, 1024 columns beat 2048
   // (combine 30.1 -> 26.1 us, fp8 dispatch 32.6 -> 30.5, bf16 34.6 -> 34.3; 512
-  // and 256 slower than both); at T=512, 2048 wins (1024: fp8 dispatch 53.8 ->
+  // and 256 slower than both); at T=256 and 512, 2048 wins (1024 at 256: fp8
+  // dispatch 38.9 -> 42.4, combine 40.1 -> 41.0; at 512: fp8 dispatch 53.8 ->
   // 58.4, combine 61.6 -> 65.2). The chunking must be the same on every rank
   // (a receiver decodes a source's items with its own), so it follows the
   // buffer's shape (world size, max tokens per rank), never a call's tokens.
