@@ -53,9 +53,11 @@ run() {
     failed=1
     return
   fi
-  # CSV columns: mode, op, ..., ferry_us (15th).
+  # The op and ferry_us columns, found by name in the CSV header (their positions moved before);
+  # the expanded contract's rows where the CSV has both layouts.
   awk -F, -v mode="$mode" -v knob="$knob" -v value="$value" '
-    NR > 1 { us[$2] = $15 }
+    NR == 1 { for (i = 1; i <= NF; ++i) { if ($i == "op") op = i; if ($i == "ferry_us") us_col = i; if ($i == "layout") lay = i } next }
+    !lay || $lay == "expanded" { us[$op] = $us_col }
     END { printf "%-4s %-32s %6s %12s %12s %12s\n", mode, knob, value,
             us["dispatch bf16"], us["dispatch fp8"], us["combine bf16"] }' "$csv" | tee -a "$TABLE"
 }
