@@ -33,7 +33,8 @@ fi
 
 # Defaults (src/ep/ep_buffer.cpp): high-throughput on 24 SMs, receive blocks 2/3
 # (dispatch) and 1/3 (combine), chunks of 8192 columns (whole 7168-column rows);
-# low-latency on every SM (132 on an H200), receive blocks 2/3 and 1/2, chunks of 2048.
+# low-latency on every SM (132 on an H200), receive blocks 2/3 and 1/2, chunks of 2048 (1024 on 2 ranks of
+# one node up to 128 tokens per rank).
 DEFAULT_SWEEPS="ht:FERRY_EP_DISPATCH_RECV_BLOCKS=8,12,16,20 ht:FERRY_EP_COMBINE_RECV_BLOCKS=4,8,12,16
 ht:FERRY_EP_CHUNK_COLS=2048,3584 ll:FERRY_EP_DISPATCH_RECV_BLOCKS=44,66,110 ll:FERRY_EP_COMBINE_RECV_BLOCKS=33,99
 ll:FERRY_EP_CHUNK_COLS=1024,4096"
