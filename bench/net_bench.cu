@@ -36,6 +36,7 @@
 #include "ferry/device/channel.cuh"
 #include "ferry/window.hpp"
 #include "net/host_net.hpp"
+#include "net/ucx_config.hpp"
 #include "net/proxy.hpp"
 
 namespace ferry::bench {
@@ -48,6 +49,8 @@ struct NetOptions {
   size_t window_bytes = 0;  // 0: each case's put size (one buffer reused, as ucx_perftest does)
   size_t bytes_per_case = size_t{256} << 20;  // each size moves about this much (at least 64 puts)
   bool perftest = true;
+  bool both_ways = false;  // host producers on both ranks at once, each to the other (--both-ways)
+  bool exchange = false;   // --exchange: put_with_signal both ways, then wait (a cross-node AllReduce step)
   std::string csv;
 };
 
@@ -112,6 +115,10 @@ Measured run_perftest(Bootstrap& bootstrap, size_t size, int iters, const char* 
   lib = FERRY_UCX_LIBRARY_DIR;
 #endif
   std::string env = lib.empty() ? "" : "LD_LIBRARY_PATH=" + lib + ":${LD_LIBRARY_PATH} ";
+  // Like with like: the tcp segments ferry's transport asks UCX for (NOTE [tcp segments]).
+  if (const uint64_t segment_bytes = net::tcp_segment_bytes(); segment_bytes != 0)
+    for (const char* name : {"UCX_TCP_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE"})
+      env += std::string(name) + "=" + std::to_string(segment_bytes) + " ";
   // CUDA memory needs a CUDA transport next to the network one (UCX_TLS=tcp,self
   // alone makes ucx_perftest -m cuda fail): add cuda_copy, as ferry's staging does.
   const char* tls = std::getenv("UCX_TLS");
@@ -159,23 +166,54 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
   const size_t slots = std::max<size_t>(1, window_for(o, size) / size);
   double seconds = 0;
   net::ProxyStats before, after;
+  // --both-ways: each rank puts to the other at once (what a cross-node AllReduce
+  // or all-to-all does); the slower rank's time counts.
+  const int peer = 1 - bootstrap.rank();
+  const bool sends = o.both_ways || bootstrap.rank() == 0;
   bootstrap.barrier();
-  if (bootstrap.rank() == 0) {
-    for (int i = 0; i < std::max(8, iters / 10); ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
+  if (sends) {
+    for (int i = 0; i < std::max(8, iters / 10); ++i) net.put(peer, (i % slots) * size, (i % slots) * size, size);
     net.proxy->quiet();
+  }
+  bootstrap.barrier();
+  if (sends) {
     before = net.proxy->stats();
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) net.put(1, (i % slots) * size, (i % slots) * size, size);
+    for (int i = 0; i < iters; ++i) net.put(peer, (i % slots) * size, (i % slots) * size, size);
     net.proxy->quiet();
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     after = net.proxy->stats();
   }
   bootstrap.barrier();
   const std::vector<double> all = bootstrap.all_gather_value(seconds);
-  Measured m{iters * static_cast<double>(size) / all[0] / 1e9, iters / all[0],
+  const double slowest = std::max(all[0], all[1]);
+  Measured m{iters * static_cast<double>(size) / slowest / 1e9, iters / slowest,
              net.proxy->transport().detects_peer_failure()};
   add_proxy_split(bootstrap, before, after, &m);
   return m;
+}
+
+// --exchange: each iteration, both ranks put `size` bytes with a signal to the
+// other, then wait for the other's signal: one step of a cross-node AllReduce
+// over the proxy, without the kernels. Microseconds per exchange, rank 0's clock.
+double run_exchange(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
+  net::HostNet net(bootstrap, size, 1, 1024, std::chrono::milliseconds(60000));
+  const int peer = 1 - bootstrap.rank();
+  const int iters = std::min(puts_for(o, size), 2000);
+  uint64_t done = 0;
+  const auto step = [&] {
+    net.put_with_signal(peer, 0, 0, size, 0, 1);
+    net.wait_signal(peer, 0, ++done, std::chrono::milliseconds(60000));
+  };
+  bootstrap.barrier();
+  for (int i = 0; i < std::max(8, iters / 10); ++i) step();
+  bootstrap.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  net.proxy->quiet();
+  bootstrap.barrier();
+  return bootstrap.all_gather_value(seconds)[0] / iters * 1e6;
 }
 
 // ------------------------------------------------------------ GPU producers
@@ -242,8 +280,12 @@ NetOptions parse(std::vector<std::string> args) {
   if (auto b = parser.take_value("--bytes")) o.bytes_per_case = parse_byte_size(*b);
   if (auto w = parser.take_value("--window")) o.window_bytes = parse_byte_size(*w);
   if (parser.take_flag("--no-perftest")) o.perftest = false;
+  if (parser.take_flag("--both-ways")) o.both_ways = true;
+  if (parser.take_flag("--exchange")) o.exchange = true;
   if (auto c = parser.take_value("--csv")) o.csv = *c;
   parser.finish();
+  if ((o.both_ways || o.exchange) && o.cuda)
+    FERRY_THROW(UsageError, (o.exchange ? "--exchange" : "--both-ways") << " is for --memory host only");
   for (size_t s : o.sizes) {
     if (s == 0 || s > (size_t{64} << 20)) FERRY_THROW(UsageError, "sizes must be in (0, 64M], got " << s);
     if (o.window_bytes != 0 && s > o.window_bytes)
@@ -266,6 +308,11 @@ void print_net_usage(std::FILE* out) {
                "  --window N               spread the puts over a window of N bytes (default: the put size,\n"
                "                           one buffer reused, as ucx_perftest does)\n"
                "  --no-perftest            skip the ucx_perftest baseline\n"
+               "  --both-ways              (host) both ranks put to each other at once; GB/s per direction\n"
+               "                           of the slower rank (ucx_perftest stays one way)\n"
+               "  --exchange               (host) instead of the table: both ranks put_with_signal to each\n"
+               "                           other, then wait for the other's signal (an AllReduce step over\n"
+               "                           the proxy); microseconds per exchange\n"
                "  --csv PATH               also write the rows as CSV\n");
 }
 
@@ -279,6 +326,19 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   if (!knobs::kProxyStats.read()) setenv(knobs::kProxyStats.name(), "1", 1);  // the proxy split columns
   const bool print = bootstrap->rank() == 0;
   const char* tls = std::getenv("UCX_TLS");
+  if (o.exchange) {
+    if (print)
+      std::printf("ferry-bench net --exchange: 2 ranks, each its own node; UCX_TLS=%s; tcp segments: %s; both ranks "
+                  "put_with_signal then wait, per size: us per exchange, GB/s per direction\n",
+                  tls ? tls : "(UCX's choice)", std::to_string(net::tcp_segment_bytes()).c_str());
+    for (size_t size : o.sizes) {
+      const double us = run_exchange(*bootstrap, o, size);
+      if (print)
+        std::printf("exchange %8s  %10.2f us  %7.3f GB/s\n", format_byte_size(size).c_str(), us,
+                    static_cast<double>(size) / us / 1e3);
+    }
+    return 0;
+  }
   std::unique_ptr<Communicator> comm;
   if (o.cuda) {
     require_cuda_device("ferry-bench net --memory cuda");
@@ -305,11 +365,13 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
                                                                       "proxy_complete_us"});
   if (print) {
     const std::optional<std::string> pf = knobs::raw(knobs::kUcxPeerFailure.info());
-    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest gets "
-                "-e when ferry's endpoints handle peer failure); window: %s; ratio: ferry / ucx_perftest on the same memory "
-                "type\n",
+    std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest "
+                "gets -e when ferry's endpoints handle peer failure); tcp segments: %s (both; 0: UCX's); window: %s; "
+                "%s; ratio: ferry / ucx_perftest on the same memory type\n",
                 tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)",
-                o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size");
+                std::to_string(net::tcp_segment_bytes()).c_str(),
+                o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size",
+                o.both_ways ? "both ranks put at once (ferry GB/s: per direction, the slower rank)" : "rank 0 -> rank 1");
     table.print_header();
   }
   int port = bootstrap->all_gather_value(14000 + static_cast<int>(getpid() % 1000))[0];

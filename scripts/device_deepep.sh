@@ -27,9 +27,9 @@ if ! (cd "$BUILD" && CPATH=/usr/local/cuda/include/cccl TORCH_CUDA_ARCH_LIST=9.0
 fi
 echo "device_deepep: built in $(( $(date +%s) - t0 )) s"
 rc=0
-(cd "$BUILD" && timeout "${FERRY_DEEPEP_TIMEOUT:-300}" python3 tests/test_intranode.py --num-processes "$NP" \
+(cd "$BUILD" && PYTHONPATH="$BUILD${PYTHONPATH:+:$PYTHONPATH}" timeout "${FERRY_DEEPEP_TIMEOUT:-300}" python3 tests/test_intranode.py --num-processes "$NP" \
    --num-tokens 4096 --hidden 7168 --num-topk 8 --num-experts 256) >"$OUT/deepep_intranode.log" 2>&1 || rc=1
-(cd "$BUILD" && timeout "${FERRY_DEEPEP_TIMEOUT:-300}" python3 tests/test_low_latency.py --num-processes "$NP" \
+(cd "$BUILD" && PYTHONPATH="$BUILD${PYTHONPATH:+:$PYTHONPATH}" timeout "${FERRY_DEEPEP_TIMEOUT:-300}" python3 tests/test_low_latency.py --num-processes "$NP" \
    --num-tokens 128 --hidden 7168 --num-topk 8 --num-experts 256) >"$OUT/deepep_low_latency.log" 2>&1 || rc=1
 echo "== DeepEP 567632d, $NP processes (intranode: T=4096 H=7168 top-8/256; low latency: T=128)"
 grep -h "\[tuning\] Best\|\[layout\]" "$OUT/deepep_intranode.log" | head -20

@@ -13,14 +13,18 @@
 #   gpus       nvidia-smi -L and the topology matrix
 #   ctest      the CPU tests: ctest -R 'unit|mp|net' (net: the proxy over UCX tcp and shm, killed peers)
 #   gpu_npN    mpirun -np N build-device/tests/ferry_gpu_tests, N in FERRY_NPS
-#   (restricted_*, mps_pct_np2, gpu_faults, python_faults and soak_*: scripts/device_stages_robustness.sh)
+#   (restricted_*, mps_pct_np2, gpu_faults*, python_faults, soak_* and memcheck_2x1_*: scripts/device_stages_robustness.sh)
 #   gpu_faults build-device/tests/ferry_gpu_fault_tests (not mpirun: it forks its own ranks and SIGKILLs
 #              one mid AllReduce / EP call; ranks share the GPUs, time-sliced; FERRY_FAULT_* knobs)
+#   gpu_faults_cuda_ipc  its cross-node cases with windows in GPU memory over cuda_ipc (2+ GPUs)
 #   win_*      the device API (ferry_gpu_window_tests) across virtual nodes: win_n2 (one node),
 #              win_2x1_tcp, win_2x1_sm, win_2x1, win_4x1, win_2x2, win_2x2_tcp (NxK: N nodes of K
 #              ranks through FERRY_RANKS_PER_NODE; _tcp/_sm: UCX_TLS, else UCX's choice)
 #   memcheck   compute-sanitizer memcheck on FERRY_SANITIZE_NP ranks (2)  (only with FERRY_SANITIZE=1)
 #   racecheck  compute-sanitizer racecheck on FERRY_SANITIZE_NP ranks (2) (only with FERRY_SANITIZE=1)
+#   synccheck  compute-sanitizer synccheck, the same way
+#   memcheck_2x1_sm, memcheck_2x1_cuda_ipc  memcheck of small EP cases and the hierarchical AllReduce on 2
+#              virtual nodes: mapped peers over shared memory; windows in GPU memory over cuda_ipc (2+ GPUs)
 #   example    the allreduce example on the largest N
 #   example_ep the EP example (dispatch, host experts, combine, checked) on the largest N
 #   example_put the gpu_put example on 2 ranks: one node, then 2 virtual nodes (through UCX)
@@ -77,6 +81,7 @@
 #   FERRY_SANITIZE=1       run the compute-sanitizer stages
 #   FERRY_SANITIZE_NP      ranks of the sanitizer stages (default 2)
 #   FERRY_SANITIZE_FILTER  gtest filter for them (default: heap, bf16 AllReduce matrix, graph replay, small EP cases)
+#   FERRY_SANITIZE_NODES_FILTER  gtest filter of memcheck_2x1_sm / memcheck_2x1_cuda_ipc (small EP cases, hierarchical AllReduce)
 #   FERRY_PY_NPS           rank counts for the Python GPU tests (default: FERRY_NPS without 1)
 #   FERRY_PY_BENCH_ARGS    more arguments for the Python bench
 #   FERRY_SKIP_PIP=1       skip the pip stage
@@ -319,6 +324,8 @@ for tool in memcheck racecheck synccheck; do
     "$sanitizer" --tool "$tool" --error-exitcode 86 \
     "$B/tests/ferry_gpu_tests" --gtest_filter="$FILTER"
 done
+
+robustness_nodes_sanitizer_stages  # scripts/device_stages_robustness.sh
 
 # ---------------------------------------------------------------- examples, benches
 for ex in example:allreduce example_ep:ep; do

@@ -33,7 +33,8 @@ fi
 
 # Defaults (src/ep/ep_buffer.cpp): high-throughput on 24 SMs, receive blocks 2/3
 # (dispatch) and 1/3 (combine), chunks of 8192 columns (whole 7168-column rows);
-# low-latency on every SM (132 on an H200), receive blocks 2/3 and 1/2, chunks of 2048.
+# low-latency on every SM (132 on an H200), receive blocks 2/3 and 1/2, chunks of 2048 (1024 on 2 ranks of
+# one node up to 128 tokens per rank).
 DEFAULT_SWEEPS="ht:FERRY_EP_DISPATCH_RECV_BLOCKS=8,12,16,20 ht:FERRY_EP_COMBINE_RECV_BLOCKS=4,8,12,16
 ht:FERRY_EP_CHUNK_COLS=2048,3584 ll:FERRY_EP_DISPATCH_RECV_BLOCKS=44,66,110 ll:FERRY_EP_COMBINE_RECV_BLOCKS=33,99
 ll:FERRY_EP_CHUNK_COLS=1024,4096"
@@ -53,9 +54,11 @@ run() {
     failed=1
     return
   fi
-  # CSV columns: mode, op, ..., ferry_us (15th).
+  # The op and ferry_us columns, found by name in the CSV header (their positions moved before);
+  # the expanded contract's rows where the CSV has both layouts.
   awk -F, -v mode="$mode" -v knob="$knob" -v value="$value" '
-    NR > 1 { us[$2] = $15 }
+    NR == 1 { for (i = 1; i <= NF; ++i) { if ($i == "op") op = i; if ($i == "ferry_us") us_col = i; if ($i == "layout") lay = i } next }
+    !lay || $lay == "expanded" { us[$op] = $us_col }
     END { printf "%-4s %-32s %6s %12s %12s %12s\n", mode, knob, value,
             us["dispatch bf16"], us["dispatch fp8"], us["combine bf16"] }' "$csv" | tee -a "$TABLE"
 }

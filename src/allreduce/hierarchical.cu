@@ -29,6 +29,8 @@ namespace {
 constexpr int kThreads = 512;
 // Chunks are whole 128-byte lines: blocks never share a cache line of any area.
 constexpr size_t kChunkAlignPacks = 8;
+// Packs each thread reduces at once in B (NOTE [Hierarchical read depth]).
+constexpr int kReadDepth = 4;
 
 // NOTE [Hierarchical AllReduce reuse]
 // Every rank makes the same calls, so launch e (1, 2, ... on this AllReduce:
@@ -101,10 +103,23 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
   const uint32_t sig_a = blockIdx.x, sig_b = kHierarchicalMaxBlocks + blockIdx.x,
                  sig_c = 2 * kHierarchicalMaxBlocks + blockIdx.x;
   char* const partial = w.local + lay.partial_offset + parity * lay.slot_bytes;
-  // The same partial in the send view when that is the host mirror: the puts
-  // below read it there (NOTE [Window staging]), written by every block at once.
-  char* const send_partial = w.net_send != nullptr ? w.net_send + lay.partial_offset + parity * lay.slot_bytes
-                                                   : nullptr;
+  // NOTE [Hierarchical AllReduce over mapped peers]
+  // A node peer whose landing buffer is mapped here (NOTE [Mapped peers]) gets
+  // the partial by this block's own stores, copied from the partial in the
+  // window (GPU memory), not from the host mirror: reading the mirror would
+  // cross PCIe once more, and writing it once more again (at 64 MB over UCX
+  // shared memory that is 128 MB of extra PCIe traffic per rank, on top of the
+  // 128 MB the exchange needs). The mirror is written only where some node
+  // peer still takes the proxy's puts.
+  auto mapped = [&](int peer) { return w.map_peer != nullptr && w.map_peer[peer] != nullptr; };
+  bool proxy_peers = false;
+  for (int m = 0; m < N; ++m)
+    if (m != me_n && !mapped(p.node_peers[m])) proxy_peers = true;
+  // The same partial in the send view when that is the host mirror: the proxy's
+  // puts below read it there (NOTE [Window staging]), written by every block at once.
+  char* const send_partial = w.net_send != nullptr && proxy_peers
+                                 ? w.net_send + lay.partial_offset + parity * lay.slot_bytes
+                                 : nullptr;
   const size_t landing = lay.landing_offset + static_cast<size_t>(parity) * (N - 1) * lay.slot_bytes;
 
   // Thread t < count waits for peers[t]'s word `index` (not itself), then the block.
@@ -165,7 +180,8 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
         pushed &= dev::put_with_signal(w, peer,
                                        landing + hierarchical_landing_slot(me_n, m) * lay.slot_bytes + begin * kPackBytes,
                                        lay.partial_offset + parity * lay.slot_bytes + begin * kPackBytes,
-                                       mine * kPackBytes, sig_b, 1, dev::SourceIn::kSendView);
+                                       mine * kPackBytes, sig_b, 1,
+                                       mapped(peer) ? dev::SourceIn::kWindow : dev::SourceIn::kSendView);
       } else {  // an empty chunk still counts the launch
         __syncthreads();
         if (threadIdx.x == 0) pushed &= dev::signal(w, peer, sig_b, 1);
@@ -173,22 +189,45 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
     }
     if (!pushed) failed = 1;  // the FIFO wait timed out (thread 0)
     if (!wait_all(p.node_peers, N, me_n, sig_b, kPhaseHierarchicalInterNode)) break;
-    for (size_t j = begin + threadIdx.x; j < stop(me_l); j += blockDim.x) {
-      uint4 raw[kMaxNodes];
+    // NOTE [Hierarchical read depth]
+    // Over a staged window the node partials are read from host memory across
+    // PCIe, and a load there takes microseconds: one 16-byte load in flight per
+    // thread read ~21 GB/s (2x H100, UCX shared memory, 64 MB). Each thread
+    // therefore reduces kReadDepth packs at once, node by node: the kReadDepth
+    // loads of one node are all issued before the first is used, and the
+    // accumulators (not the raw packs of every node) are what stays in
+    // registers. The order of the sum is node order, as before, on every rank.
+    const size_t mine_end = stop(me_l), step = size_t(blockDim.x) * kReadDepth;
+    for (size_t j0 = begin + threadIdx.x; j0 < mine_end; j0 += step) {
+      AccPack<T> acc[kReadDepth];
+      for (int m = 0; m < N; ++m) {
+        const char* src = m == me_n ? partial
+                                    : dev::recv_ptr(w, p.node_peers[m]) + landing +
+                                          hierarchical_landing_slot(m, me_n) * lay.slot_bytes;
+        uint4 raw[kReadDepth];
 #pragma unroll
-      for (int m = 0; m < kMaxNodes; ++m)
-        if (m < N)
-          raw[m] = m == me_n ? dev::load16(partial + j * kPackBytes)
-                             : dev::load16_volatile(dev::recv_ptr(w, p.node_peers[m]) + landing +
-                                                    hierarchical_landing_slot(m, me_n) * lay.slot_bytes +
-                                                    j * kPackBytes);
-      AccPack<T> acc = unpack<T>(raw[0]);
+        for (int u = 0; u < kReadDepth; ++u) {
+          const size_t j = j0 + u * size_t(blockDim.x);
+          raw[u] = make_uint4(0, 0, 0, 0);
+          if (j < mine_end)
+            raw[u] = m == me_n ? dev::load16(src + j * kPackBytes) : dev::load16_volatile(src + j * kPackBytes);
+        }
 #pragma unroll
-      for (int m = 1; m < kMaxNodes; ++m)
-        if (m < N) accumulate<T, Op>(acc, unpack<T>(raw[m]));
-      const uint4 result = pack_final<T, Op>(acc, p.world_size);
-      if (L > 1) dev::store16(w.local + lay.full_offset + j * kPackBytes, result);
-      store_user_pack(out, me_l * shard_packs + j, p.count, p.aligned, result);
+        for (int u = 0; u < kReadDepth; ++u) {
+          if (m == 0)
+            acc[u] = unpack<T>(raw[u]);
+          else
+            accumulate<T, Op>(acc[u], unpack<T>(raw[u]));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kReadDepth; ++u) {
+        const size_t j = j0 + u * size_t(blockDim.x);
+        if (j >= mine_end) break;
+        const uint4 result = pack_final<T, Op>(acc[u], p.world_size);
+        if (L > 1) dev::store16(w.local + lay.full_offset + j * kPackBytes, result);
+        store_user_pack(out, me_l * shard_packs + j, p.count, p.aligned, result);
+      }
     }
 
     // ---- C: all-gather inside the node.

@@ -23,7 +23,9 @@ constexpr int kMaxNodes = 16;
 // Blocks per launch, at most. A launch uses fewer for small calls: one per
 // kHierarchicalBlockBytes of a shard, so a small call makes one put per remote
 // node, not one per block (every rank computes the same number from the call).
-constexpr int kHierarchicalMaxBlocks = 16;
+constexpr int kHierarchicalMaxBlocks = 64;      // signal words per phase (FERRY_HIERARCHICAL_BLOCKS)
+constexpr int kHierarchicalDefaultBlocks = 16;  // most blocks per launch unless the knob says,
+constexpr int kHierarchicalMappedBlocks = 32;   // and where every node peer is mapped (setup_hierarchical)
 constexpr size_t kHierarchicalBlockBytes = size_t{64} << 10;
 // Signal words per source rank in the window: one per (phase, block).
 constexpr int kHierarchicalSignals = 3 * kHierarchicalMaxBlocks;

@@ -109,6 +109,10 @@ inline constexpr Info kRegistry[] = {
         "windows in GPU memory, which UCX reads and writes itself (no host staging): auto where every remote "
         "endpoint has a GPUDirect RDMA transport (rc/dc/ud), on where every one has one or cuda_ipc (an error "
         "where one has neither), off never"),
+    size_knob("FERRY_UCX_TCP_SEG_SIZE", "net", 0, "65536", "", "bytes",
+        "UCX's tcp segment size (UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE, where those are unset): with "
+        "peer-failure handling UCX emulates tcp puts in segments, and its default 8 KiB moves well under half of "
+        "what 64 KiB does (NOTE [tcp segments]); 0: UCX's own"),
     bool_knob("FERRY_UCX_SHM_DIRECT", "net", "1", "",
         "staged windows: landing buffers UCX allocates, so a peer on the same host over UCX shared memory maps "
         "them (ucp_rkey_ptr) and its kernels store put data straight into them (NOTE [Mapped peers]); 0: every "
@@ -122,7 +126,9 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_PROXY_IDLE_SPINS", "net", 0, "1048576", "", "loops",
         "idle loops before the proxy thread naps 20 us at a time; 0: never naps"),
     size_knob("FERRY_PROXY_PUT_CHUNK_BYTES", "net", 0, "4194304", "", "bytes",
-        "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces"),
+        "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces. "
+        "Unset: 4194304, or 262144 where every remote endpoint is tcp with peer-failure handling (NOTE [Put pieces "
+        "over tcp])"),
     // ---- allreduce
     size_knob("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", "allreduce", 0, nullptr,
         "by ranks in the node: 32 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",
@@ -141,6 +147,8 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES", "allreduce", 0, "0",
         "built-in: up to 16 MiB, keeping the window under 64 MiB", "bytes",
         "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
+    int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 16; 32 where every node peer is mapped", "blocks",
+        "hierarchical AllReduce: most blocks per launch (at most 64), within the SM budget (measurements)"),
     int_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD", "allreduce", 0, kIntMax, "0", "built-in: 1", "packs",
         "one-shot: 16-byte packs per thread when sizing its grid (measurements)"),
     int_knob("FERRY_ONE_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 64", "blocks",
@@ -156,7 +164,7 @@ inline constexpr Info kRegistry[] = {
     enum_knob("FERRY_TWO_SHOT_VARIANT", "allreduce", {"auto", "pull", "push", nullptr}, "auto", "built-in: push",
         "two-shot all-gather by pull or by push (measurements)"),
     // ---- ep
-    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput, 2048 low-latency", "columns",
+    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
     int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms; 1/2 across nodes", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
@@ -280,6 +288,7 @@ inline constexpr Knob<std::string> kBootstrapAddr = handle<std::string>("FERRY_B
 inline constexpr Knob<bool> kUcxPeerFailure = handle<bool>("FERRY_UCX_PEER_FAILURE");
 inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_UCX_GPU_MEMORY");
 inline constexpr Knob<bool> kUcxShmDirect = handle<bool>("FERRY_UCX_SHM_DIRECT");
+inline constexpr Knob<uint64_t> kUcxTcpSegSize = handle<uint64_t>("FERRY_UCX_TCP_SEG_SIZE");
 inline constexpr Knob<bool> kProxyStats = handle<bool>("FERRY_PROXY_STATS");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");
@@ -290,6 +299,7 @@ inline constexpr Knob<bool> kAllReducePdl = handle<bool>("FERRY_ALLREDUCE_PDL");
 inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES");
 inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
+inline constexpr Knob<int64_t> kHierarchicalBlocks = handle<int64_t>("FERRY_HIERARCHICAL_BLOCKS");
 inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
 inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");
 inline constexpr Knob<int64_t> kOneShotLlBlocks = handle<int64_t>("FERRY_ONE_SHOT_LL_BLOCKS");

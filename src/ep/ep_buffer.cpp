@@ -44,6 +44,10 @@ int cuda_pointer_device(const void* ptr) {
 
 namespace {
 
+// Low-latency buffers of at most this many tokens per rank take 1024-column
+// chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128, 256, 512).
+constexpr int kLlSmallTokens = 128;
+
 // NOTE [EP rank rows by role] (rank_rows_dispatch.cu): the send blocks that write only
 // this rank's own rows, or 0 (every block writes every destination). NVLink stores
 // saturate from about kNvlinkBlocks SMs (2 H200s: 320 GB/s from 8 SMs, 325 from 24),
@@ -111,7 +115,16 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // Chunks: few tokens (low-latency) need a row spread over many warps; many
   // tokens keep whole-ish rows per warp (fewer ready words).
   // 4xH200: HT whole 7168-column rows beat 2048/3584; LL 2048 beat 256/512/1024.
-  const int default_chunk = ll ? 2048 : 8192;
+  // 2xH100 (2 ranks, LL, 2 rounds each): at T=128, 1024 columns beat 2048
+  // (combine 30.1 -> 26.1 us, fp8 dispatch 32.6 -> 30.5, bf16 34.6 -> 34.3; 512
+  // and 256 slower than both); at T=256 and 512, 2048 wins (1024 at 256: fp8
+  // dispatch 38.9 -> 42.4, combine 40.1 -> 41.0; at 512: fp8 dispatch 53.8 ->
+  // 58.4, combine 61.6 -> 65.2). The chunking must be the same on every rank
+  // (a receiver decodes a source's items with its own), so it follows the
+  // buffer's shape (world size, max tokens per rank), never a call's tokens.
+  // Only inside one node: across nodes it was not measured.
+  const bool small_ll = comm_.size() == 2 && comm_.topology().num_nodes == 1 && T <= ep::kLlSmallTokens;
+  const int default_chunk = !ll ? 8192 : (small_ll ? 1024 : 2048);
   p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // dispatch()/combine() run both halves at once (the receive half consumes

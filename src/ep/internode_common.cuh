@@ -259,8 +259,7 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
   __shared__ int32_t max_token_count;
   __shared__ int64_t needed[kMaxRanks];
   const int header_words = kHeaderCounts + E;
-  const bool relay_headers = host_inboxes;
-  if (relay_headers) {
+  if (host_inboxes) {
     uint64_t* ready = np.relay.flags + kRelayDispatchHeaders;
     if (blockIdx.x == 0) {
       for (int i = threadIdx.x; i < W * header_words; i += kThreads)
@@ -275,7 +274,7 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
     }
   }
   auto header = [&](int s) {
-    return relay_headers ? reinterpret_cast<const volatile int32_t*>(np.relay.headers + size_t(s) * header_words)
+    return host_inboxes ? reinterpret_cast<const volatile int32_t*>(np.relay.headers + size_t(s) * header_words)
                          : reinterpret_cast<const volatile int32_t*>(inbox(s));
   };
   for (int i = threadIdx.x; i < E; i += kThreads) {

@@ -94,6 +94,20 @@ __device__ __forceinline__ size_t cfwd_in(const HierParams& h, int parity, int l
 // The rank with this rank's local index in node m, and the forwarder in this
 // node for a rank of another node.
 __device__ __forceinline__ int peer_in_node(const HierParams& h, int m) { return h.rank_at[m * h.per_node + h.local]; }
+// NOTE [EP hierarchical mapped boxes]
+// Where this rank writes its forward box for node n: the forwarder's inbox
+// itself where its landing buffer is mapped here (NOTE [Mapped peers]; over
+// UCX shared memory), else this rank's outbox in the send view, which a put
+// then carries. Stored in place, the box crosses PCIe once; through the host
+// mirror and the mapped copy it would cross it twice. The same for the combine
+// forward's partials (combine_target). The reuse rules are those of the puts,
+// which land later than the stores (NOTE [EP hierarchical reuse], 1 and 4):
+// the waits before any store already cover the inbox of this parity.
+__device__ __forceinline__ uint8_t* forward_box(const HierParams& h, int parity, int n) {
+  if (char* direct = dev::direct_ptr(h.np.w, peer_in_node(h, n)))
+    return reinterpret_cast<uint8_t*>(direct) + fwd_in(h, parity, h.node);
+  return reinterpret_cast<uint8_t*>(dev::send_view(h.np.w)) + fwd_out(h, parity, n);
+}
 __device__ __forceinline__ int forwarder_of(const HierParams& h, int rank) {
   return h.rank_at[h.node * h.per_node + h.local_of[rank]];
 }

@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_forward_kernel(HierP
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
       const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
       const int s = peer_in_node(h, n);
-      uint8_t* out = reinterpret_cast<uint8_t*>(dev::send_view(w)) + combine_out(lay, W, parity, s) +
-                     size_t(i) * row_bytes + offset;
+      // NOTE [EP hierarchical mapped boxes]: the home's inbox itself where it is mapped here.
+      uint8_t* out = combine_target(np, s, parity) + size_t(i) * row_bytes + offset;
       for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
         float acc[kUnroll][8] = {};
         for (unsigned m = mask; m != 0; m &= m - 1) {  // local-rank order: the same rounding on every call
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_combine_forward_kernel(HierP
       if (n == h.node) continue;
       const int s = peer_in_node(h, n);
       const size_t bytes = size_t(records[n]) * row_bytes;
-      if (bytes == 0) {
+      if (bytes == 0 || dev::direct_ptr(w, s) != nullptr) {  // nothing to put, or stored in place
         __syncthreads();
         if (threadIdx.x == 0) dev::signal(w, s, kSigCombineData, 1);
       } else {

@@ -89,7 +89,7 @@ __device__ void hier_pack_chunk(const HierParams& h, int t, int c, int lane, uin
     const int mine = lane < R ? local_slot : -1;
     const unsigned local_mask = __ballot_sync(0xffffffffu, mine >= 0);
     if (local_mask == 0) continue;
-    uint8_t* record = reinterpret_cast<uint8_t*>(dev::send_view(np.w)) + fwd_out(h, parity, n) + h.hl.fwd_header_bytes +
+    uint8_t* record = forward_box(h, parity, n) + h.hl.fwd_header_bytes +
                       size_t(h.fwd_index[size_t(t) * N + n]) * h.hl.fwd_record_bytes;
     if (c == 0) {
       int32_t* prefix = reinterpret_cast<int32_t*>(record);
@@ -140,15 +140,20 @@ __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_send_kernel(HierPar
     }
     for (int n = 0; n < h.num_nodes; ++n) {  // other nodes: the forward box to the same local index
       if (n == h.node) continue;
-      int32_t* header = reinterpret_cast<int32_t*>(dev::send_view(w) + fwd_out(h, parity, n));
+      int32_t* header = reinterpret_cast<int32_t*>(forward_box(h, parity, n));
       const int records = bad ? 0 : h.fwd_count[n];
       if (threadIdx.x < R) header[kFwdHeaderTokens + threadIdx.x] = bad ? 0 : p.send_token_count[h.rank_at[n * R + threadIdx.x]];
       if (threadIdx.x == 0) header[kFwdHeaderRecords] = records;
       for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
         header[kFwdHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
-      dev::put_with_signal(w, peer_in_node(h, n), fwd_in(h, parity, h.node), fwd_out(h, parity, n),
-                           h.hl.fwd_header_bytes + size_t(records) * h.hl.fwd_record_bytes, kSigForwardData, 1,
-                           dev::SourceIn::kSendView);
+      if (dev::direct_ptr(w, peer_in_node(h, n)) != nullptr) {  // stored in place (NOTE [EP hierarchical mapped boxes])
+        __syncthreads();  // the header, then the signal (the records: before every block's arrival)
+        if (threadIdx.x == 0) dev::signal(w, peer_in_node(h, n), kSigForwardData, 1);
+      } else {
+        dev::put_with_signal(w, peer_in_node(h, n), fwd_in(h, parity, h.node), fwd_out(h, parity, n),
+                             h.hl.fwd_header_bytes + size_t(records) * h.hl.fwd_record_bytes, kSigForwardData, 1,
+                             dev::SourceIn::kSendView);
+      }
     }
   }
   advance_epoch(p, kDispatchSend, epoch);

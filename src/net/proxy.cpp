@@ -58,6 +58,8 @@ T* device_view(T* host, bool cuda) {
 Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
     : transport_(std::move(transport)), options_(options) {
   FERRY_ARG_CHECK(options_.fifo_capacity > 0, "proxy FIFO capacity must be > 0");
+  if (!options_.put_chunk_from_user && transport_->preferred_put_chunk() > 0)
+    options_.put_chunk_bytes = transport_->preferred_put_chunk();
   const bool cuda = options_.cuda;
   if (cuda) FERRY_CUDA_CHECK(cudaSetDevice(options_.device));
   entries_ = host_alloc<FifoEntry>(options_.fifo_capacity, cuda);
@@ -118,6 +120,8 @@ void Proxy::adopt_host_memory(void* pinned) {
   std::lock_guard<std::mutex> guard(lock_);
   adopted_.push_back(pinned);
 }
+
+size_t Proxy::put_chunk() const { return put_chunk_bytes(options_); }
 
 uint64_t Proxy::retired() const { return load_acquire(tail_); }
 

@@ -78,6 +78,7 @@ struct ProxyOptions {
   // transport's collective creation, so a bad value throws on every rank alike.
   uint64_t idle_spins = knobs::kProxyIdleSpins.value();         // idle loops before napping; 0: never
   size_t put_chunk_bytes = knobs::kProxyPutChunkBytes.value();  // largest single put (at least 4 KiB)
+  bool put_chunk_from_user = knobs::kProxyPutChunkBytes.read().has_value();  // else the transport may prefer one
   bool timed = knobs::kProxyStats.value();  // ProxyStats' times (a clock read per step), not only counts
 };
 
@@ -100,6 +101,9 @@ struct ProxyStats {
 class Proxy {
  public:
   Proxy(std::unique_ptr<Transport> transport, ProxyOptions options);
+  // The largest single UCX put this proxy issues (ProxyOptions::put_chunk_bytes,
+  // or the transport's preference).
+  size_t put_chunk() const;
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;

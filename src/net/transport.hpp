@@ -33,6 +33,10 @@ class Transport {
   // True when endpoints were created with peer-failure handling (NOTE
   // [Peer-failure handling and tcp], ucx_transport.cpp).
   virtual bool detects_peer_failure() const = 0;
+  // The largest single put this transport moves best, or 0 for no preference;
+  // the proxy takes it unless FERRY_PROXY_PUT_CHUNK_BYTES is set (NOTE [Put
+  // pieces over tcp], ucx_transport.cpp).
+  virtual size_t preferred_put_chunk() const { return 0; }
 
   // Collective (every rank, same order): registers [ptr, ptr + bytes) and
   // exchanges its remote key with every peer of another node. Returns the

@@ -16,6 +16,7 @@
 #include "ferry/error.hpp"
 #include "ferry/version.hpp"
 #include "net/transport.hpp"
+#include "net/ucx_config.hpp"
 
 namespace ferry::net {
 
@@ -116,6 +117,17 @@ class UcxTransport final : public Transport {
   }
   bool moves_cuda_memory() const override { return moves_cuda_memory_; }
   bool detects_peer_failure() const override { return peer_failure_detection_; }
+  // NOTE [Put pieces over tcp]
+  // Where every remote endpoint is tcp with peer-failure handling, UCX emulates
+  // puts (NOTE [tcp segments], ucx_config.cpp), and the proxy's 4 MiB pieces
+  // (chosen for cuda_ipc and shared memory) leave few requests in flight. Both
+  // ranks putting 4 MiB / 16 MiB to each other over loopback tcp (2-core CPU host,
+  // ferry-bench net --both-ways, 5 rounds, GB/s per direction): 4 MiB pieces
+  // 0.96-1.17 / 0.86-1.10, 256 KiB pieces 1.16-1.83 / 1.18-1.35, 64 KiB 1.20-1.33 /
+  // 0.89-1.09; then 256 KiB against 4 MiB, alternating, 3 rounds: 1.63-1.90 /
+  // 1.25-1.36 against 0.95-1.41 / 0.98-1.09 (docs/results/net_cpu_2cores_tcp_segments.txt).
+  // Not yet measured on the GPU machines.
+  size_t preferred_put_chunk() const override { return all_tcp_emulated_ ? size_t{256} << 10 : 0; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
     ucp_mem_map_params_t map{};
@@ -273,6 +285,7 @@ class UcxTransport final : public Transport {
     check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
+    tcp_segments_ = set_tcp_segments(config);  // NOTE [tcp segments] (ucx_config.cpp)
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
@@ -423,7 +436,7 @@ class UcxTransport final : public Transport {
     const knobs::UcxGpuMemory mode = knobs::kUcxGpuMemory.value();
     std::ostringstream os;
     std::string without_cuda;  // the first endpoint with no lane that moves CUDA memory
-    bool any = false, all_cuda = true;
+    bool any = false, all_cuda = true, all_tcp = true;
     for (size_t r = 0; r < endpoints_.size(); ++r) {
       if (endpoints_[r] == nullptr) continue;
       std::vector<ucp_transport_entry_t> entries(16);
@@ -436,22 +449,26 @@ class UcxTransport final : public Transport {
         all_cuda = false;
         continue;
       }
-      bool cuda = false;
+      bool cuda = false, tcp = false;
       std::ostringstream ep;
       for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
         const std::string name = entries[i].transport_name ? entries[i].transport_name : "?";
         cuda = cuda || moves_cuda(name, mode);
+        tcp = tcp || name == "tcp";
         ep << (i ? "," : "") << name << "/" << (entries[i].device_name ? entries[i].device_name : "?");
       }
       if (!any) os << ep.str();
       any = true;
       all_cuda = all_cuda && cuda;
+      all_tcp = all_tcp && tcp && !cuda;
       if (!cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.str() + ")";
     }
     moves_cuda_memory_ = any && all_cuda;
+    all_tcp_emulated_ = any && all_tcp && peer_failure_detection_;
     if (mode == knobs::UcxGpuMemory::kOn && any && !all_cuda) no_gpu_memory_endpoint_ = without_cuda;
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
+    if (!tcp_segments_.empty()) description_ += " (tcp segments " + tcp_segments_ + ")";
   }
 
   Bootstrap& bootstrap_;
@@ -463,7 +480,9 @@ class UcxTransport final : public Transport {
   bool moves_cuda_memory_ = false;
   std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
   bool peer_failure_detection_ = true;
+  bool all_tcp_emulated_ = false;  // NOTE [Put pieces over tcp]
   std::string description_;
+  std::string tcp_segments_;  // what set_tcp_segments asked UCX for, for describe()
   bool failed_ = false;
   int failed_peer_ = -1;
   std::string failure_;

@@ -171,6 +171,75 @@ TEST(Proxy, PeerFailureHandlingAsConfigured) {
   bootstrap->barrier();
 }
 
+// NOTE [tcp segments] (ucx_transport.cpp): the transport asks UCX for
+// FERRY_UCX_TCP_SEG_SIZE-byte tcp segments (64 KiB by default) where the user set
+// neither UCX variable, leaves both to the user who set one, and asks for nothing
+// with 0. Puts work in each case (HostNet's warm-up puts and flushes).
+TEST(Proxy, TcpSegmentsAsConfigured) {
+  if (std::getenv("FERRY_TEST_NET_TLS") == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") != nullptr || std::getenv("UCX_TCP_RX_SEG_SIZE") != nullptr ||
+      std::getenv("FERRY_UCX_TCP_SEG_SIZE") != nullptr)
+    GTEST_SKIP() << "the environment already chooses tcp segments";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  {
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    const std::string what = net.proxy->transport().describe();
+    EXPECT_NE(what.find("(tcp segments 65536 B)"), std::string::npos) << what;
+    bootstrap->barrier();
+  }
+  {
+    ScopedEnv user("UCX_TCP_RX_SEG_SIZE", "131072");
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    const std::string what = net.proxy->transport().describe();
+    EXPECT_EQ(what.find("tcp segments"), std::string::npos) << what;
+    bootstrap->barrier();
+  }
+  {
+    ScopedEnv off("FERRY_UCX_TCP_SEG_SIZE", "0");
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    const std::string what = net.proxy->transport().describe();
+    EXPECT_EQ(what.find("tcp segments"), std::string::npos) << what;
+    bootstrap->barrier();
+  }
+}
+
+// NOTE [Put pieces over tcp] (ucx_transport.cpp): over tcp with peer-failure
+// handling the proxy puts in 256 KiB pieces, elsewhere (shared memory; tcp
+// without peer-failure handling: zero-copy puts) in 4 MiB ones, and a
+// FERRY_PROXY_PUT_CHUNK_BYTES the user set wins. A 1 MiB put counts its pieces
+// (ProxyStats::puts) and arrives whole.
+TEST(Proxy, PutPiecesFollowTheTransport) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  if (std::getenv("FERRY_PROXY_PUT_CHUNK_BYTES") != nullptr) GTEST_SKIP() << "the environment sets the pieces";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  const size_t bytes = size_t{1} << 20;
+  const auto check = [&](size_t expected_chunk, const std::string& what) {
+    HostNet net(*bootstrap, 2 * bytes, 1, 16, kTimeout);
+    EXPECT_EQ(net.proxy->put_chunk(), expected_chunk) << what << ": " << net.proxy->transport().describe();
+    const int rank = bootstrap->rank(), peer = (rank + 1) % bootstrap->size();
+    for (size_t i = 0; i < bytes; ++i) net.window[i] = static_cast<char>((i * 7 + rank) & 0x7f);
+    bootstrap->barrier();
+    const uint64_t before = net.proxy->stats().puts;
+    net.put(peer, bytes, 0, bytes);  // into the peer's second half
+    net.proxy->quiet();
+    EXPECT_EQ(net.proxy->stats().puts - before, (bytes + expected_chunk - 1) / expected_chunk) << what;
+    bootstrap->barrier();  // every put is complete at its target
+    const int from = (rank + bootstrap->size() - 1) % bootstrap->size();
+    size_t wrong = 0;
+    for (size_t i = 0; i < bytes; ++i) wrong += net.window[bytes + i] != static_cast<char>((i * 7 + from) & 0x7f);
+    EXPECT_EQ(wrong, 0u) << what;
+    bootstrap->barrier();
+  };
+  const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
+  const bool emulated = std::string(tls) == "tcp" && !(pf != nullptr && std::string(pf) == "0");
+  check(emulated ? size_t{256} << 10 : size_t{4} << 20, std::string("UCX_TLS ") + tls);
+  {
+    ScopedEnv user("FERRY_PROXY_PUT_CHUNK_BYTES", "131072");
+    check(size_t{128} << 10, "FERRY_PROXY_PUT_CHUNK_BYTES=131072");
+  }
+}
+
 // FERRY_UCX_GPU_MEMORY (NOTE [GPU-memory puts], ucx_transport.cpp): `on` where no
 // endpoint has a transport that moves GPU memory (tcp, shared memory: no RDMA, no
 // cuda_ipc) fails on every rank with NotSupported naming the knob and the

@@ -1,0 +1,29 @@
+# Prepared for the next session (not run): branch exp/ll-staged (NOTE [EP staged rows]) against main.
+# Before, here: rm -rf .ab/*; mkdir -p .ab/staged; git archive exp/ll-staged | tar -x -C .ab/staged
+# run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session12_2xH100/scripts/next2.sh 2>&1 | tail -80
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/common.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
+O=$OUT/next2; mkdir -p $O; t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+ln -sfn "$ROOT/.deps" .ab/staged/.deps
+ferry_device_cmake_args build-device; ferry_nccl_library_path; cmake "${cmake_args[@]}" > $O/cfg_main.log 2>&1
+(cd .ab/staged && ferry_device_cmake_args build -DFERRY_BUILD_PYTHON=OFF && cmake "${cmake_args[@]}" > $O/cfg_staged.log 2>&1)
+cmake --build build-device -j14 --target ferry-bench > $O/build_main.log 2>&1 & p1=$!
+cmake --build .ab/staged/build -j16 --target ferry-bench ferry_gpu_tests > $O/build_staged.log 2>&1 & p2=$!
+for p in $p1 $p2; do wait $p || echo "build $p failed"; done; grep -h " error" $O/build_*.log | head; echo "built in $(el) s"
+M="mpirun --allow-run-as-root --bind-to none"; S="-x FERRY_TEST_SHARE_GPUS=1"; T=.ab/staged/build/tests/ferry_gpu_tests
+run() { local name=$1 to=$2; shift 2; timeout $to "$@" > $O/$name.log 2>&1; echo "$name rc=$? ($(el) s) $(grep -E 'FAILED  \]|PASSED  \]|ERROR SUMMARY|RACECHECK SUMMARY' $O/$name.log | sort | uniq -c | head -3 | tr '\n' ' ')"; }
+run ep_np2 150 $M -np 2 $T --gtest_filter="*Ep*"
+run ep_np2_direct 150 $M -np 2 -x FERRY_EP_LL_STAGED=0 $T --gtest_filter="*Ep*"
+run ep_np4 200 $M -np 4 $S $T --gtest_filter="*Ep*"
+run ep_np1 100 $M -np 1 $T --gtest_filter="*Ep*"
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck synccheck; do run san_$tool 200 $M -np 2 $SAN --tool $tool --error-exitcode 86 $T --gtest_filter="Ep/EpMatrix.DispatchCombine/ll_*:Ep.HandleReuse"; done
+ab() {  # ab TAG ROUNDS ARGS...: main (base) and the branch (new) alternating
+  local tag=$1 rounds=$2; shift 2; mkdir -p $O/ab
+  for r in $(seq 1 $rounds); do for s in base new; do b=build-device/bench/ferry-bench; [ $s = new ] && b=.ab/staged/build/bench/ferry-bench
+    timeout 90 $M -np 2 $b "$@" --csv $O/ab/ab_${tag}${s}_$r.csv > $O/ab/${tag}${s}_$r.log 2>&1 || echo "$tag $s $r failed"; done; done
+  python3 scripts/ab_compare.py $O/ab $tag 2>&1 | grep -E "^(ferry|nccl)" | tee $O/ab/table_$tag.txt; echo "ab $tag done ($(el) s)"; }
+ab ll_ 3 ep --mode ll --tokens 1,128,512 --check
+ab ht_ 2 ep --mode ht --sms 8,24
+echo "total $(el) s"
+cd $O && rm -f build_*.log cfg_*.log && tar czf /tmp/next2.tgz . && find . -mindepth 1 -delete && mv /tmp/next2.tgz .
