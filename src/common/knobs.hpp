@@ -183,6 +183,10 @@ inline constexpr Info kRegistry[] = {
         "kernel's first block; 0: from the layout kernels (for comparisons)"),
     bool_knob("FERRY_EP_SPREAD_ITEMS", "ep", "1", "",
         "the send half spreads its items over the blocks; 0: block-major order (for comparisons)"),
+    size_knob("FERRY_EP_NET_RANGE_BYTES", "ep", 0, "0",
+        "built-in: high-throughput 512 KiB where every peer of another node is mapped, else 4 MiB; low-latency one range",
+        "bytes", "direct path across nodes: least bytes of records (or partial rows) one range carries, one signal (and "
+        "one proxy put) per range"),
     bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",
         "high-throughput across nodes: 0 takes the direct path (one put per destination rank); 1 insists on "
         "the hierarchical one (nodes of unequal sizes then throw NotSupported)"),
@@ -315,6 +319,7 @@ inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
 inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");
 inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
+inline constexpr Knob<uint64_t> kEpNetRangeBytes = handle<uint64_t>("FERRY_EP_NET_RANGE_BYTES");
 inline constexpr Knob<std::string> kUcxPerftest = handle<std::string>("FERRY_UCX_PERFTEST");
 inline constexpr Knob<uint64_t> kMpiAllgatherChunkBytes = handle<uint64_t>("FERRY_MPI_ALLGATHER_CHUNK_BYTES");
 enum class NcclShimMode : int { kOn = 0, kOff = 1 };

@@ -268,6 +268,20 @@ void EpBuffer::init_cross_node() {
     return;
   }
   st.window = std::make_unique<Window>(comm_, plan.window.total, WindowOptions{ep::kNumNetSignals});
+  // NOTE [EP across nodes: range size]: every range costs a signal, and where the proxy moves it a put
+  // (over cuda_ipc a copy-engine operation with its fixed cost: 512 KiB ranges made the fp8 dispatch
+  // 1.20x slower there, 2x H100, session 13). Peers whose landing this rank maps take stores, no put.
+  // Low-latency calls are small: one range (session 13: several made them 1.36-1.75x slower).
+  uint64_t range_bytes = knobs::kEpNetRangeBytes.value();
+  if (range_bytes == 0) {
+    bool proxy_moves = false;
+    for (int r = 0; r < comm_.size(); ++r) proxy_moves = proxy_moves || (!topo.same_node(r) && !st.window->maps_peer(r));
+    // Sender and receiver cut a box into the same ranges, so every rank takes the same size.
+    const int mine = proxy_moves ? 1 : 0;
+    for (int any : comm_.bootstrap().all_gather_value(mine)) proxy_moves = proxy_moves || any != 0;
+    range_bytes = config_.mode == EpMode::kLowLatency ? UINT64_MAX : proxy_moves ? ep::kProxyRangeBytes : ep::kMinRangeBytes;
+  }
+  ep::set_net_ranges(st.net_layout, p, range_bytes);
   ep::load_net_kernels();  // docs/internode.md, "Lazy module loading"
 }
 

@@ -30,7 +30,8 @@ enum NetSignal : uint32_t {
   kNumNetSignals = kSigCombineRange + 64,
 };
 constexpr int kMaxNetRanges = kSigCombineRange - kSigDispatchRange;  // ranges of records per destination and call
-constexpr uint64_t kMinRangeBytes = 512 * 1024;                    // a range holds at least this many bytes
+constexpr uint64_t kMinRangeBytes = 512 * 1024;  // a range holds at least this many bytes (NOTE [EP across nodes: range size])
+constexpr uint64_t kProxyRangeBytes = 4 << 20;   // ... where the proxy moves some peer's ranges
 
 // Byte offsets into every rank's window (the same on every rank). Boxes are
 // [2 parity][W peer] of one slot each:
@@ -61,6 +62,8 @@ constexpr int kHeaderTokens = 0;  // tokens in this slot
 constexpr int kHeaderCounts = 4;  // [E]: the source's rows for every expert (the overflow check)
 
 NetLayout net_layout(const Params& p);
+// Sets the layout's ranges: at least min_range_bytes each (UINT64_MAX: one range per box), at most kMaxNetRanges.
+void set_net_ranges(NetLayout& layout, const Params& p, uint64_t min_range_bytes);
 
 // NOTE [EP across nodes: one waiter per grid] (internode_common.cuh): words in
 // device memory through which block 0 hands what it waited for, or the headers
