@@ -184,9 +184,9 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_EP_SPREAD_ITEMS", "ep", "1", "",
         "the send half spreads its items over the blocks; 0: block-major order (for comparisons)"),
     size_knob("FERRY_EP_NET_RANGE_BYTES", "ep", 0, "0",
-        "built-in: high-throughput 512 KiB where every peer of another node is mapped, else 4 MiB; low-latency one range",
-        "bytes", "direct path across nodes: least bytes of records (or partial rows) one range carries, one signal (and "
-        "one proxy put) per range"),
+        "built-in: 512 KiB where every peer of another node is mapped, else 4 MiB",
+        "bytes", "direct path across nodes, high-throughput: least bytes of records (or partial rows) one range carries, "
+        "one signal (and one proxy put) per range; low-latency sends one box per destination"),
     bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",
         "high-throughput across nodes: 0 takes the direct path (one put per destination rank); 1 insists on "
         "the hierarchical one (nodes of unequal sizes then throw NotSupported)"),

@@ -25,7 +25,7 @@ struct NetTarget {
     return combine_target(np, s, parity) + size_t(item_slot) * (size_t(np.p.hidden) * 2);
   }
   __device__ void written(int s, int, int lane) {  // after the warp's stores (__syncwarp)
-    if (lane != 0) return;
+    if (lane != 0 || !np.lay.pipelined) return;
     const int per_range = int(np.lay.combine_range_rows), k = slot / per_range;
     const int rows = min(per_range, token_count[s] - k * per_range);
     if (!count_range_item(np.relay.combine_range_written + size_t(s) * kMaxNetRanges + k,
@@ -80,7 +80,20 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_send, "net_combine_send", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineSend)) return;
-  if (ok) {
+  if (ok && !lay.pipelined) {
+    // One put of the used rows (or only the signal) per home.
+    const size_t row_bytes = size_t(p.hidden) * 2;
+    for (int s = 0; s < W; ++s) {
+      const size_t bytes = size_t(token_count[s]) * row_bytes;
+      if (dev::direct_ptr(w, s) != nullptr || bytes == 0) {  // stored in place, or nothing to send
+        __syncthreads();
+        if (threadIdx.x == 0) dev::signal(w, s, kSigCombineData, 1);
+      } else {
+        dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
+                             kSigCombineData, 1, dev::SourceIn::kSendView);
+      }
+    }
+  } else if (ok) {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
     const int per_range = int(lay.combine_range_rows), max_ranges = int(lay.combine_max_ranges);
     for (int i = threadIdx.x; i < W * max_ranges; i += blockDim.x) {
@@ -103,30 +116,35 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   const size_t row_bytes = size_t(H) * 2;
   const int warp = threadIdx.x >> 5;
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 0);
-  bool ok = true;
+  const bool pipelined = lay.pipelined != 0;
+  // One box per expert rank: wait for all of them first. Ranges: each warp waits for what it reads.
+  bool ok = pipelined || wait_all_ranks_relayed(np, kSigCombineData, epoch, kPhaseEpCombine, kRelayCombineData);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 1);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
-  if (*reinterpret_cast<const volatile int32_t*>(p.layout_error) == 0) {
+  if (ok && *reinterpret_cast<const volatile int32_t*>(p.layout_error) == 0) {
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
     // NOTE [EP across nodes: pipelined ranges]: warp kWarps - 1 of block 0 relays; the others renumber around it.
     const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
-    int first = loop.first;
-    if (first == relay) {
-      relay_combine_ranges(np, epoch);
-      first = items;
-    } else if (first > relay) {
-      --first;
+    int first = loop.first, stride = loop.stride;
+    if (pipelined) {
+      if (first == relay) {
+        relay_combine_ranges(np, epoch);
+        first = items;
+      } else if (first > relay) {
+        --first;
+      }
+      --stride;
     }
     __shared__ int landed[kWarps][kMaxRanks];  // ranges this warp saw published, per expert rank
     if (lane < kMaxRanks) landed[warp][lane] = 0;
     __syncwarp();
     const int per_range = int(lay.combine_range_rows);
-    for (int item = first; item < items; item += loop.stride - 1) {
+    for (int item = first; item < items; item += stride) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       int waited = 1;  // lane r: rank r's range of this slot is published
-      if (slot >= 0 && landed[warp][lane] <= slot / per_range) {
+      if (pipelined && slot >= 0 && landed[warp][lane] <= slot / per_range) {
         const uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
         waited = device::wait_flag_geq(word, (epoch << 32) | uint64_t(slot / per_range + 1), p.wait, lane,
                                        kPhaseEpCombine);

@@ -172,7 +172,10 @@ __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint
 }
 
 // NOTE [EP across nodes: pipelined ranges]
-// The direct path's dispatch does not store and forward whole boxes (docs/internode.md, Part 6):
+// In high throughput (lay.pipelined; low latency sends one box per destination
+// from the last block, halves one after the other: NOTE [EP across nodes: range
+// size] in ep_buffer.cpp) the direct path's dispatch does not store and forward
+// whole boxes (docs/internode.md, Part 6):
 //  - send: block 0 first writes every destination's header (its counts are
 //    known from the layout) and sends it with kSigDispatchData. A destination's
 //    records form ranges of lay.range_records slots (at least kMinRangeBytes,

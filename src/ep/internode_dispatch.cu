@@ -67,7 +67,7 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
   write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
   __syncwarp();  // dst / dst_scales are rewritten by the next item; the warp's stores before the counts
   // NOTE [EP across nodes: pipelined ranges]: lane r counts this item into its range at destination r.
-  if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
+  if (np.lay.pipelined && lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
 }
 
 template <bool kQuantize>
@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   // A bad expert id in this call's routing: send nothing (EpBuffer reports it).
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
   // The headers first (NOTE [EP across nodes: pipelined ranges]): the destinations size their output
-  // from them while the records are still being packed.
-  if (ok && blockIdx.x == 0) {
+  // from them while the records are still being packed. Else the last block sends each box whole.
+  if (lay.pipelined && ok && blockIdx.x == 0) {
     for (int d = 0; d < W; ++d) {
       int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
       if (threadIdx.x == 0) header[kHeaderTokens] = bad ? 0 : p.send_token_count[d];
@@ -116,7 +116,25 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchSend)) return;
-  if (ok) {
+  if (ok && !lay.pipelined) {
+    // One box per destination: its header (token count, then this rank's rows for every expert) and the
+    // used records, in one put with the signal, or only the signal where it was stored in place.
+    for (int d = 0; d < W; ++d) {
+      int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
+      const int tokens = bad ? 0 : p.send_token_count[d];
+      if (threadIdx.x == 0) header[kHeaderTokens] = tokens;
+      for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
+        header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
+      if (dev::direct_ptr(w, d) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
+        __syncthreads();  // the header, then the signal (the records: before every block's arrival)
+        if (threadIdx.x == 0) dev::signal(w, d, kSigDispatchData, 1);
+      } else {
+        dev::put_with_signal(w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d),
+                             lay.header_bytes + size_t(tokens) * lay.record_bytes, kSigDispatchData, 1,
+                             dev::SourceIn::kSendView);
+      }
+    }
+  } else if (ok) {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
     for (int i = threadIdx.x; i < W * int(lay.max_ranges); i += blockDim.x) {
       const int d = i / int(lay.max_ranges), k = i % int(lay.max_ranges);
@@ -142,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   if (ok)
     place_dispatch_records(
         np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); }, epoch, w.net_recv != w.local,
-        /*pipelined=*/true);
+        /*pipelined=*/lay.pipelined != 0);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]

@@ -52,6 +52,7 @@ struct NetLayout {
   uint32_t max_ranges;       // ranges of max_tokens records: at most kMaxNetRanges
   uint32_t combine_range_rows;   // partial rows per combine range
   uint32_t combine_max_ranges;   // ranges of max_tokens rows: at most kMaxNetRanges
+  uint32_t pipelined;        // 1: ranges (high throughput); 0: one box per destination and call (low latency)
   uint64_t dispatch_in, dispatch_out;
   uint64_t combine_slot;     // max_tokens * hidden * 2 (256-byte multiple)
   uint64_t combine_in, combine_out;
