@@ -1,4 +1,4 @@
-# Prepared in session 13 for the next one (not run): exp/net-pipelined-13 (0f7b127 or later) against main, with
+# Prepared in session 13 for the next one (not run): exp/net-pipelined-13 (its head: ranges for high throughput only) against main, with
 # every suite a merge needs. Build the branch beside main, then run this on 2 GPUs.
 # Before, here: rm -rf .ab/*; mkdir -p .ab/pipe; git archive exp/net-pipelined-13 | tar -x -C .ab/pipe
 # run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session13_2xH100/scripts/next_pipelined.sh 2>&1 | tail -80
