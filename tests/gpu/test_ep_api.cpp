@@ -374,6 +374,48 @@ TEST(Ep, BadExpertIdOnOneRank) {
   }
 }
 
+// NOTE [EP layout scan]: with more tokens than one layout block (and than the
+// fused limit, 1024), bad ids in three of rank 0's five layout blocks: the
+// lowest one (token 300, slot 1, in block 1) is reported, not the first block's
+// or the last one's. Then correct rounds on the same buffer.
+TEST(Ep, BadExpertIdsAcrossLayoutBlocks) {
+  REQUIRE_EP();
+  const int me = mpi_rank();
+  Harness h(shared(), make_config(EpMode::kHighThroughput, DataType::kBFloat16, 1100, 256, 4, 2));
+  ASSERT_TRUE(h.alive());
+  ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
+  const int E = h.config().num_experts, K = h.config().topk;
+  const ep::Spec s = make_spec(h.config(), shared().next_seed(), ep::Routing::kUniform, ep::TokenCounts::kFull);
+  auto all = ep::make_all_inputs(s);
+  ep::RankInput bad = all[0];
+  ASSERT_EQ(bad.num_tokens, 1100);
+  bad.idx[size_t(700) * K] = E + 7;              // block 2
+  bad.idx[size_t(1099) * K + K - 1] = E + 1000;  // block 4
+  bad.idx[size_t(300) * K + 1] = E;              // block 1: the lowest
+  const ep::RankInput& mine = me == 0 ? bad : all[me];
+  const int n = mine.num_tokens;
+  std::string error;
+  try {
+    h.upload(s, mine, false);
+    bool threw = false;
+    try {
+      h.buf().dispatch(h.tokens_view(s, n), h.idx_view(s, n, false), h.weights_view(s, n), TensorView(), h.stream());
+    } catch (const ferry::InvalidArgument& e) {
+      threw = true;
+      EXPECT_TRUE(contains_ci(user_part(e.what()), "topk_idx[300][1] = " + std::to_string(E))) << e.what();
+    }
+    CK(cudaStreamSynchronize(h.stream()));
+    EXPECT_EQ(threw, me == 0);
+    EXPECT_NO_THROW(h.buf().check_errors());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_TRUE(error.empty()) << error;
+  ASSERT_TRUE(all_ranks(error.empty()));
+  ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));
+  ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+}
+
 }  // namespace
 
 // Every token of every rank picks both experts of rank 0, whose output holds one

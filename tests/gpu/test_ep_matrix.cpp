@@ -227,7 +227,8 @@ TEST(Ep, Fp8InputPassThrough) {
 // the layout kernels (one block per 256 tokens, then the lower blocks' totals);
 // FERRY_EP_FUSE_LAYOUT=0 (read when the buffer is made) sends every call through
 // the layout kernels. The same inputs through both, at 256 and 257 tokens per
-// rank (one and two layout blocks), 1024 and 1025 (the fused limit), twice per
+// rank (one and two layout blocks), 1024 and 1025 (the fused limit), 4097 (17
+// layout blocks), twice per
 // buffer (the second round reuses the staging of the first): each round checked
 // against the reference, and bitwise the same rows and combine output
 // everywhere. A bad expert id on the fused path: Ep.BadExpertIdOnOneRank (32
@@ -235,7 +236,7 @@ TEST(Ep, Fp8InputPassThrough) {
 TEST(Ep, FusedAndSeparateLayoutAgree) {
   REQUIRE_EP();
   for (EpMode mode : kModes) {
-    for (int tokens : {256, 257, 1024, 1025}) {
+    for (int tokens : {256, 257, 1024, 1025, 4097}) {
       SCOPED_TRACE(std::string(mode_id(mode)) + " T=" + std::to_string(tokens));
       const EpConfig cfg = make_config(mode, DataType::kBFloat16, tokens, 2048, 6, 8);
       const ep::Spec s = make_spec(cfg, shared().next_seed(), ep::Routing::kZipf, ep::TokenCounts::kFull);

@@ -1,0 +1,74 @@
+# shellcheck shell=bash
+# Helpers for the driver script of one device call (docs/results/<session>/scripts/*.sh): a budget
+# for the call's stages, one log per stage with its pass/fail counts, base/new A/Bs, and one tarball
+# at the end (the device tool brings back few files). Sourced after common.sh:
+#
+#   source scripts/common.sh; source scripts/device_call.sh
+#   call_begin NAME SECONDS        logs in $OUT/NAME; stages start only while SECONDS are left
+#   call_run STAGE TIMEOUT CMD...  runs CMD with its output in STAGE.log, prints rc, time and counts
+#   call_ab TAG ROUNDS BASE NEW "MPIRUN ARGS" BENCH ARGS...
+#                                  mpirun MPIRUN ARGS -np 2 {BASE,NEW} BENCH ARGS --csv ..., alternating
+#                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
+#   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
+#
+# The same method as scripts/ab_bench.sh (base and new alternating on one machine, medians); this
+# file only keeps the stages of a call inside its time. CALL_MPIRUN overrides the mpirun command.
+
+call_begin() {
+  CALL_NAME="$1"
+  CALL_BUDGET="$2"
+  CALL_DIR="$OUT/$CALL_NAME"
+  CALL_T0=$SECONDS
+  mkdir -p "$CALL_DIR"
+}
+
+call_elapsed() { echo $((SECONDS - CALL_T0)); }
+call_left() { echo $((CALL_BUDGET - (SECONDS - CALL_T0))); }
+
+call_run() {
+  local stage="$1" limit="$2"
+  shift 2
+  if [ "$(call_left)" -lt 15 ]; then
+    echo "$stage skipped (time)"
+    return 0
+  fi
+  [ "$limit" -gt "$(call_left)" ] && limit="$(call_left)"
+  timeout "$limit" "$@" >"$CALL_DIR/$stage.log" 2>&1
+  local rc=$?
+  local counts
+  counts="$(grep -aE 'FAILED  \]|PASSED  \]|ERROR SUMMARY|RACECHECK SUMMARY|tests passed' "$CALL_DIR/$stage.log" |
+    sed 's/\x1b\[[0-9;]*m//g' | sort | uniq -c | head -4 | sed 's/^ *//' | tr '\n' ';')"
+  echo "$stage rc=$rc ($(call_elapsed) s) $counts"
+  return 0
+}
+
+call_ab() {
+  local tag="$1" rounds="$2" base="$3" new="$4" mpi_args="$5"
+  shift 5
+  local dir="$CALL_DIR/ab" r side bench
+  mkdir -p "$dir"
+  # shellcheck disable=SC2206
+  local mpirun=(${CALL_MPIRUN:-mpirun --allow-run-as-root --bind-to none})
+  # shellcheck disable=SC2206
+  local extra=($mpi_args)
+  for r in $(seq 1 "$rounds"); do
+    for side in base new; do
+      bench="$base"
+      [ "$side" = new ] && bench="$new"
+      if [ "$(call_left)" -lt 30 ]; then
+        echo "ab $tag: round $r $side skipped (time)"
+        break 2
+      fi
+      timeout 120 "${mpirun[@]}" -np 2 "${extra[@]}" "$bench" "$@" --csv "$dir/ab_${tag}${side}_$r.csv" \
+        >"$dir/${tag}${side}_$r.log" 2>&1 || echo "ab $tag: round $r $side failed"
+    done
+  done
+  python3 "$ROOT/scripts/ab_compare.py" "$dir" "$tag" 2>&1 | grep -E "^(ferry|nccl)" | tee "$dir/table_$tag.txt"
+  echo "ab $tag done ($(call_elapsed) s)"
+}
+
+call_end() {
+  echo "total $(call_elapsed) s"
+  local tarball="/tmp/$CALL_NAME.$$.tgz"
+  (cd "$CALL_DIR" && tar czf "$tarball" . && find . -mindepth 1 -delete && mv "$tarball" "$CALL_NAME.tgz")
+}
