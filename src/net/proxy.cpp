@@ -20,8 +20,13 @@ constexpr uint32_t kSpinsBeforeYield = 256;
 // second without FIFO or network activity. FERRY_PROXY_IDLE_SPINS=0: never nap.
 uint64_t spins_before_nap(const ProxyOptions& options) { return options.idle_spins == 0 ? ~0ull : options.idle_spins; }
 
-// The largest single transport put (FERRY_PROXY_PUT_CHUNK_BYTES, default 4 MiB; at least 4 KiB).
-size_t put_chunk_bytes(const ProxyOptions& options) { return std::max<size_t>(options.put_chunk_bytes, 4096); }
+// The largest single transport put: FERRY_PROXY_PUT_CHUNK_BYTES where set, else the
+// transport's preference (NOTE [Put pieces over tcp]), else the knob's default (4 MiB); at least 4 KiB.
+size_t resolve_put_chunk(const ProxyOptions& options, const Transport& transport) {
+  const size_t chosen = options.put_chunk_bytes.value_or(
+      transport.preferred_put_chunk() > 0 ? transport.preferred_put_chunk() : knobs::kProxyPutChunkBytes.value());
+  return std::max<size_t>(chosen, 4096);
+}
 
 template <typename T>
 T* host_alloc(size_t count, bool cuda) {
@@ -56,10 +61,8 @@ T* device_view(T* host, bool cuda) {
 }  // namespace
 
 Proxy::Proxy(std::unique_ptr<Transport> transport, ProxyOptions options)
-    : transport_(std::move(transport)), options_(options) {
+    : transport_(std::move(transport)), options_(options), put_chunk_(resolve_put_chunk(options_, *transport_)) {
   FERRY_ARG_CHECK(options_.fifo_capacity > 0, "proxy FIFO capacity must be > 0");
-  if (!options_.put_chunk_from_user && transport_->preferred_put_chunk() > 0)
-    options_.put_chunk_bytes = transport_->preferred_put_chunk();
   const bool cuda = options_.cuda;
   if (cuda) FERRY_CUDA_CHECK(cudaSetDevice(options_.device));
   entries_ = host_alloc<FifoEntry>(options_.fifo_capacity, cuda);
@@ -120,8 +123,6 @@ void Proxy::adopt_host_memory(void* pinned) {
   std::lock_guard<std::mutex> guard(lock_);
   adopted_.push_back(pinned);
 }
-
-size_t Proxy::put_chunk() const { return put_chunk_bytes(options_); }
 
 uint64_t Proxy::retired() const { return load_acquire(tail_); }
 
@@ -246,9 +247,9 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
   // NOTE [Window staging] (window.cpp): `local` is memory the transport reads
   // as it is (host memory, or device memory UCX moves): no copy here, and no
   // CUDA call on the proxy thread.
-  // A large put goes out as pieces of put_chunk_bytes(): UCX then pipelines
+  // A large put goes out as pieces of put_chunk_: UCX then pipelines
   // them (over shared memory one 58 MB put took about 4x as long as 4 MiB pieces).
-  const size_t chunk = put_chunk_bytes(options_);
+  const size_t chunk = put_chunk_;
   for (uint64_t done = 0; done < entry.bytes;) {
     const uint64_t n = std::min<uint64_t>(chunk, entry.bytes - done);
     if (!wait_for_request_room()) return;

@@ -77,8 +77,8 @@ struct ProxyOptions {
   // Knobs (src/common/knobs.hpp), read when the options are made: before the
   // transport's collective creation, so a bad value throws on every rank alike.
   uint64_t idle_spins = knobs::kProxyIdleSpins.value();         // idle loops before napping; 0: never
-  size_t put_chunk_bytes = knobs::kProxyPutChunkBytes.value();  // largest single put (at least 4 KiB)
-  bool put_chunk_from_user = knobs::kProxyPutChunkBytes.read().has_value();  // else the transport may prefer one
+  // Largest single put (at least 4 KiB); unset: the transport's preference, else the knob's default.
+  std::optional<size_t> put_chunk_bytes = knobs::kProxyPutChunkBytes.read();
   bool timed = knobs::kProxyStats.value();  // ProxyStats' times (a clock read per step), not only counts
 };
 
@@ -103,7 +103,7 @@ class Proxy {
   Proxy(std::unique_ptr<Transport> transport, ProxyOptions options);
   // The largest single UCX put this proxy issues (ProxyOptions::put_chunk_bytes,
   // or the transport's preference).
-  size_t put_chunk() const;
+  size_t put_chunk() const { return put_chunk_; }
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -201,6 +201,7 @@ class Proxy {
 
   std::unique_ptr<Transport> transport_;
   ProxyOptions options_;
+  size_t put_chunk_;  // resolved from options_.put_chunk_bytes and the transport at construction
   std::mutex lock_;
 
   // FIFO memory (host-mapped when cuda; plain host memory otherwise).
