@@ -166,10 +166,10 @@ inline constexpr Info kRegistry[] = {
     // ---- ep
     int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
-    int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms", "blocks",
+    int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms; 1/2 across nodes", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
-        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency or with rank rows", "blocks",
+        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency, with rank rows or across nodes", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
         "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",
@@ -183,6 +183,10 @@ inline constexpr Info kRegistry[] = {
         "kernel's first block; 0: from the layout kernels (for comparisons)"),
     bool_knob("FERRY_EP_SPREAD_ITEMS", "ep", "1", "",
         "the send half spreads its items over the blocks; 0: block-major order (for comparisons)"),
+    size_knob("FERRY_EP_NET_RANGE_BYTES", "ep", 0, "0",
+        "built-in: 512 KiB where every peer of another node is mapped, else 4 MiB",
+        "bytes", "direct path across nodes, high-throughput: least bytes of records (or partial rows) one range carries, "
+        "one signal (and one proxy put) per range; low-latency sends one box per destination"),
     bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",
         "high-throughput across nodes: 0 takes the direct path (one put per destination rank); 1 insists on "
         "the hierarchical one (nodes of unequal sizes then throw NotSupported)"),
@@ -315,6 +319,7 @@ inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
 inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");
 inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
+inline constexpr Knob<uint64_t> kEpNetRangeBytes = handle<uint64_t>("FERRY_EP_NET_RANGE_BYTES");
 inline constexpr Knob<std::string> kUcxPerftest = handle<std::string>("FERRY_UCX_PERFTEST");
 inline constexpr Knob<uint64_t> kMpiAllgatherChunkBytes = handle<uint64_t>("FERRY_MPI_ALLGATHER_CHUNK_BYTES");
 enum class NcclShimMode : int { kOn = 0, kOff = 1 };

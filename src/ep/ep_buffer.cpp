@@ -169,6 +169,19 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // The one choice of path (ep_paths.hpp); a combination no path takes throws here.
   state_->path = &ep::choose_path(state_->spans_nodes, state_->hierarchical, config_.layout, W, topo.num_nodes);
   state_->overlap = state_->overlap && state_->path->overlaps;
+  // The direct cross-node path overlaps its halves only with ranges, which low latency does not use
+  // (NOTE [EP across nodes: range size]).
+  if (state_->spans_nodes && !state_->hierarchical && ll) state_->overlap = false;
+  // Across nodes the halves are the pack (stores into outboxes or mapped
+  // landings) and the placement or the sum (reads of landed ranges): half each
+  // until measured (NOTE [EP across nodes: pipelined ranges]).
+  if (state_->spans_nodes) {
+    const int half_max = std::max(1, config_.num_sms - 1);
+    state_->dispatch_recv_blocks =
+        std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
+    state_->combine_recv_blocks =
+        std::clamp(static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
+  }
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
@@ -198,9 +211,10 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
 
 // NOTE [EP across nodes] (internode_dispatch.cu, internode_combine.cu): the layout kernel, then the cross-node
 // kernels on one Window; local memory for the layout, the receive side and the
-// dispatch output. The halves run one after the other (dispatch()/combine() do
-// not overlap them), each grid small enough that the ranks sharing this GPU
-// fit on it together: their blocks wait for each other's signals.
+// dispatch output. On the direct path the halves run at once in high throughput
+// (ranges, NOTE [EP across nodes: pipelined ranges]) and one after the other in
+// low latency; each grid small enough that the ranks sharing this GPU fit on it
+// together: their blocks wait for each other's signals.
 void EpBuffer::init_cross_node() {
   State& st = *state_;
   ep::Params& p = st.base;
@@ -250,11 +264,30 @@ void EpBuffer::init_cross_node() {
   FERRY_CUDA_CHECK(cudaMemset(l + plan.relay, 0, ep::net_relay_bytes(p.world_size, p.num_experts)));
   st.net_relays.flags = reinterpret_cast<uint64_t*>(l + plan.relay);
   st.net_relays.headers = reinterpret_cast<int32_t*>(st.net_relays.flags + ep::kNumRelays);
+  st.net_relays.range_written =
+      reinterpret_cast<uint32_t*>(st.net_relays.headers + size_t(p.world_size) * (ep::kHeaderCounts + p.num_experts));
+  st.net_relays.combine_range_written = st.net_relays.range_written + size_t(p.world_size) * ep::kMaxNetRanges;
   if (st.hierarchical) {
     init_hierarchical();
     return;
   }
   st.window = std::make_unique<Window>(comm_, plan.window.total, WindowOptions{ep::kNumNetSignals});
+  // NOTE [EP across nodes: range size]: every range costs a signal, and where the proxy moves it a put
+  // (over cuda_ipc a copy-engine operation with its fixed cost: 512 KiB ranges made the fp8 dispatch
+  // 1.20x slower there, 2x H100, session 13). Peers whose landing this rank maps take stores, no put.
+  // Low-latency calls are small: no ranges at all, one box per destination and the halves one after the
+  // other, as before ranges (session 13: several ranges made them 1.36-1.75x slower over cuda_ipc).
+  st.net_layout.pipelined = config_.mode == EpMode::kHighThroughput ? 1u : 0u;
+  uint64_t range_bytes = knobs::kEpNetRangeBytes.value();
+  if (range_bytes == 0) {
+    bool proxy_moves = false;
+    for (int r = 0; r < comm_.size(); ++r) proxy_moves = proxy_moves || (!topo.same_node(r) && !st.window->maps_peer(r));
+    // Sender and receiver cut a box into the same ranges, so every rank takes the same size.
+    const int mine = proxy_moves ? 1 : 0;
+    for (int any : comm_.bootstrap().all_gather_value(mine)) proxy_moves = proxy_moves || any != 0;
+    range_bytes = config_.mode == EpMode::kLowLatency ? UINT64_MAX : proxy_moves ? ep::kProxyRangeBytes : ep::kMinRangeBytes;
+  }
+  ep::set_net_ranges(st.net_layout, p, range_bytes);
   ep::load_net_kernels();  // docs/internode.md, "Lazy module loading"
 }
 

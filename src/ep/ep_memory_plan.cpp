@@ -70,6 +70,20 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   return plan;
 }
 
+void set_net_ranges(NetLayout& l, const Params& p, uint64_t min_range_bytes) {
+  // NOTE [EP across nodes: pipelined ranges]: at least min_range_bytes a range, at most kMaxNetRanges ranges.
+  const uint64_t T = p.max_tokens;
+  const uint64_t by_count = (T + kMaxNetRanges - 1) / kMaxNetRanges;
+  auto per_range = [&](uint64_t item_bytes) {
+    const uint64_t by_bytes = min_range_bytes / item_bytes + (min_range_bytes % item_bytes != 0);
+    return static_cast<uint32_t>(std::min<uint64_t>(std::max<uint64_t>({1, by_bytes, by_count}), std::max<uint64_t>(T, 1)));
+  };
+  l.range_records = per_range(l.record_bytes);
+  l.max_ranges = static_cast<uint32_t>((T + l.range_records - 1) / l.range_records);
+  l.combine_range_rows = per_range(uint64_t(p.hidden) * 2);  // a combine partial: one bf16 row per slot
+  l.combine_max_ranges = static_cast<uint32_t>((T + l.combine_range_rows - 1) / l.combine_range_rows);
+}
+
 NetLayout net_layout(const Params& p) {
   const uint64_t T = p.max_tokens, H = p.hidden, E = p.num_experts, W = p.world_size;
   const uint64_t elem = p.fp8_out ? 1 : 2;
@@ -80,6 +94,7 @@ NetLayout net_layout(const Params& p) {
   l.scales_offset = l.row_offset + H * elem;
   l.record_bytes = round_to(l.scales_offset + (p.fp8_out ? sizeof(float) * (H / kScaleBlock) : 0), 16);
   l.dispatch_slot = round_to(l.header_bytes + T * l.record_bytes, 256);
+  set_net_ranges(l, p, kMinRangeBytes);
   l.combine_slot = round_to(T * H * 2, 256);
   l.dispatch_in = 0;
   l.dispatch_out = l.dispatch_in + 2 * W * l.dispatch_slot;

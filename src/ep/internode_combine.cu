@@ -12,15 +12,45 @@ namespace {
 constexpr int kUnroll = kCombineUnroll;
 
 // The partials go to the combine slot of each source rank's token in this
-// parity's outbox (or, over NVLink, the source's inbox).
+// parity's outbox (or, over NVLink or a mapped landing, the source's inbox);
+// each written (row, chunk) item is counted into its range, and the count that
+// completes a range sends it (NOTE [EP across nodes: pipelined ranges]).
 struct NetTarget {
   const NetParams& np;
   int parity;
-  __device__ uint8_t* row(int s, int slot, size_t) {
-    return combine_target(np, s, parity) + size_t(slot) * (size_t(np.p.hidden) * 2);
+  const int32_t* token_count;  // rows from each home this call (load_recv_counts)
+  int slot = 0;                // of the item in flight (row() comes before written())
+  __device__ uint8_t* row(int s, int item_slot, size_t) {
+    slot = item_slot;
+    return combine_target(np, s, parity) + size_t(item_slot) * (size_t(np.p.hidden) * 2);
   }
-  __device__ void written(int, int, int) {}
+  __device__ void written(int s, int, int lane) {  // after the warp's stores (__syncwarp)
+    if (lane != 0 || !np.lay.pipelined) return;
+    const int per_range = int(np.lay.combine_range_rows), k = slot / per_range;
+    const int rows = min(per_range, token_count[s] - k * per_range);
+    if (!count_range_item(np.relay.combine_range_written + size_t(s) * kMaxNetRanges + k,
+                          unsigned(rows * np.p.num_chunks)))
+      return;
+    const int W = np.p.world_size;
+    const size_t row_bytes = size_t(np.p.hidden) * 2, offset = size_t(k) * per_range * row_bytes;
+    send_range(np, s, kSigCombineRange + k, combine_in(np.lay, W, parity, np.p.rank) + offset,
+               combine_out(np.lay, W, parity, s) + offset, size_t(rows) * row_bytes);
+  }
 };
+
+// Relay warp of combine's receive half: lane r < W publishes expert rank r's
+// ranges of partials as they land (this rank sent it send_token_count[r] tokens).
+__device__ inline void relay_combine_ranges(const NetParams& np, uint64_t epoch) {
+  const int lane = threadIdx.x & 31;
+  if (lane >= np.p.world_size) return;
+  const int per_range = int(np.lay.combine_range_rows);
+  const int ranges = (np.p.send_token_count[lane] + per_range - 1) / per_range;
+  uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
+  for (int k = 0; k < ranges; ++k) {
+    if (!dev::wait_signal(np.w, lane, kSigCombineRange + k, epoch, kPhaseEpCombine)) return;
+    device::st_release_sys(word, (epoch << 32) | uint64_t(k + 1));
+  }
+}
 
 // NOTE [EP trace] points. Send: 0 start, 1 reuse wait done, 2 partials written (before the
 // last block's puts). Receive: 0 start, 1 every rank's partials seen, 2 sums written.
@@ -33,10 +63,10 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   const NetLayout& lay = np.lay;
   const uint64_t epoch = current_epoch(p, kCombineSend);
   const int parity = static_cast<int>(epoch & 1);
-  const int W = p.world_size, H = p.hidden;
-  const size_t row_bytes = size_t(H) * 2;
+  const int W = p.world_size;
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
+  allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 0);
   load_recv_counts(p, token_count, max_token_count);
   // NOTE [EP across nodes: reuse] (3): the slots of this parity were read in combine epoch - 2.
@@ -44,13 +74,15 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
                                          kRelayCombineConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
-    NetTarget target{np, parity};
+    NetTarget target{np, parity, token_count};
     combine_send_items(p, token_count, max_token_count, target);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_send, "net_combine_send", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineSend)) return;
-  if (ok) {
+  if (ok && !lay.pipelined) {
+    // One put of the used rows (or only the signal) per home.
+    const size_t row_bytes = size_t(p.hidden) * 2;
     for (int s = 0; s < W; ++s) {
       const size_t bytes = size_t(token_count[s]) * row_bytes;
       if (dev::direct_ptr(w, s) != nullptr || bytes == 0) {  // stored in place, or nothing to send
@@ -60,6 +92,14 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
         dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
                              kSigCombineData, 1, dev::SourceIn::kSendView);
       }
+    }
+  } else if (ok) {
+    // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
+    const int per_range = int(lay.combine_range_rows), max_ranges = int(lay.combine_max_ranges);
+    for (int i = threadIdx.x; i < W * max_ranges; i += blockDim.x) {
+      const int s = i / max_ranges, k = i % max_ranges;
+      if (k >= (token_count[s] + per_range - 1) / per_range) dev::signal(w, s, kSigCombineRange + k, 1);
+      np.relay.combine_range_written[size_t(s) * kMaxNetRanges + k] = 0;
     }
   }
   advance_epoch(p, kCombineSend, epoch);
@@ -74,16 +114,47 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   const int W = p.world_size, H = p.hidden;
   const int lane = threadIdx.x & 31;
   const size_t row_bytes = size_t(H) * 2;
+  const int warp = threadIdx.x >> 5;
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 0);
-  const bool ok = wait_all_ranks_relayed(np, kSigCombineData, epoch, kPhaseEpCombine, kRelayCombineData);
+  const bool pipelined = lay.pipelined != 0;
+  // One box per expert rank: wait for all of them first. Ranges: each warp waits for what it reads.
+  bool ok = pipelined || wait_all_ranks_relayed(np, kSigCombineData, epoch, kPhaseEpCombine, kRelayCombineData);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 1);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (ok && *reinterpret_cast<const volatile int32_t*>(p.layout_error) == 0) {
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
-    for (int item = loop.first; item < items; item += loop.stride) {
+    // NOTE [EP across nodes: pipelined ranges]: warp kWarps - 1 of block 0 relays; the others renumber around it.
+    const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
+    int first = loop.first, stride = loop.stride;
+    if (pipelined) {
+      if (first == relay) {
+        relay_combine_ranges(np, epoch);
+        first = items;
+      } else if (first > relay) {
+        --first;
+      }
+      --stride;
+    }
+    __shared__ int landed[kWarps][kMaxRanks];  // ranges this warp saw published, per expert rank
+    if (lane < kMaxRanks) landed[warp][lane] = 0;
+    __syncwarp();
+    const int per_range = int(lay.combine_range_rows);
+    for (int item = first; item < items; item += stride) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
+      int waited = 1;  // lane r: rank r's range of this slot is published
+      if (pipelined && slot >= 0 && landed[warp][lane] <= slot / per_range) {
+        const uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
+        waited = device::wait_flag_geq(word, (epoch << 32) | uint64_t(slot / per_range + 1), p.wait, lane,
+                                       kPhaseEpCombine);
+        if (waited) landed[warp][lane] = int(device::ld_acquire_sys(word) & 0xffffffffu);
+      }
+      if (!__all_sync(0xffffffffu, waited)) {  // aborted: the host reports it
+        ok = false;
+        break;
+      }
+      __syncwarp();  // each lane's acquire before the warp reads the partials
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
       const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
@@ -106,6 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   }
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_recv, "net_combine_recv", p, epoch, 3);
+  wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kCombineRecv)) return;
   // Every block is done reading the partials: the expert ranks may reuse them.
   if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, 1);
@@ -127,8 +199,9 @@ void launch_net_combine_send(const NetParams& np, cudaStream_t stream) {
 }
 
 void launch_net_combine_recv(const NetParams& np, cudaStream_t stream) {
-  net_combine_recv_kernel<<<np.p.num_blocks, kThreads, 0, stream>>>(np);
-  FERRY_CUDA_CHECK(cudaGetLastError());
+  // As the dependent grid of the send grid when the halves overlap (NOTE [Overlapped halves and free SMs]).
+  launch_dependent(net_combine_recv_kernel, dim3(np.p.num_blocks), dim3(kThreads), 0, stream,
+                   np.p.overlapped_receive, np);
 }
 
 }  // namespace ferry::ep

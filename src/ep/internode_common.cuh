@@ -20,14 +20,14 @@
 //    its scales, or fp8 input with its scales). Records for a destination of
 //    this node (NVLink, or this rank itself) go straight into its inbox through
 //    DeviceWindow::nvl_peer; those for another node into this rank's outbox.
-//    The last block to finish writes each destination's header (its token
-//    count, then this rank's rows for every one of the E experts) and sends:
-//    put_with_signal(header + used records, outbox -> the destination's inbox
-//    slot of this source) for another node, signal for this node; word
-//    kSigDispatchData. Every destination gets its header and signal, also with
-//    no tokens (and with a bad expert id in this rank's routing: nothing sent).
-//  - dispatch receive: every block waits for kSigDispatchData >= n from every
-//    source, reads the headers (recv_ptr: the device window, or the pinned
+//    Block 0 first writes each destination's header (its token count, then
+//    this rank's rows for every one of the E experts) and sends it (put or
+//    signal, word kSigDispatchData); the records follow in ranges, each sent
+//    when its last item is written (NOTE [EP across nodes: pipelined ranges]).
+//    Every destination gets its header and every range signal, also with no
+//    tokens (and with a bad expert id in this rank's routing: nothing sent).
+//  - dispatch receive: waits for kSigDispatchData >= n from every source (the
+//    headers; the records of a range once its signal is seen), reads the headers (recv_ptr: the device window, or the pinned
 //    landing buffer for a source of another node), computes the experts'
 //    offsets (alignment padding, low-latency slabs) and each source's first row
 //    per expert, then scatters the records (rows, scales, weights) it owns, and
@@ -40,10 +40,10 @@
 //  - combine send: per received (source, slot, chunk), the weighted sum of the
 //    token's expert outputs at this rank (fp32, bf16 on the wire) at the slot's
 //    row of the home's combine inbox (NVLink: directly; else this rank's
-//    outbox); the last block sends them (put_with_signal of the used rows, or a
-//    signal) with kSigCombineData.
-//  - combine receive: every block waits for kSigCombineData >= m from every
-//    rank, then out[t] = sum over the ranks the token went to, in rank order
+//    outbox); each range of rows goes when complete (NOTE [EP across nodes:
+//    pipelined ranges]).
+//  - combine receive: once the ranges holding a token's slots have landed,
+//    out[t] = sum over the ranks the token went to, in rank order
 //    (fp32), of the partial at that rank's slot for t; zeros for a token with no
 //    expert. The last block signals kSigCombineConsumed to every expert rank.
 // Every wait goes through wait_signal (the timeout primitive). No block waits
@@ -171,6 +171,70 @@ __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint
   return *static_cast<volatile int*>(&relayed) != 0;
 }
 
+// NOTE [EP across nodes: pipelined ranges]
+// In high throughput (lay.pipelined; low latency sends one box per destination
+// from the last block, halves one after the other: NOTE [EP across nodes: range
+// size] in ep_buffer.cpp) the direct path's dispatch does not store and forward
+// whole boxes (docs/internode.md, Part 6):
+//  - send: block 0 first writes every destination's header (its counts are
+//    known from the layout) and sends it with kSigDispatchData. A destination's
+//    records form ranges of lay.range_records slots (at least kMinRangeBytes,
+//    at most kMaxNetRanges ranges). Each (token, chunk) item, after its warp's
+//    stores (__syncwarp), adds 1 to relay.range_written[destination][range]
+//    after a system fence; the add that completes a range (records x chunks)
+//    fences again and sends the range: a put of its records with
+//    kSigDispatchRange + k for a peer reached through the proxy, only the
+//    signal for a peer stored in place (NVLink, mapped landing). The last
+//    block signals every range word the call did not use and zeroes the
+//    counters, so after a rank's n-th dispatch every range word holds n at
+//    every peer.
+//  - receive (launched while the send grid runs, path overlaps): after the
+//    headers, warp kWarps - 1 of block 0 waits for each source's ranges in
+//    order and publishes (epoch << 32) | ranges landed in relay word
+//    kRelayRanges + source (NOTE [EP across nodes: one waiter per grid]); the
+//    other warps place (source, slot) items once their range is published.
+//  - combine, the same way: an expert rank's partial rows for a home form
+//    ranges of lay.combine_range_rows slots (kSigCombineRange + k, counters
+//    relay.combine_range_written, NetTarget in internode_combine.cu); the home's
+//    receive half (beside its send half) relays each rank's ranges in
+//    kRelayCombineRanges + rank, and a warp sums token t's chunk once the ranges
+//    holding t's slot at every rank it went to are published. kSigCombineData
+//    is no longer sent on this path.
+//    Reuse is unchanged (NOTE [EP across nodes: reuse]).
+// One thread, after its warp's stores (__syncwarp): counts one item into a
+// range; true for the count that completes it (`expected` items), after which
+// every counted item's stores are ordered before what the caller sends.
+__device__ inline bool count_range_item(uint32_t* counter, unsigned expected) {
+  __threadfence_system();  // the warp's stores (ordered by its __syncwarp) before the count
+  if (atomicAdd(counter, 1u) + 1u != expected) return false;
+  __threadfence_system();  // every counted item's stores (each fenced before its add) before the range goes
+  return true;
+}
+
+// A complete range of a box for `peer`: only the signal where it was stored in
+// place (NVLink, a mapped landing buffer), else a put of its bytes from the
+// outbox (send view) with the signal. One thread.
+__device__ inline void send_range(const NetParams& np, int peer, uint32_t signal, size_t in_offset,
+                                  size_t out_offset, size_t bytes) {
+  if (dev::direct_ptr(np.w, peer) != nullptr) {
+    dev::signal(np.w, peer, signal, 1);
+    return;
+  }
+  dev::put_group(np.w, peer, in_offset, out_offset, bytes, true, signal, 1, 0u, 1u, [] {}, dev::SourceIn::kSendView);
+}
+
+// Relay warp of the receive half: lane s < W publishes source s's ranges as they land.
+__device__ inline void relay_ranges(const NetParams& np, const int32_t* token_count, uint64_t epoch) {
+  const int lane = threadIdx.x & 31;
+  if (lane >= np.p.world_size) return;
+  const int ranges = (token_count[lane] + int(np.lay.range_records) - 1) / int(np.lay.range_records);
+  uint64_t* word = np.relay.flags + kRelayRanges + lane;
+  for (int k = 0; k < ranges; ++k) {
+    if (!dev::wait_signal(np.w, lane, kSigDispatchRange + k, epoch, kPhaseEpDispatch)) return;
+    device::st_release_sys(word, (epoch << 32) | uint64_t(k + 1));
+  }
+}
+
 // The receive side both cross-node dispatch paths share (direct:
 // internode_dispatch.cu; hierarchical: internode_hier_dispatch.cu), after the caller's wait
 // for every source: reads every source's header (its token count and its rows
@@ -181,9 +245,11 @@ __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint
 // net_dispatch_recv_smem_bytes. host_inboxes (some inboxes lie in host memory:
 // a staged window's landing): block 0 copies every source's header into device
 // memory for the others (NOTE [EP across nodes: one waiter per grid]); `epoch`
-// is the relay's target.
+// is the relay's target. pipelined: records are placed by range as they land
+// (NOTE [EP across nodes: pipelined ranges]), not after the whole box.
 template <typename Inbox>
-__device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_t epoch, bool host_inboxes) {
+__device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_t epoch, bool host_inboxes,
+                                       bool pipelined) {
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int W = p.world_size, Le = p.local_experts, K = p.topk, E = p.num_experts;
@@ -274,9 +340,35 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
     const int groups = p.hidden / kScaleBlock;
     const ItemCursor cursor{W, max_token_count, p.num_chunks};
     const ItemLoop loop(p);
-    for (int item = loop.first; item < cursor.total(); item += loop.stride) {
+    int first = loop.first, stride = loop.stride;
+    __shared__ int landed[kWarps][kMaxRanks];  // ranges this warp saw published, per source
+    if (pipelined) {
+      // Warp kWarps - 1 of block 0 relays; the others renumber around it.
+      const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
+      if (first == relay) {
+        relay_ranges(np, token_count, epoch);
+        first = cursor.total();
+      } else if (first > relay) {
+        --first;
+      }
+      --stride;
+      if (lane < kMaxRanks) landed[warp][lane] = 0;
+      __syncwarp();
+    }
+    for (int item = first; item < cursor.total(); item += stride) {
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
+      if (pipelined) {
+        const int k = slot / int(lay.range_records);
+        int ok = 1;
+        if (lane == 0 && landed[warp][s] <= k) {
+          const uint64_t* word = np.relay.flags + kRelayRanges + s;
+          ok = device::wait_flag_geq(word, (epoch << 32) | uint64_t(k + 1), p.wait, s, kPhaseEpDispatch);
+          if (ok) landed[warp][s] = int(device::ld_acquire_sys(word) & 0xffffffffu);
+        }
+        if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // aborted: the host reports it
+        __syncwarp();  // lane 0's acquire before the warp reads the range
+      }
       const size_t index = size_t(s) * p.max_tokens + slot;
       const uint8_t* record =
           reinterpret_cast<const uint8_t*>(inbox(s)) + lay.header_bytes + size_t(slot) * lay.record_bytes;

@@ -14,6 +14,21 @@ FERRY_EP_TRACE_DEFINE(g_trace_net_dispatch_recv)
 
 // ---------------------------------------------------------------- dispatch
 
+// One (token, chunk) item of destination d's record at `slot` is written (by
+// this thread's warp, before a __syncwarp): counts it; the count that completes
+// the range sends it (NOTE [EP across nodes: pipelined ranges]).
+__device__ void count_dispatch_item(const NetParams& np, int d, int slot, int parity) {
+  const Params& p = np.p;
+  const NetLayout& lay = np.lay;
+  const int per_range = int(lay.range_records), k = slot / per_range;
+  const int records = min(per_range, p.send_token_count[d] - k * per_range);
+  if (!count_range_item(np.relay.range_written + size_t(d) * kMaxNetRanges + k, unsigned(records * p.num_chunks)))
+    return;
+  const size_t offset = lay.header_bytes + size_t(k) * per_range * lay.record_bytes;
+  send_range(np, d, kSigDispatchRange + k, dispatch_in(lay, p.world_size, parity, p.rank) + offset,
+             dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes);
+}
+
 // Chunk c of token t into its record at every destination it picked.
 template <bool kQuantize>
 __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t** dst, float** dst_scales,
@@ -50,7 +65,9 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
   }
   __syncwarp();
   write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
-  __syncwarp();  // dst / dst_scales are rewritten by the next item
+  __syncwarp();  // dst / dst_scales are rewritten by the next item; the warp's stores before the counts
+  // NOTE [EP across nodes: pipelined ranges]: lane r counts this item into its range at destination r.
+  if (np.lay.pipelined && lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
 }
 
 template <bool kQuantize>
@@ -63,6 +80,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   const int W = p.world_size;
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
+  allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 0);
   // NOTE [EP across nodes: reuse] (1, 2): the slots of this parity were read in call epoch - 2.
   const bool ok = wait_all_ranks_relayed(np, kSigDispatchConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpDispatch,
@@ -70,6 +88,23 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 1);
   // A bad expert id in this call's routing: send nothing (EpBuffer reports it).
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
+  // The headers first (NOTE [EP across nodes: pipelined ranges]): the destinations size their output
+  // from them while the records are still being packed. Else the last block sends each box whole.
+  if (lay.pipelined && ok && blockIdx.x == 0) {
+    for (int d = 0; d < W; ++d) {
+      int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
+      if (threadIdx.x == 0) header[kHeaderTokens] = bad ? 0 : p.send_token_count[d];
+      for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
+        header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
+      if (dev::direct_ptr(w, d) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
+        __syncthreads();  // the header, then the signal
+        if (threadIdx.x == 0) dev::signal(w, d, kSigDispatchData, 1);
+      } else {
+        dev::put_with_signal(w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d),
+                             lay.header_bytes, kSigDispatchData, 1, dev::SourceIn::kSendView);
+      }
+    }
+  }
   if (ok && !bad) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int items = p.num_tokens * p.num_chunks;
@@ -81,10 +116,11 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchSend)) return;
-  if (ok) {
+  if (ok && !lay.pipelined) {
+    // One box per destination: its header (token count, then this rank's rows for every expert) and the
+    // used records, in one put with the signal, or only the signal where it was stored in place.
     for (int d = 0; d < W; ++d) {
-      uint8_t* box = dispatch_target(np, d, parity);
-      int32_t* header = reinterpret_cast<int32_t*>(box);
+      int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
       const int tokens = bad ? 0 : p.send_token_count[d];
       if (threadIdx.x == 0) header[kHeaderTokens] = tokens;
       for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
@@ -97,6 +133,15 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
                              lay.header_bytes + size_t(tokens) * lay.record_bytes, kSigDispatchData, 1,
                              dev::SourceIn::kSendView);
       }
+    }
+  } else if (ok) {
+    // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
+    for (int i = threadIdx.x; i < W * int(lay.max_ranges); i += blockDim.x) {
+      const int d = i / int(lay.max_ranges), k = i % int(lay.max_ranges);
+      const int tokens = bad ? 0 : p.send_token_count[d];
+      const int used = (tokens + int(lay.range_records) - 1) / int(lay.range_records);
+      if (k >= used) dev::signal(w, d, kSigDispatchRange + k, 1);
+      np.relay.range_written[size_t(d) * kMaxNetRanges + k] = 0;
     }
   }
   advance_epoch(p, kDispatchSend, epoch);
@@ -114,9 +159,11 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 1);
   if (ok)
     place_dispatch_records(
-        np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); }, epoch, w.net_recv != w.local);
+        np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); }, epoch, w.net_recv != w.local,
+        /*pipelined=*/lay.pipelined != 0);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
+  wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kDispatchRecv)) return;
   // Every block is done reading the inboxes: the sources may reuse them (NOTE [EP across nodes: reuse]).
   if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigDispatchConsumed, 1);
@@ -146,8 +193,9 @@ void launch_net_dispatch_send(const NetParams& np, cudaStream_t stream) {
 
 void launch_net_dispatch_recv(const NetParams& np, cudaStream_t stream) {
   const size_t smem = net_dispatch_recv_smem_bytes(np.p.world_size, np.p.local_experts, np.p.num_experts);
-  net_dispatch_recv_kernel<<<np.p.num_blocks, kThreads, smem, stream>>>(np);
-  FERRY_CUDA_CHECK(cudaGetLastError());
+  // As the dependent grid of the send grid when the halves overlap (NOTE [Overlapped halves and free SMs]).
+  launch_dependent(net_dispatch_recv_kernel, dim3(np.p.num_blocks), dim3(kThreads), smem, stream,
+                   np.p.overlapped_receive, np);
 }
 
 }  // namespace ferry::ep

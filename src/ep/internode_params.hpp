@@ -24,8 +24,14 @@ enum NetSignal : uint32_t {
   kSigDispatchConsumed = 1,  // destination -> source: done reading that source's dispatch inbox
   kSigCombineData = 2,       // expert rank -> home: its partial sums are in the home's inbox
   kSigCombineConsumed = 3,   // home -> expert rank: done reading that rank's partial sums
-  kNumNetSignals = 4,
+  kSigDispatchRange = 4,     // + k: source -> destination: range k of its dispatch records is in the inbox
+                             // (NOTE [EP across nodes: pipelined ranges])
+  kSigCombineRange = kSigDispatchRange + 64,  // + k: expert rank -> home: range k of its partial sums
+  kNumNetSignals = kSigCombineRange + 64,
 };
+constexpr int kMaxNetRanges = kSigCombineRange - kSigDispatchRange;  // ranges of records per destination and call
+constexpr uint64_t kMinRangeBytes = 512 * 1024;  // a range holds at least this many bytes (NOTE [EP across nodes: range size])
+constexpr uint64_t kProxyRangeBytes = 4 << 20;   // ... where the proxy moves some peer's ranges
 
 // Byte offsets into every rank's window (the same on every rank). Boxes are
 // [2 parity][W peer] of one slot each:
@@ -42,6 +48,11 @@ struct NetLayout {
   uint64_t row_offset;       // row data inside a record (= meta_bytes)
   uint64_t scales_offset;    // fp8 scales inside a record
   uint64_t dispatch_slot;    // header + max_tokens records (256-byte multiple)
+  uint32_t range_records;    // records per range (NOTE [EP across nodes: pipelined ranges])
+  uint32_t max_ranges;       // ranges of max_tokens records: at most kMaxNetRanges
+  uint32_t combine_range_rows;   // partial rows per combine range
+  uint32_t combine_max_ranges;   // ranges of max_tokens rows: at most kMaxNetRanges
+  uint32_t pipelined;        // 1: ranges (high throughput); 0: one box per destination and call (low latency)
   uint64_t dispatch_in, dispatch_out;
   uint64_t combine_slot;     // max_tokens * hidden * 2 (256-byte multiple)
   uint64_t combine_in, combine_out;
@@ -52,6 +63,8 @@ constexpr int kHeaderTokens = 0;  // tokens in this slot
 constexpr int kHeaderCounts = 4;  // [E]: the source's rows for every expert (the overflow check)
 
 NetLayout net_layout(const Params& p);
+// Sets the layout's ranges: at least min_range_bytes each (UINT64_MAX: one range per box), at most kMaxNetRanges.
+void set_net_ranges(NetLayout& layout, const Params& p, uint64_t min_range_bytes);
 
 // NOTE [EP across nodes: one waiter per grid] (internode_common.cuh): words in
 // device memory through which block 0 hands what it waited for, or the headers
@@ -62,14 +75,19 @@ enum NetRelay : int {
   kRelayDispatchHeaders = 2,
   kRelayCombineConsumed = 3,
   kRelayCombineData = 4,
-  kNumRelays = 5,
+  kRelayRanges = 5,  // + source: (epoch << 32) | ranges landed from that source (NOTE [EP across nodes: pipelined ranges])
+  kRelayCombineRanges = kRelayRanges + kMaxRanks,  // + expert rank: the same for combine's partial sums
+  kNumRelays = kRelayCombineRanges + kMaxRanks,
 };
 struct NetRelays {
-  uint64_t* flags;        // [kNumRelays], zeroed at creation: epochs (targets) relayed
-  int32_t* headers;       // [W][kHeaderCounts + E]: every source's dispatch header, copied by block 0
+  uint64_t* flags;           // [kNumRelays], zeroed at creation: epochs (targets) relayed
+  int32_t* headers;          // [W][kHeaderCounts + E]: every source's dispatch header, copied by block 0
+  uint32_t* range_written;   // [W][kMaxNetRanges]: (record, chunk) items of a range written this call, sender side
+  uint32_t* combine_range_written;  // [W][kMaxNetRanges]: the same for combine's (row, chunk) items
 };
 constexpr size_t net_relay_bytes(int world_size, int num_experts) {
-  return sizeof(uint64_t) * kNumRelays + sizeof(int32_t) * size_t(world_size) * (kHeaderCounts + num_experts);
+  return sizeof(uint64_t) * kNumRelays + sizeof(int32_t) * size_t(world_size) * (kHeaderCounts + num_experts) +
+         2 * sizeof(uint32_t) * size_t(world_size) * kMaxNetRanges;
 }
 
 struct NetParams {

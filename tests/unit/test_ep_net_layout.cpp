@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 
 #include "ep/ep_memory_plan.hpp"
@@ -118,6 +119,33 @@ TEST(EpNetLayout, HierarchicalBoxesFollowTheDirectOnes) {
           EXPECT_GE(lp.fwd_record_count, lp.fwd_records + sizeof(int32_t) * N * T * ferry::ep::kFwdPrefixWords);
           EXPECT_GE(lp.blocks_done, lp.fwd_record_count + sizeof(int32_t) * ferry::ep::kMaxRanks);
           EXPECT_GE(lp.total, lp.blocks_done + 2 * sizeof(unsigned));
+        }
+}
+
+// NOTE [EP across nodes: range size]: ranges carry at least the asked bytes (or a whole box), there are
+// at most kMaxNetRanges of them, and together they cover every slot, for dispatch records and combine rows.
+TEST(EpNetLayout, RangesCoverEverySlotWithinTheirLimits) {
+  for (int tokens : {1, 128, 257, 4096, 16384})
+    for (int hidden : {128, 2048, 7168})
+      for (bool fp8 : {false, true})
+        for (uint64_t min_bytes : {uint64_t{512} << 10, uint64_t{4} << 20, UINT64_MAX}) {
+          SCOPED_TRACE(::testing::Message() << "T " << tokens << " H " << hidden << (fp8 ? " fp8" : " bf16")
+                                            << " min " << min_bytes);
+          const Params p = shape(2, tokens, hidden, 8, 16, fp8, false);
+          NetLayout l = ferry::ep::net_layout(p);
+          ferry::ep::set_net_ranges(l, p, min_bytes);
+          const uint64_t T = static_cast<uint64_t>(tokens), row_bytes = static_cast<uint64_t>(hidden) * 2;
+          for (auto [per_range, ranges, item_bytes] :
+               {std::tuple<uint64_t, uint64_t, uint64_t>{l.range_records, l.max_ranges, l.record_bytes},
+                std::tuple<uint64_t, uint64_t, uint64_t>{l.combine_range_rows, l.combine_max_ranges, row_bytes}}) {
+            EXPECT_GE(per_range, 1u);
+            EXPECT_LE(per_range, T);
+            EXPECT_LE(ranges, static_cast<uint64_t>(ferry::ep::kMaxNetRanges));
+            EXPECT_EQ(ranges, (T + per_range - 1) / per_range);  // every slot in one range
+            // At least the asked bytes, unless one range is the whole box.
+            if (per_range < T) EXPECT_GE(per_range * item_bytes, std::min<uint64_t>(min_bytes, T * item_bytes));
+          }
+          if (min_bytes == UINT64_MAX) EXPECT_EQ(l.max_ranges, 1u);
         }
 }
 

@@ -69,7 +69,11 @@ TEST(EpPaths, OneEntryPerPathAndLayout) {
   EXPECT_NE(&intranode, &rank_rows);
   EXPECT_NE(&direct, &hierarchical);
   EXPECT_TRUE(intranode.overlaps && rank_rows.overlaps && intranode.fuses_layout && rank_rows.fuses_layout);
-  EXPECT_FALSE(direct.overlaps || hierarchical.overlaps || direct.fuses_layout || hierarchical.fuses_layout);
+  EXPECT_TRUE(intranode.overlaps_combine && rank_rows.overlaps_combine);
+  // The direct path overlaps its halves (NOTE [EP across nodes: pipelined ranges]).
+  EXPECT_TRUE(direct.overlaps && direct.overlaps_combine);
+  EXPECT_FALSE(hierarchical.overlaps || hierarchical.overlaps_combine || direct.fuses_layout ||
+               hierarchical.fuses_layout);
   EXPECT_EQ(rank_rows.dispatch_recv_blocks, 1);
   for (bool hier : {false, true}) {
     try {
