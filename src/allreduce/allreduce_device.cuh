@@ -193,7 +193,7 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
 // ---------------------------------------------------------------- launches
 
 // NOTE [AllReduce launches]
-// The latency-bound kernels (one-shot, fenced and LL: calls up to 2 MiB) are
+// The one-shot kernels (fenced, LL and pipelined; the latency-bound ones up to 2 MiB) are
 // launched with programmatic stream serialization where
 // LaunchTuning::dependent_launch says so (compute capability 9.0+, one rank per
 // GPU; off with FERRY_ALLREDUCE_PDL=0). Such a kernel starts with
@@ -212,9 +212,11 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
 // running one. Ranks sharing a GPU still get plain launches: a waiting grid per
 // rank could still crowd out a peer's grid on the same GPU.
 // A grid launched without the attribute (user kernels, the other algorithms)
-// waits for this one to complete, as usual. The bandwidth-bound kernels
-// (two-shot, the pipelined one-shot) stay plain launches: with the attribute,
-// two-shot calls of 1 MB took 3-6% longer, and calls split into several
+// waits for this one to complete, as usual. The pipelined one-shot (2 ranks,
+// 2 MiB and up) is a dependent launch too: 2xH100, bf16, same binary with and
+// without, 4 MB 22.2 -> 21.5 us, 8 MB 35.7 -> 35.1, 16-32 MB unchanged (session
+// 14, docs/results/session14_2xH100 c1). Two-shot stays a plain launch: with the
+// attribute, its 1 MB calls took 3-6% longer, and calls split into several
 // launches (64-128 MB) varied by up to 4%.
 __device__ __forceinline__ void start_launch() {
   device::wait_prior_grid();

@@ -51,9 +51,11 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 // [One-shot buffer reuse]'s argument: the peer reaches launch e+2, which writes
 // parity (e & 1) again, only after its launch e+1 received this rank's data of
 // e+1, which this rank pushed after its whole launch e (every block's reads of
-// parity e & 1) finished.
+// parity e & 1) finished. As a dependent launch (NOTE [AllReduce launches]) that
+// still holds: start_launch() waits for launch e's grid before anything else.
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) {
+  start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
   __shared__ unsigned pushed;  // steps the push group finished (atomics: a flag, not data)
   if (threadIdx.x == 0) {
@@ -169,7 +171,7 @@ void launch_one_shot_pipelined(const Params& params, const LaunchTuning& tuning,
     const size_t packs = packs_of(p.count, sizeof(T)), per_block = (packs + blocks - 1) / blocks;
     const size_t max_steps = (size_t{1} << kStepBits) - 1;
     p.chunk_packs = std::max(p.chunk_packs, (per_block + max_steps - 1) / max_steps);
-    launch_kernel(one_shot_pipelined_kernel<T, decltype(op_tag)::value>, blocks, kThreads, /*dependent=*/false,
+    launch_kernel(one_shot_pipelined_kernel<T, decltype(op_tag)::value>, blocks, kThreads, tuning.dependent_launch,
                   stream, p);
   });
 }

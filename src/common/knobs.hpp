@@ -137,7 +137,7 @@ inline constexpr Info kRegistry[] = {
         "bytes",
         "largest one-shot call using the LL protocol (at most its capacity); 0: never"),
     bool_knob("FERRY_ALLREDUCE_PDL", "allreduce", "1", "",
-        "one-shot AllReduce kernels (fenced and LL) start while the previous grid on the stream finishes (programmatic dependent "
+        "one-shot AllReduce kernels (fenced, LL and pipelined) start while the previous grid on the stream finishes (programmatic dependent "
         "launch, compute capability 9.0+); 0: plain launches (for comparisons)"),
     size_knob("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES", "allreduce", 0, nullptr, "2 MiB", "bytes",
         "two ranks in a node: one-shot calls above this run the pipelined one-shot"),
