@@ -18,7 +18,7 @@
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
-#include "memory/peer_ptrs.hpp"
+#include "memory/node_region.hpp"
 
 namespace ferry {
 
@@ -327,9 +327,9 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   // indexed by local rank, which is the rank here.
   const Topology& topology = comm_.topology();
   allreduce::Params p{};
-  p.scratch = peer_ptrs<char>(state_->scratch[a], topology.ranks_in_node, 0);
+  p.scratch = node_region<char>(state_->scratch[a], topology.ranks_in_node, 0);
   p.flags.region =
-      peer_ptrs<uint64_t>(state_->flags, topology.ranks_in_node, a * allreduce::kFlagRegionWords * sizeof(uint64_t));
+      node_region<uint64_t>(state_->flags, topology.ranks_in_node, a * allreduce::kFlagRegionWords * sizeof(uint64_t));
   p.flags.rank = topology.local_rank;
   p.flags.world_size = static_cast<int32_t>(topology.ranks_in_node.size());
   p.capacity_bytes = state_->capacity[a];

@@ -1,6 +1,6 @@
 // Shared device code of the AllReduce algorithms: kernel parameters, element
 // packs, reduction operators and the epoch counter. Flag exchange between ranks
-// is the NVLink channel's (Params::flags, ferry/device/nvlink.cuh).
+// is the channel layer's node part (Params::flags, ferry/device/channel.cuh).
 // The dtype/op switch lives here, in dispatch_type_op(), and nowhere else.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include "allreduce/allreduce_params.hpp"
 #include "common/dependent_launch.hpp"
-#include "ferry/device/nvlink.cuh"
+#include "ferry/device/channel.cuh"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"

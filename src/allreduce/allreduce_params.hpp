@@ -13,7 +13,7 @@
 
 #include "allreduce/allreduce_args.hpp"
 #include "ferry/allreduce.hpp"
-#include "ferry/device/nvlink.cuh"
+#include "ferry/device/channel.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/types.hpp"
 
@@ -29,7 +29,7 @@ class Communicator;
 
 namespace ferry::allreduce {
 
-// Ranks of one node an AllReduce supports: the NVLink channel's peer table size.
+// Ranks of one node an AllReduce supports: the size of a node region (channel.cuh).
 using device::kMaxNodeRanks;
 constexpr int kMaxBlocks = 256; // largest grid of any algorithm (one flag row per block)
 constexpr int kFlagRow = 2 * kMaxNodeRanks;  // uint64 flags per block: two phases x peers
@@ -47,8 +47,8 @@ struct Params {
   void* out;
   size_t count;           // elements in this launch
   bool aligned;           // in and out are 16-byte aligned
-  device::PeerPtrs<char> scratch;  // this algorithm's scratch region of every rank (as mapped here)
-  device::PeerFlags flags;         // this algorithm's flag region of every rank, this rank, world size
+  device::NodeRegion<char> scratch;  // this algorithm's scratch region of every rank (as mapped here)
+  device::NodeFlags flags;         // this algorithm's flag region of every rank, this rank, world size
   size_t capacity_bytes;       // user bytes one launch may carry (the region was sized for it)
   EpochState* epoch;           // this rank's, local
   WaitContext wait;

@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
   // shared memory that is 128 MB of extra PCIe traffic per rank, on top of the
   // 128 MB the exchange needs). The mirror is written only where some node
   // peer still takes the proxy's puts.
-  auto mapped = [&](int peer) { return w.map_peer != nullptr && w.map_peer[peer] != nullptr; };
+  auto mapped = [&](int peer) { return dev::is_mapped_peer(w, peer); };
   bool proxy_peers = false;
   for (int m = 0; m < N; ++m)
     if (m != me_n && !mapped(p.node_peers[m])) proxy_peers = true;
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
       for (int q = 0; q < kMaxNodeRanks; ++q)
         if (q < L)
           raw[q] = q == me_l ? load_user_pack(in, me_l * shard_packs + j, p.count, p.aligned)
-                             : dev::load16(w.nvl_peer[p.local_peers[q]] + lay.input_offset +
+                             : dev::load16(dev::node_ptr(w, p.local_peers[q]) + lay.input_offset +
                                            hierarchical_input_slot(me_l, q) * lay.slot_bytes + j * kPackBytes);
       AccPack<T> acc = unpack<T>(raw[0]);
 #pragma unroll
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
 #pragma unroll
         for (int q = 0; q < kMaxNodeRanks; ++q)
           if (q < L && q != me_l && j < stop(q))
-            v[q] = dev::load16(w.nvl_peer[p.local_peers[q]] + lay.full_offset + j * kPackBytes);
+            v[q] = dev::load16(dev::node_ptr(w, p.local_peers[q]) + lay.full_offset + j * kPackBytes);
 #pragma unroll
         for (int q = 0; q < kMaxNodeRanks; ++q)
           if (q < L && q != me_l && j < stop(q)) store_user_pack(out, q * shard_packs + j, p.count, p.aligned, v[q]);

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_kernel(Params p) {
     const uint4 v = load_user_pack(in, i, p.count, p.aligned);
 #pragma unroll
     for (int q = 0; q < kMaxNodeRanks; ++q)
-      if (q < world && q != me) device::store16(p.scratch[q] + my_slot + i * kPackBytes, v);
+      if (q < world && q != me) device::store16(p.scratch.at(q) + my_slot + i * kPackBytes, v);
   }
   __syncthreads();
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_kernel(Params p) {
 
   // 2. Reduce every slot in rank order (same order on every rank: identical bits).
   if (ok) {
-    const char* local = p.scratch[me] + parity_offset;
+    const char* local = p.scratch.at(me) + parity_offset;
     for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
       uint4 raw[kMaxNodeRanks];
 #pragma unroll

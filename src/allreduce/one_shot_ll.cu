@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
 #pragma unroll
     for (int q = 0; q < kMaxNodeRanks; ++q) {
       if (q < world && q != me) {
-        char* dst = p.scratch[q] + my_slot + i * kLinesPerPack * kLineBytes;
+        char* dst = p.scratch.at(q) + my_slot + i * kLinesPerPack * kLineBytes;
         device::store16_volatile(dst, line0);
         device::store16_volatile(dst + kLineBytes, line1);
       }
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
   }
 
   // 2. Poll every peer's lines (own memory), reduce in rank order.
-  const char* local = p.scratch[me] + parity_offset;
+  const char* local = p.scratch.at(me) + parity_offset;
   bool ok = true;
   for (size_t i = first; i < num_packs && ok; i += stride) {
     uint4 raw[kMaxNodeRanks];

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) 
 
   if (threadIdx.x < kPushThreads) {
     const int t = threadIdx.x;
-    char* remote = p.scratch[peer] + parity_offset;  // where this rank's packs land
+    char* remote = p.scratch.at(peer) + parity_offset;  // where this rank's packs land
     for (size_t s = 0; s < steps; ++s) {
       size_t b0, b1;
       step_range(s, &b0, &b1);
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) 
     }
   } else {
     const int t = threadIdx.x - kPushThreads;
-    const char* local = p.scratch[me] + parity_offset;
+    const char* local = p.scratch.at(me) + parity_offset;
     for (size_t s = 0; s < steps; ++s) {
       if (t == 0) {
         if (!p.flags.wait(row + peer, flag_of(s), p.wait, peer, kPhaseOneShotExchange)) failed = 1;

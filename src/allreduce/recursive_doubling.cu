@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) recursive_doubling_kernel(Params p) 
   split_range(num_packs, gridDim.x, blockIdx.x, &begin, &end);
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
-  char* local = p.scratch[me];
+  char* local = p.scratch.at(me);
   char* work = local + layout.work_offset;
   const size_t parity_offset = (epoch & 1) * kMaxSteps * layout.slot_bytes;
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) recursive_doubling_kernel(Params p) 
     for (size_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
       const AccPack<T> mine = i == 0 ? unpack<T>(load_user_pack(in, j, p.count, p.aligned))
                                      : load_acc<T>(work + j * kAccPackBytes);
-      store_acc<T>(p.scratch[partner] + slot + j * kAccPackBytes, mine);
+      store_acc<T>(p.scratch.at(partner) + slot + j * kAccPackBytes, mine);
     }
     __syncthreads();
     if (threadIdx.x == 0) p.flags.signal(partner, row + i, epoch);

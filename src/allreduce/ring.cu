@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
   split_range(layout.shard_packs, gridDim.x, blockIdx.x, &begin, &end);
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
-  char* local = p.scratch[me];
+  char* local = p.scratch.at(me);
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
   auto shard_len = [&](int q) { return shard_length(q, layout.shard_packs, num_packs); };
 
@@ -81,11 +81,11 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
         accumulate<T, Op>(acc, own);
       }
       if (s < world - 1) {
-        store_acc<T>(p.scratch[succ] + s * layout.rs_slot_bytes + j * kAccPackBytes, acc);
+        store_acc<T>(p.scratch.at(succ) + s * layout.rs_slot_bytes + j * kAccPackBytes, acc);
       } else {  // shard == me: final value, the start of the all-gather
         const uint4 result = pack_final<T, Op>(acc, world);
         store_user_pack(out, shard * layout.shard_packs + j, p.count, p.aligned, result);
-        device::store16(p.scratch[succ] + layout.ag_offset + j * kPackBytes, result);
+        device::store16(p.scratch.at(succ) + layout.ag_offset + j * kPackBytes, result);
       }
     }
     signal_successor(s < world - 1 ? s : kMaxNodeRanks);
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Params p) {
       const uint4 v = device::load16(received + j * kPackBytes);
       store_user_pack(out, shard * layout.shard_packs + j, p.count, p.aligned, v);
       if (t + 1 < world - 1)
-        device::store16(p.scratch[succ] + layout.ag_offset + (t + 1) * layout.ag_slot_bytes + j * kPackBytes, v);
+        device::store16(p.scratch.at(succ) + layout.ag_offset + (t + 1) * layout.ag_slot_bytes + j * kPackBytes, v);
     }
     if (t + 1 < world - 1) signal_successor(kMaxNodeRanks + t + 1);
   }

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
   const size_t num_chunks = (layout.shard_packs + chunk - 1) / chunk;
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
-  char* local = p.scratch[me];
+  char* local = p.scratch.at(me);
   const size_t row = static_cast<size_t>(blockIdx.x) * kFlagRow;
   auto shard_len = [&](int q) { return shard_length(q, layout.shard_packs, num_packs); };
 
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
     for (size_t j = chunk_begin + threadIdx.x; j < chunk_end; j += blockDim.x)
       move_peer_packs(
           j, [&](int q) { return load_user_pack(in, q * layout.shard_packs + j, p.count, p.aligned); },
-          [&](int q, const uint4& v) { device::store16(p.scratch[q] + me * layout.slot_bytes + j * kPackBytes, v); });
+          [&](int q, const uint4& v) { device::store16(p.scratch.at(q) + me * layout.slot_bytes + j * kPackBytes, v); });
     __syncthreads();
     p.flags.block_signal_row(row, flag_of(step), /*include_self=*/false);
   };
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
 #pragma unroll
         for (int q = 0; q < kMaxNodeRanks; ++q)
           if (q < world && q != me)
-            device::store16(p.scratch[q] + layout.gather_offset + me * layout.slot_bytes + j * kPackBytes, result);
+            device::store16(p.scratch.at(q) + layout.gather_offset + me * layout.slot_bytes + j * kPackBytes, result);
       } else {
         device::store16(local + layout.reduced_offset + j * kPackBytes, result);
       }
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kMaxThreads) two_shot_kernel(Params p) {
           j,
           [&](int q) {
             return push_gather ? device::load16(local + layout.gather_offset + q * layout.slot_bytes + j * kPackBytes)
-                               : device::load16(p.scratch[q] + layout.reduced_offset + j * kPackBytes);
+                               : device::load16(p.scratch.at(q) + layout.reduced_offset + j * kPackBytes);
           },
           [&](int q, const uint4& v) { store_user_pack(out, q * layout.shard_packs + j, p.count, p.aligned, v); });
     return true;

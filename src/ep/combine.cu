@@ -26,10 +26,10 @@ struct IntranodeTarget {
   size_t home_index = 0;
   __device__ uint8_t* row(int s, int, size_t index) {
     home_index = size_t(p.rank) * p.max_tokens + p.slot_src_token[index];
-    return p.combine_stage[s] + home_index * (size_t(p.hidden) * 2);
+    return p.combine_stage.at(s) + home_index * (size_t(p.hidden) * 2);
   }
   __device__ void written(int s, int c, int lane) {
-    if (lane == 0) device::st_release_sys(p.combine_ready[s] + home_index * p.num_chunks + c, epoch);
+    if (lane == 0) device::st_release_sys(p.combine_ready.at(s) + home_index * p.num_chunks + c, epoch);
   }
 };
 
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       // Lanes r wait for the partial of rank r (all at once).
       int ok = 1;
       if (slot >= 0)
-        ok = device::wait_flag_geq(p.combine_ready[p.rank] + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
+        ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
                                    epoch, p.wait, lane, kPhaseEpCombine);
       if (!__all_sync(0xffffffffu, ok)) break;
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
         float acc[kUnroll][8] = {};
         for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
           const int r = __ffs(m) - 1;
-          accumulate_units(acc, p.combine_stage[p.rank] + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
+          accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
                            base, chunk_units, lane);
         }
         store_units(out, acc, base, chunk_units, lane);

@@ -82,7 +82,7 @@ __device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, u
   for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
     const int r = i / (E + W), c = i % (E + W);
     const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
-    p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
+    p.counts.at(r)[parity_offset + size_t(p.rank) * (E + W) + c] = v;
   }
   __syncthreads();
   p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r

@@ -45,7 +45,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
     const size_t index = size_t(p.rank) * p.max_tokens + s;
-    int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta[r] + index * p.meta_bytes);
+    int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta.at(r) + index * p.meta_bytes);
     const bool here = e >= 0 && e / Le == r;
     if (lane == 0) record[0] = t;
     if (lane < K) {
@@ -56,10 +56,10 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     const int first = __ffs(__ballot_sync(0xffffffffu, here)) - 1;  // the token's first expert on r
     const int first_expert = __shfl_sync(0xffffffffu, e, first) % Le;
     const int64_t row = rows.base[r * Le + first_expert] + __shfl_sync(0xffffffffu, pos, first);
-    if (lane == num_dst) my_ready = p.stage_ready[r] + index * p.num_chunks + c;
+    if (lane == num_dst) my_ready = p.stage_ready.at(r) + index * p.num_chunks + c;
     if (lane == 0) {
-      dst[num_dst] = p.peer_out_tokens[r] + row * row_bytes;
-      if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales[r] + row * groups;
+      dst[num_dst] = p.peer_out_tokens.at(r) + row * row_bytes;
+      if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales.at(r) + row * groups;
     }
     ++num_dst;
   }
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
       const int r = i / (E + W), c = i % (E + W);
       const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
-      p.counts[r][parity_offset + size_t(p.rank) * (E + W) + c] = v;
+      p.counts.at(r)[parity_offset + size_t(p.rank) * (E + W) + c] = v;
     }
     __syncthreads();
     p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 3);
     // After the wait: with a fused layout, this rank's counts guard the layout too.
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_destination_rows(p, p.counts[p.rank] + parity_offset, rows);
+    compute_destination_rows(p, p.counts.at(p.rank) + parity_offset, rows);
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 4);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   // Rows of (source s, local expert le) start at the expert's offset plus the
   // rows of lower sources (the senders compute the same, NOTE [EP direct rows]).
   const int stride = E + W;
-  const int32_t* counts = p.counts[p.rank] + size_t(epoch & 1) * W * stride;
+  const int32_t* counts = p.counts.at(p.rank) + size_t(epoch & 1) * W * stride;
   const int mine = p.rank * Le;  // this rank's first global expert
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int run = 0;
@@ -240,8 +240,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
-      if (!warp_wait_ready(p.stage_ready[p.rank] + index * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
-      const int32_t* record = reinterpret_cast<const int32_t*>(p.stage_meta[p.rank] + index * p.meta_bytes);
+      if (!warp_wait_ready(p.stage_ready.at(p.rank) + index * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
+      const int32_t* record = reinterpret_cast<const int32_t*>(p.stage_meta.at(p.rank) + index * p.meta_bytes);
       int row = -1;
       if (lane < K) {
         const int le = record[1 + lane];

@@ -9,7 +9,7 @@
 
 #include "ep/ep_params.hpp"
 #include "ferry/cuda_check.hpp"
-#include "ferry/device/nvlink.cuh"
+#include "ferry/device/channel.cuh"
 #include "common/dependent_launch.hpp"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
@@ -80,7 +80,7 @@ void launch_receive_grid(void (*kernel)(Args...), const Params& p, size_t smem, 
 //    Its release covers the block's earlier accesses (cumulativity through the
 //    barrier), the last block's acquire orders all of them before whatever it
 //    does next, and what it does next toward a peer is a system-scope release
-//    store (PeerFlags::signal), cumulative in turn. So a peer that acquires that
+//    store (NodeFlags::signal), cumulative in turn. So a peer that acquires that
 //    signal sees every block's stores, with no system fence per block. The fence
 //    (fence.sc.sys) held every block of a low-latency call for about a quarter
 //    of its samples in combine_recv (Nsight Compute, 1 H200, world size 1).
@@ -132,9 +132,9 @@ __device__ __forceinline__ void finish_launch(const Params& p, EpochKind kind, u
 // Threads [0, world) wait until flag slot + peer of this rank reaches `target`
 // (the word from this rank itself included). Returns false for the whole block
 // when any wait failed (timeout or abort). target 0 (the first combine) loads
-// no flag. PeerFlags::block_wait_row has no such guard, and taking it with the
+// no flag. NodeFlags::block_wait_row has no such guard, and taking it with the
 // guard around it cost combine_send_kernel 4 more bytes of spills (ptxas -v), so
-// the row is walked here with PeerFlags::wait.
+// the row is walked here with NodeFlags::wait.
 __device__ __forceinline__ bool wait_all_peers(const Params& p, int slot, uint64_t target, int32_t phase) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "ferry/cuda_check.hpp"
-#include "memory/peer_ptrs.hpp"
+#include "memory/node_region.hpp"
 
 namespace ferry::ep {
 namespace {
@@ -156,23 +156,23 @@ void bind_net_outputs(Params& p, const NetMemoryPlan& plan, uint8_t* local) {
 
 void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer& buffer,
                     const std::vector<int>& ranks) {
-  p.peer_out_tokens = peer_ptrs<uint8_t>(buffer, ranks, plan.out_tokens);
-  p.peer_out_scales = p.fp8_out ? peer_ptrs<float>(buffer, ranks, plan.out_scales) : device::PeerPtrs<float>{};
-  p.stage_meta = peer_ptrs<uint8_t>(buffer, ranks, plan.meta);
-  p.counts = peer_ptrs<int32_t>(buffer, ranks, plan.counts);
-  p.combine_stage = peer_ptrs<uint8_t>(buffer, ranks, plan.combine);
-  p.combine_ready = peer_ptrs<uint64_t>(buffer, ranks, plan.combine_ready);
-  p.stage_ready = peer_ptrs<uint64_t>(buffer, ranks, plan.stage_ready);
-  p.flags = device::PeerFlags{peer_ptrs<uint64_t>(buffer, ranks, plan.flags), p.rank, p.world_size};
-  p.out_tokens = p.peer_out_tokens[p.rank];
-  p.out_scales = p.peer_out_scales[p.rank];
+  p.peer_out_tokens = node_region<uint8_t>(buffer, ranks, plan.out_tokens);
+  p.peer_out_scales = p.fp8_out ? node_region<float>(buffer, ranks, plan.out_scales) : device::NodeRegion<float>{};
+  p.stage_meta = node_region<uint8_t>(buffer, ranks, plan.meta);
+  p.counts = node_region<int32_t>(buffer, ranks, plan.counts);
+  p.combine_stage = node_region<uint8_t>(buffer, ranks, plan.combine);
+  p.combine_ready = node_region<uint64_t>(buffer, ranks, plan.combine_ready);
+  p.stage_ready = node_region<uint64_t>(buffer, ranks, plan.stage_ready);
+  p.flags = device::NodeFlags{node_region<uint64_t>(buffer, ranks, plan.flags), p.rank, p.world_size};
+  p.out_tokens = p.peer_out_tokens.at(p.rank);
+  p.out_scales = p.peer_out_scales.at(p.rank);
   if (p.rank_rows) {
-    p.peer_row_experts = peer_ptrs<int32_t>(buffer, ranks, plan.row_experts);
-    p.peer_row_weights = peer_ptrs<float>(buffer, ranks, plan.row_weights);
-    p.peer_expert_rows = peer_ptrs<int32_t>(buffer, ranks, plan.expert_rows);
-    p.out_row_experts = p.peer_row_experts[p.rank];
-    p.out_row_weights = p.peer_row_weights[p.rank];
-    p.out_expert_rows = p.peer_expert_rows[p.rank];
+    p.peer_row_experts = node_region<int32_t>(buffer, ranks, plan.row_experts);
+    p.peer_row_weights = node_region<float>(buffer, ranks, plan.row_weights);
+    p.peer_expert_rows = node_region<int32_t>(buffer, ranks, plan.expert_rows);
+    p.out_row_experts = p.peer_row_experts.at(p.rank);
+    p.out_row_weights = p.peer_row_weights.at(p.rank);
+    p.out_expert_rows = p.peer_expert_rows.at(p.rank);
   }
 }
 

@@ -7,12 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ferry/device/nvlink.cuh"
+#include "ferry/device/channel.cuh"
 #include "ferry/device/timeout.cuh"
 
 namespace ferry::ep {
 
-// Ranks of one NVLink node: the NVLink channel's peer-table size, defined once
+// Ranks of one NVLink node: the size of a node region (channel.cuh), defined once
 // there. The cross-node path (internode_params.hpp) keeps the same limit on the
 // whole group: the layout holds a slot per destination rank in registers.
 constexpr int kMaxRanks = device::kMaxNodeRanks;
@@ -28,8 +28,8 @@ constexpr int kMaxLayoutBlocks = 256;
 constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
-// Each slot is a row of the NVLink channel (NOTE [Flag rows] in
-// ferry/device/nvlink.cuh): word row + r is written only by rank r.
+// Each slot is a flag row of the channel's node part (NOTE [Flag rows] in
+// ferry/device/channel.cuh): word row + r is written only by rank r.
 enum FlagSlot : int {
   kCountsReady = 0,                // + source rank: its counts are written (it entered the dispatch)
   kCombineConsumed = kMaxRanks,    // + home rank: home done reading the partials
@@ -120,19 +120,19 @@ struct Params {
   int32_t* out_expert_rows;     // [index_capacity]
 
   // ---- symmetric regions of every rank, as mapped here (peer tables of the
-  // NVLink channel, indexed by rank in the node: EP groups are one node)
-  device::PeerPtrs<uint8_t> peer_out_tokens;  // dispatch output of every rank: senders write rows there
-  device::PeerPtrs<float> peer_out_scales;    // fp8 only (else all nullptr)
-  device::PeerPtrs<uint8_t> stage_meta;       // [W source][T][meta_bytes]
-  device::PeerPtrs<uint64_t> stage_ready;     // [W source][T][num_chunks]: epoch of the chunk's last write
-  device::PeerPtrs<int32_t> counts;           // [2 parity][W source][E + W]: rows per expert, then tokens per rank
-  device::PeerPtrs<uint8_t> combine_stage;    // [W expert rank][T][H] bf16
-  device::PeerPtrs<uint64_t> combine_ready;   // [W expert rank][T][num_chunks]: epoch of the chunk's last write
-  device::PeerFlags flags;                    // kNumFlagSlots words per rank (FlagSlot rows); rank, world_size
+  // channel layer's node part, indexed by rank in the node: EP groups are one node)
+  device::NodeRegion<uint8_t> peer_out_tokens;  // dispatch output of every rank: senders write rows there
+  device::NodeRegion<float> peer_out_scales;    // fp8 only (else all nullptr)
+  device::NodeRegion<uint8_t> stage_meta;       // [W source][T][meta_bytes]
+  device::NodeRegion<uint64_t> stage_ready;     // [W source][T][num_chunks]: epoch of the chunk's last write
+  device::NodeRegion<int32_t> counts;           // [2 parity][W source][E + W]: rows per expert, then tokens per rank
+  device::NodeRegion<uint8_t> combine_stage;    // [W expert rank][T][H] bf16
+  device::NodeRegion<uint64_t> combine_ready;   // [W expert rank][T][num_chunks]: epoch of the chunk's last write
+  device::NodeFlags flags;                    // kNumFlagSlots words per rank (FlagSlot rows); rank, world_size
   // Rank rows (NOTE [EP rank rows]): senders write each row's routing and the index lists.
-  device::PeerPtrs<int32_t> peer_row_experts;  // [capacity_rows][K]
-  device::PeerPtrs<float> peer_row_weights;    // [capacity_rows][K]
-  device::PeerPtrs<int32_t> peer_expert_rows;  // [index_capacity]
+  device::NodeRegion<int32_t> peer_row_experts;  // [capacity_rows][K]
+  device::NodeRegion<float> peer_row_weights;    // [capacity_rows][K]
+  device::NodeRegion<int32_t> peer_expert_rows;  // [index_capacity]
 
   Epochs* epochs;
   EpStatus* status;             // host-mapped

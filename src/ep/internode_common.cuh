@@ -19,7 +19,7 @@
 //    the row in the dispatch type (rows.cuh: bf16, bf16 quantized to fp8 with
 //    its scales, or fp8 input with its scales). Records for a destination of
 //    this node (NVLink, or this rank itself) go straight into its inbox through
-//    DeviceWindow::nvl_peer; those for another node into this rank's outbox.
+//    node_ptr (channel.cuh); those for another node into this rank's outbox.
 //    Block 0 first writes each destination's header (its token count, then
 //    this rank's rows for every one of the E experts) and sends it (put or
 //    signal, word kSigDispatchData); the records follow in ranges, each sent

@@ -18,8 +18,8 @@ struct HierTarget {
     const NetParams& np = h.np;
     const int W = np.p.world_size;
     uint8_t* const inbox = h.node_of[s] == h.node
-                               ? reinterpret_cast<uint8_t*>(np.w.nvl_peer[s]) + combine_in(np.lay, W, parity, np.p.rank)
-                               : reinterpret_cast<uint8_t*>(np.w.nvl_peer[forwarder_of(h, s)]) +
+                               ? reinterpret_cast<uint8_t*>(device::node_ptr(np.w, s)) + combine_in(np.lay, W, parity, np.p.rank)
+                               : reinterpret_cast<uint8_t*>(device::node_ptr(np.w, forwarder_of(h, s))) +
                                      cfwd_in(h, parity, h.local, h.node_of[s]);
     return inbox + size_t(slot) * (size_t(np.p.hidden) * 2);
   }

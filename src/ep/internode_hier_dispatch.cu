@@ -78,7 +78,7 @@ __device__ void hier_pack_chunk(const HierParams& h, int t, int c, int lane, uin
   for (unsigned m = dst_mask & this_node; m != 0; m &= m - 1) {  // this node: as the direct path
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
-    uint8_t* record = reinterpret_cast<uint8_t*>(np.w.nvl_peer[r]) + dispatch_in(lay, W, parity, p.rank) +
+    uint8_t* record = reinterpret_cast<uint8_t*>(device::node_ptr(np.w, r)) + dispatch_in(lay, W, parity, p.rank) +
                       lay.header_bytes + size_t(s) * lay.record_bytes;
     if (c == 0) write_meta(reinterpret_cast<int32_t*>(record), e >= 0 && e / Le == r ? e % Le : -1);
     add_dst(record);
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_send_kernel(HierPar
   if (ok) {
     for (int q = 0; q < R; ++q) {  // this node: the direct header and signal
       const int d = h.rank_at[h.node * R + q];
-      int32_t* header = reinterpret_cast<int32_t*>(w.nvl_peer[d] + dispatch_in(lay, W, parity, p.rank));
+      int32_t* header = reinterpret_cast<int32_t*>(device::node_ptr(w, d) + dispatch_in(lay, W, parity, p.rank));
       if (threadIdx.x == 0) header[kHeaderTokens] = bad ? 0 : p.send_token_count[d];
       for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
         header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_forward_kernel(HierParams h)
         const int q = __ffs(m) - 1;
         const int d = h.rank_at[h.node * R + q];
         const int slot = __shfl_sync(0xffffffffu, my_slot, q);
-        uint8_t* out = reinterpret_cast<uint8_t*>(w.nvl_peer[d]) + dispatch_in(lay, W, parity, s) + lay.header_bytes +
+        uint8_t* out = reinterpret_cast<uint8_t*>(device::node_ptr(w, d)) + dispatch_in(lay, W, parity, s) + lay.header_bytes +
                        size_t(slot) * lay.record_bytes;
         if (c == 0) {
           int32_t* out_meta = reinterpret_cast<int32_t*>(out);
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1) hier_forward_kernel(HierParams h)
       const volatile int32_t* from = reinterpret_cast<const volatile int32_t*>(box(n));
       for (int q = 0; q < R; ++q) {
         int32_t* header =
-            reinterpret_cast<int32_t*>(w.nvl_peer[h.rank_at[h.node * R + q]] + dispatch_in(lay, W, parity, s));
+            reinterpret_cast<int32_t*>(device::node_ptr(w, h.rank_at[h.node * R + q]) + dispatch_in(lay, W, parity, s));
         if (threadIdx.x == 0) header[kHeaderTokens] = from[kFwdHeaderTokens + q];
         for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
           header[kHeaderCounts + e] = from[kFwdHeaderCounts + e];

@@ -2,7 +2,7 @@
 // take, the layout of its ferry::Window, and the launch entry points. The
 // kernels (internode_dispatch.cu, internode_combine.cu) move data only through the device API
 // (include/ferry/device/channel.cuh): put_with_signal / signal / wait_signal /
-// recv_ptr, and stores through DeviceWindow::nvl_peer for peers of the node.
+// recv_ptr, and stores through node_ptr (the window as mapped over NVLink) for peers of the node.
 // Protocol: NOTE [EP across nodes] and NOTE [EP across nodes: reuse] in internode_common.cuh.
 #pragma once
 

@@ -47,10 +47,10 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_send_kernel(Par
       const int units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
       const uint8_t* src = outputs + size_t(source_offset[s] + slot) * row_bytes + offset;
       const size_t index = stage_index(p, p.rank, slot);
-      uint8_t* dst = p.combine_stage[s] + index * row_bytes + offset;
+      uint8_t* dst = p.combine_stage.at(s) + index * row_bytes + offset;
       copy_units<kSendUnroll>(src, dst, units, lane);
       __syncwarp();  // the warp's stores, then the chunk's ready word
-      if (lane == 0) device::st_release_sys(p.combine_ready[s] + index * p.num_chunks + c, epoch);
+      if (lane == 0) device::st_release_sys(p.combine_ready.at(s) + index * p.num_chunks + c, epoch);
     }
   }
   finish_launch(p, kCombineSend, epoch, -1);
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Par
       // Lanes r != rank wait for the row of rank r (all at once).
       int ok = 1;
       if (slot >= 0 && lane != p.rank)
-        ok = device::wait_flag_geq(p.combine_ready[p.rank] + stage_index(p, lane, slot) * p.num_chunks + c, epoch,
+        ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + stage_index(p, lane, slot) * p.num_chunks + c, epoch,
                                    p.wait, lane, kPhaseEpCombine);
       if (!__all_sync(0xffffffffu, ok)) break;
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Par
       auto row_of = [&](int r) {
         const int s = __shfl_sync(0xffffffffu, slot, r);
         return (r == p.rank ? own_rows + size_t(s) * row_bytes
-                            : p.combine_stage[p.rank] + stage_index(p, r, s) * row_bytes) + offset;
+                            : p.combine_stage.at(p.rank) + stage_index(p, r, s) * row_bytes) + offset;
       };
       if (__popc(ranks) <= 2) {
         // One or two rows (every token at W = 2): both rows' loads in flight at

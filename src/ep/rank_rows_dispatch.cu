@@ -107,13 +107,13 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
     const int64_t row = targets.row_base[r] + __shfl_sync(0xffffffffu, slot, r);
     if (c == 0 && lane < K) {
       const bool here = e >= 0 && e / Le == r;
-      p.peer_row_experts[r][row * K + lane] = here ? e % Le : -1;
-      if (p.with_weights) p.peer_row_weights[r][row * K + lane] = here ? w : 0.f;
-      if (here) p.peer_expert_rows[r][targets.rows.base[r * Le + e % Le] + pos] = int32_t(row);
+      p.peer_row_experts.at(r)[row * K + lane] = here ? e % Le : -1;
+      if (p.with_weights) p.peer_row_weights.at(r)[row * K + lane] = here ? w : 0.f;
+      if (here) p.peer_expert_rows.at(r)[targets.rows.base[r * Le + e % Le] + pos] = int32_t(row);
     }
     if (lane == 0) {
-      dst[num_dst] = p.peer_out_tokens[r] + row * row_bytes;
-      if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales[r] + row * groups;
+      dst[num_dst] = p.peer_out_tokens.at(r) + row * row_bytes;
+      if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales.at(r) + row * groups;
     }
     ++num_dst;
   }
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_rank_rows(p, p.counts[p.rank] + parity_offset, targets);
+    compute_rank_rows(p, p.counts.at(p.rank) + parity_offset, targets);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_rank_rows_overflow(p, targets);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
   extern __shared__ int64_t offsets[];  // [Le + 1]
   __shared__ bool overflow;
   if (!wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
-  const int32_t* counts = p.counts[p.rank] + size_t(epoch & 1) * W * stride;
+  const int32_t* counts = p.counts.at(p.rank) + size_t(epoch & 1) * W * stride;
   const int mine = p.rank * Le;
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int rows = 0;

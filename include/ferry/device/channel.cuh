@@ -1,10 +1,22 @@
-// The device API for GPU-initiated transfers: put, put_with_signal, signal,
-// wait_signal, quiet on a window (ferry::Window, include/ferry/window.hpp).
-// The same call reaches a peer in the node over NVLink (stores into its memory
-// through a CUDA IPC mapping) and a peer in another node through the proxy
-// (a descriptor in the FIFO; the proxy drives UCX). Nothing here names the
-// proxy: a proxy-less backend (UCX's device API, NVSHMEM IBGDA) would fill
-// DeviceWindow's network part differently and keep these signatures.
+// The device channel layer: how a kernel reaches the other ranks of its group.
+// Every kernel (AllReduce, EP inside a node, EP and AllReduce across nodes, user
+// kernels on a ferry::Window) goes through this header and nothing else.
+// - Peers of the node (NVLink, CUDA IPC mappings of a symmetric buffer): a
+//   region as every node peer maps it (NodeRegion::at) for loads and stores
+//   straight into the peer's memory, and flag rows (NodeFlags, NOTE [Flag rows])
+//   to publish and wait. What the intranode AllReduce and EP kernels take.
+// - Any peer, through a window (ferry::Window, include/ferry/window.hpp): put,
+//   put_with_signal, signal, wait_signal, quiet. The same call reaches a peer in
+//   the node over NVLink (node_ptr: stores into its memory) and a peer in
+//   another node through the proxy (a descriptor in the FIFO; the proxy drives
+//   UCX). Nothing here names the proxy: a proxy-less backend (UCX's device API,
+//   NVSHMEM IBGDA) would fill DeviceWindow's network part differently and keep
+//   these signatures. The cross-node kernels use both parts: the window for
+//   every peer, node_ptr and flag rows for the peers of their node.
+// NOTE [Channel peers]: kernels never index a table of peer pointers
+// themselves (NodeRegion::at, node_ptr, direct_ptr and recv_ptr do), so how a
+// peer is reached (an IPC mapping, a mapped host landing buffer, the proxy)
+// stays in this header and the host code that fills it.
 //
 // NOTE [Window signals]
 // Every rank's window has num_signals signal words per source rank: word
@@ -45,6 +57,98 @@
 #endif
 #include "ferry/device/timeout.cuh"
 
+#ifdef __CUDACC__
+#define FERRY_HD __host__ __device__ __forceinline__
+#else
+#define FERRY_HD inline
+#endif
+
+namespace ferry::device {
+
+
+// Ranks one NVLink node holds (an 8-GPU node): the size of every peer table.
+constexpr int kMaxNodeRanks = 8;
+
+// A symmetric region (one buffer, or a typed part of it) as the peers of the
+// node map it here, by each rank's index in the kernel's group (its local rank
+// for node-local kernels): at(peer) is where this rank's loads and stores reach
+// `peer`'s copy over NVLink, at(rank) its own. Value-initialized ({}): every
+// entry nullptr. Filled on the host by node_region() (src/memory/node_region.hpp).
+template <typename T>
+class NodeRegion {
+ public:
+  FERRY_HD T* at(int peer) const { return ptr_[peer]; }
+  FERRY_HD void set(int peer, T* ptr) { ptr_[peer] = ptr; }
+
+ private:
+  T* ptr_[kMaxNodeRanks];
+};
+
+// NOTE [Flag rows]
+// A flag region is an array of uint64 words in every rank's memory, mapped into
+// every peer. Flags only grow (epochs, counters), so waits are `flag >= value`
+// and no flag is ever reset. Collective exchanges use rows: a row is
+// kMaxNodeRanks consecutive words where word `source` is written only by rank
+// `source`. A writer publishes data by: its data stores -> __syncthreads() ->
+// block_signal_row (release stores at system scope); a reader: block_wait_row
+// (acquire spins, then __syncthreads()) -> loads of the data.
+struct NodeFlags {
+  NodeRegion<uint64_t> region;  // every rank's flag region
+  int32_t rank;               // this rank's index in the group
+  int32_t world_size;
+
+#ifdef __CUDACC__
+  // Release-stores `value` into word `slot` of peer's region.
+  __device__ __forceinline__ void signal(int peer, size_t slot, uint64_t value) const {
+    st_release_sys(region.at(peer) + slot, value);
+  }
+  // Release-adds `value` to word `slot` of peer's region.
+  __device__ __forceinline__ void signal_add(int peer, size_t slot, uint64_t value) const {
+    signal_add_release_sys(region.at(peer) + slot, value);
+  }
+  // Spins (timeout primitive) until word `slot` of this rank's region reaches
+  // `expected`; `peer` and `phase` only name the wait in a timeout report.
+  __device__ __forceinline__ bool wait(size_t slot, uint64_t expected, const WaitContext& ctx, int peer,
+                                       int32_t phase) const {
+    return wait_flag_geq(region.at(rank) + slot, expected, ctx, peer, phase);
+  }
+  // Word `slot` of this rank's region, as a pointer (for warp-level waits).
+  __device__ __forceinline__ uint64_t* local(size_t slot) const { return region.at(rank) + slot; }
+
+  // Block scope: thread t < world_size release-stores `value` into word
+  // row + rank of rank t (itself only with include_self). The caller orders the
+  // block's data stores first (__syncthreads()).
+  __device__ __forceinline__ void block_signal_row(size_t row, uint64_t value, bool include_self) const {
+    const int peer = static_cast<int>(threadIdx.x);
+    if (peer < world_size && (include_self || peer != rank)) signal(peer, row + rank, value);
+  }
+  // Block scope: thread t < world_size waits until word row + t of this rank
+  // reaches `expected` (its own only with include_self), then __syncthreads().
+  // A failed wait sets *failed_shared (block shared memory, zeroed by the
+  // caller); returns false for the whole block once it is set, then and after.
+  __device__ __forceinline__ bool block_wait_row(size_t row, uint64_t expected, const WaitContext& ctx,
+                                                 int32_t phase, bool include_self, int* failed_shared) const {
+    const int peer = static_cast<int>(threadIdx.x);
+    if (peer < world_size && (include_self || peer != rank)) {
+      if (!wait(row + peer, expected, ctx, peer, phase)) *failed_shared = 1;
+    }
+    __syncthreads();
+    return *static_cast<volatile int*>(failed_shared) == 0;
+  }
+  // Block scope: thread 0 waits for one word (from one peer), then __syncthreads().
+  __device__ __forceinline__ bool block_wait_one(size_t slot, uint64_t expected, const WaitContext& ctx, int peer,
+                                                 int32_t phase, int* failed_shared) const {
+    if (threadIdx.x == 0 && !wait(slot, expected, ctx, peer, phase)) *failed_shared = 1;
+    __syncthreads();
+    return *static_cast<volatile int*>(failed_shared) == 0;
+  }
+#endif  // __CUDACC__
+};
+
+}  // namespace ferry::device
+
+#undef FERRY_HD
+
 namespace ferry {
 
 // A window as its kernels see it. Built by ferry::Window::device(); passed by
@@ -57,6 +161,7 @@ struct DeviceWindow {
   uint64_t* nvl_signals;           // [world][num_signals], device memory: written over NVLink
   uint64_t* net_signals;           // [world][num_signals], written by the network (mapped host memory)
   char* const* nvl_peer;           // [world]: a peer's window mapped here over NVLink; nullptr: another node
+                                   // (kernels read it through node_ptr, NOTE [Channel peers])
   char* const* map_peer;           // [world]: a peer's landing buffer mapped here (NOTE [Mapped peers]); the
                                    // table or an entry nullptr: puts to that peer go through the proxy
   uint64_t* const* nvl_peer_signals;  // [world]: a peer's nvl_signals mapped here; nullptr: another node
@@ -72,8 +177,20 @@ struct DeviceWindow {
 #ifdef __CUDACC__
 namespace device {
 
+// The window of `peer` as mapped here over NVLink; nullptr: another node.
+__device__ __forceinline__ char* node_ptr(const DeviceWindow& w, int peer) { return w.nvl_peer[peer]; }
+
 __device__ __forceinline__ bool is_nvlink_peer(const DeviceWindow& w, int peer) {
-  return w.nvl_peer[peer] != nullptr;
+  return node_ptr(w, peer) != nullptr;
+}
+
+// `peer`'s landing buffer mapped here (NOTE [Mapped peers]); nullptr: puts to
+// that peer go through the proxy (or it is a peer of the node: node_ptr).
+__device__ __forceinline__ char* mapped_ptr(const DeviceWindow& w, int peer) {
+  return w.map_peer != nullptr ? w.map_peer[peer] : nullptr;
+}
+__device__ __forceinline__ bool is_mapped_peer(const DeviceWindow& w, int peer) {
+  return w.map_peer != nullptr && w.map_peer[peer] != nullptr;
 }
 
 // Where this rank's kernels may store straight into `peer`'s side: its window
@@ -81,8 +198,8 @@ __device__ __forceinline__ bool is_nvlink_peer(const DeviceWindow& w, int peer) 
 // peers]: then the signal still goes through the proxy); nullptr: only puts.
 // A store at offset o here is what a put to dst_offset o delivers.
 __device__ __forceinline__ char* direct_ptr(const DeviceWindow& w, int peer) {
-  if (w.nvl_peer[peer] != nullptr) return w.nvl_peer[peer];
-  return w.map_peer != nullptr ? w.map_peer[peer] : nullptr;
+  if (node_ptr(w, peer) != nullptr) return node_ptr(w, peer);
+  return mapped_ptr(w, peer);
 }
 
 // Where the data `peer` put into this rank's window is read (NOTE [Window data]).
@@ -154,7 +271,7 @@ __device__ __forceinline__ bool put_group(const DeviceWindow& w, int peer, size_
   sync();  // the group's earlier stores to the source range are visible to every copier (and the proxy)
   if (is_nvlink_peer(w, peer)) {
     const char* src = (source == SourceIn::kSendView ? send_view(w) : w.local) + src_offset;
-    group_copy(w.nvl_peer[peer] + dst_offset, src, bytes, rank, count);
+    group_copy(node_ptr(w, peer) + dst_offset, src, bytes, rank, count);
     if (with_signal) {
       sync();
       if (rank == 0) signal_add_release_sys(signal_word(w.nvl_peer_signals[peer], w, w.rank, signal_index),

@@ -1,0 +1,3 @@
+# Session 14, call 8 (warm after call 7, the trees built there): the hierarchical AllReduce A/B again, 5 rounds, only
+# that algorithm (call 7's 2 rounds read 1.025-1.030 at 1 MB). Run as one command line:
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1; source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; call_begin c8 90; call_ab ar_hier_sm_ 5 .ab/main/build/bench/ferry-bench build-device/bench/ferry-bench "-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS=sm,self -x NCCL_P2P_DISABLE=1" allreduce --sizes 256K,1M,16M --dtypes bf16 --algos hierarchical; call_end
