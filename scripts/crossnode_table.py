@@ -4,7 +4,8 @@
     python3 scripts/crossnode_table.py OUT_DIR
 
 Rows: AllReduce bf16 (ferry's auto choice) and EP (expanded) against NCCL's
-figures from the same processes, over shared memory and tcp; EP over cuda_ipc
+figures from the same processes, over shared memory and tcp (and tcp_zc: tcp with
+FERRY_UCX_PEER_FAILURE=0, UCX's zero-copy puts, where that stage ran); EP over cuda_ipc
 against the same shape over NVLink in one node; then the per-stage lines that
 `ferry-bench ep --stages --halves` printed. A stage whose CSV is missing is left out.
 """
@@ -75,9 +76,10 @@ def main():
         sys.exit(__doc__)
     out = sys.argv[1]
     table = []
-    for transport in ("sm", "tcp"):
+    transports = ("sm", "tcp", "tcp_zc")
+    for transport in transports:
         table += allreduce_lines(out, transport)
-    for transport in ("sm", "tcp"):
+    for transport in transports:
         table += ep_lines(out, transport)
     table += cuda_ipc_lines(out)
     print(f"{'case':<44} {'baseline us':>12} {'ferry us':>10} {'speed':>6}  target")
@@ -85,7 +87,7 @@ def main():
         mark = "met" if speed >= target else "not met"
         print(f"{name:<44} {base_us:12.1f} {ferry_us:10.1f} {speed:6.2f}  >= {target:.1f} {mark}")
     print("(baseline: NCCL in the same processes; for cuda_ipc, ferry inside one node over NVLink)")
-    for transport in ("sm", "tcp", "cuda_ipc"):
+    for transport in ("sm", "tcp", "tcp_zc", "cuda_ipc"):
         path = os.path.join(out, f"ep_{transport}.txt")
         if not os.path.exists(path):
             continue

@@ -1,7 +1,8 @@
 # Prepared in session 14 for the next one (not run): issue 23's figures from one run on main, to regenerate
 # docs/results/ep_2xH100.txt (last made in session 11; the intranode EP kernels changed in session 12, and session
 # 14's channel layer left their PTX identical) and the AllReduce-vs-torch rows. DeepEP beside it when .deps/DeepEP
-# holds its 567632d export (scripts/device_deepep.sh says how; about 75 s to build).
+# holds its 567632d export (scripts/device_deepep.sh says how; about 75 s to build). Then issue 24's tcp rows with
+# and without UCX's zero-copy puts, if time is left (else run that part in a second call).
 # run(kind nvidia-h100-x2, carry [".deps"]): bash docs/results/session14_2xH100/scripts/next_figures.sh 2>&1 | tail -60
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
@@ -18,5 +19,9 @@ export PYTHONPATH="$ROOT/build-device/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONU
 call_run torch_ar 60 python3 -m torch.distributed.run --standalone --nproc-per-node 2 bench/python/ferry_torch_bench.py \
   --what allreduce --sizes 2M:32M:2 --out $CALL_DIR/torch_ar
 [ -f .deps/DeepEP/setup.py ] && [ "$(call_left)" -gt 200 ] && { OUT=$CALL_DIR/deepep timeout 190 scripts/device_deepep.sh > $CALL_DIR/deepep.log 2>&1; echo "deepep rc=$? ($(call_elapsed) s)"; }
+# Issue 24, tcp with UCX's zero-copy puts (FERRY_UCX_PEER_FAILURE=0) beside the default segmented ones, same run.
+mkdir -p $CALL_DIR/crossnode; [ "$(call_left)" -gt 150 ] && { OUT=$CALL_DIR/crossnode FERRY_STAGE_TIMEOUT=70 \
+  FERRY_CROSSNODE_STAGES="ar_tcp ar_tcp_zc ep_tcp ep_tcp_zc" timeout 300 scripts/device_crossnode.sh > $CALL_DIR/crossnode.txt 2>&1; \
+  echo "crossnode rc=$? ($(call_elapsed) s)"; grep -E "^tcp" $CALL_DIR/crossnode/crossnode_table.txt; }
 grep -h -E "^(ht|ll) " $CALL_DIR/ep_table.log | head -20
 call_end
