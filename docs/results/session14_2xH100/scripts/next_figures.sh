@@ -18,6 +18,9 @@ for r in 1 2 3; do call_run ep_ll_$r 40 $M $B ep --mode ll --tokens 1,128,512 --
 export PYTHONPATH="$ROOT/build-device/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 call_run torch_ar 60 python3 -m torch.distributed.run --standalone --nproc-per-node 2 bench/python/ferry_torch_bench.py \
   --what allreduce --sizes 2M:32M:2 --out $CALL_DIR/torch_ar
+# The copy-engine AllReduce probe (bench/ce_allreduce_probe.cu, session 14, never run): chunked CE pushes with
+# stream-written flags and a reduce kernel, beside ferry's AllReduce in the same process, outputs checked.
+call_run ce_probe 90 $M $B ce-allreduce --csv $CALL_DIR/ce_allreduce.csv
 [ -f .deps/DeepEP/setup.py ] && [ "$(call_left)" -gt 200 ] && { OUT=$CALL_DIR/deepep timeout 190 scripts/device_deepep.sh > $CALL_DIR/deepep.log 2>&1; echo "deepep rc=$? ($(call_elapsed) s)"; }
 # Issue 24, tcp with UCX's zero-copy puts (FERRY_UCX_PEER_FAILURE=0) beside the default segmented ones, same run.
 mkdir -p $CALL_DIR/crossnode; [ "$(call_left)" -gt 150 ] && { OUT=$CALL_DIR/crossnode FERRY_STAGE_TIMEOUT=70 \
