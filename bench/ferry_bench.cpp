@@ -34,6 +34,8 @@ constexpr Subcommand kSubcommands[] = {
      ferry::bench::print_nvlink_usage, ferry::bench::run_nvlink_probe},
     {"ce-allreduce", "two-rank bf16 AllReduce moved by copy engine in flagged chunks (design probe)",
      ferry::bench::print_ce_allreduce_usage, ferry::bench::run_ce_allreduce_probe},
+    {"latency", "launch, dependent launch, load chain, last-block and NVLink flag round-trip costs (design probe)",
+     ferry::bench::print_latency_usage, ferry::bench::run_latency_probe},
     {"net", "proxy put GB/s and message rate across (virtual) nodes vs ucx_perftest",
      ferry::bench::print_net_usage, ferry::bench::run_net_bench},
 };

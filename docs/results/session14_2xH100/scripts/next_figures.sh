@@ -21,6 +21,9 @@ call_run torch_ar 60 python3 -m torch.distributed.run --standalone --nproc-per-n
 # The copy-engine AllReduce probe (bench/ce_allreduce_probe.cu, session 14, never run): chunked CE pushes with
 # stream-written flags and a reduce kernel, beside ferry's AllReduce in the same process, outputs checked.
 call_run ce_probe 90 $M $B ce-allreduce --csv $CALL_DIR/ce_allreduce.csv
+# The low-latency building blocks (bench/latency_probe.cu, session 14, never run): launches, a dependent launch,
+# load chains, last-block arrivals, NVLink flag round trips.
+call_run latency_probe 60 $M $B latency --csv $CALL_DIR/latency.csv
 [ -f .deps/DeepEP/setup.py ] && [ "$(call_left)" -gt 200 ] && { OUT=$CALL_DIR/deepep timeout 190 scripts/device_deepep.sh > $CALL_DIR/deepep.log 2>&1; echo "deepep rc=$? ($(call_elapsed) s)"; }
 # Issue 24, tcp with UCX's zero-copy puts (FERRY_UCX_PEER_FAILURE=0) beside the default segmented ones, same run.
 mkdir -p $CALL_DIR/crossnode; [ "$(call_left)" -gt 150 ] && { OUT=$CALL_DIR/crossnode FERRY_STAGE_TIMEOUT=70 \

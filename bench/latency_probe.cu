@@ -1,0 +1,221 @@
+// ferry-bench latency: a design probe for the low-latency EP targets of issue 23
+// (docs/ep-notes.md: at one token a dispatch takes ~22 us against NCCL's ~13, the
+// layout alone ~5.7 us of dependent steps, ~8 us outside the two grids). It times
+// the building blocks such a call is made of, each as a CUDA-graph replay of G
+// calls, median per call, max over ranks:
+//   launch          one empty kernel (1 block): the floor of a graph kernel node
+//   launch_x2       two empty kernels one after the other (the EP halves, plainly)
+//   launch_x2_pdl   the second as a programmatic dependent launch (as the EP halves are)
+//   loads_N         one thread, N dependent global loads (pointer chase in L2): the
+//                   cost of a chain such as epoch -> ids -> layout
+//   fence_sys       every block (132 x 1024) fences at system scope and counts in; the
+//                   last block resets the count (the cross-node kernels' last-block arrival)
+//   arrive_acq_rel  the same with one acq_rel atomic at GPU scope (the intranode kernels')
+//   flag_rtt        a flag round trip over NVLink between ranks 0 and 1 (release store at
+//                   the peer, acquire spin here; a device counter gives each call its value)
+//   flag_rtt_x4     four round trips in one kernel (the per-trip cost without the launch)
+// Every wait has a deadline (2 s); a case whose wait ran out is marked '!'.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "bench_timing.hpp"
+#include "common/dependent_launch.hpp"
+#include "ferry/communicator.hpp"
+#include "ferry/cuda_check.hpp"
+#include "ferry/device/sync.cuh"
+#include "ferry/device/timeout.cuh"
+#include "ferry/symmetric_heap.hpp"
+
+namespace ferry::bench {
+namespace {
+
+constexpr uint64_t kWaitNs = 2'000'000'000ull;
+constexpr int kChainLength = 4096;  // slots of the pointer chase (32 KB: stays in L2)
+
+struct LatencyParams {
+  uint64_t* peer_flag;   // the peer's flag word (as mapped here)
+  uint64_t* my_flag;     // this rank's flag word, written by the peer
+  uint64_t* counter;     // this rank's call counter (device memory)
+  unsigned* arrivals;    // last-block count
+  const uint32_t* chain; // pointer chase: chain[i] is the next index
+  uint32_t* sink;
+  int* timed_out;
+  int rank;
+  int loads;
+  int trips;
+};
+
+__global__ void empty_kernel() {}
+
+__global__ void empty_dependent_kernel() { device::wait_prior_grid(); }
+
+__global__ void loads_kernel(LatencyParams p) {
+  uint32_t i = 0;
+  for (int n = 0; n < p.loads; ++n) i = __ldcg(p.chain + i);
+  *p.sink = i;
+}
+
+template <bool kSystemFence>
+__global__ void arrive_kernel(LatencyParams p) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned before;
+    if constexpr (kSystemFence) {
+      __threadfence_system();
+      before = atomicAdd(p.arrivals, 1u);
+      __threadfence();
+    } else {
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(p.arrivals) : "memory");
+    }
+    if (before == gridDim.x - 1) *p.arrivals = 0;
+  }
+}
+
+__device__ bool wait_geq(const uint64_t* flag, uint64_t value, int* timed_out) {
+  const uint64_t start = device::global_timer_ns();
+  while (device::ld_acquire_sys(flag) < value) {
+    if (device::global_timer_ns() - start > kWaitNs) {
+      atomicExch(timed_out, 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Rank 0 serves, rank 1 answers; values grow with each trip of each call.
+__global__ void pingpong_kernel(LatencyParams p) {
+  const uint64_t base = *p.counter;
+  for (int t = 1; t <= p.trips; ++t) {
+    const uint64_t v = base + t;
+    if (p.rank == 0) {
+      device::st_release_sys(p.peer_flag, v);
+      if (!wait_geq(p.my_flag, v, p.timed_out)) break;
+    } else {
+      if (!wait_geq(p.my_flag, v, p.timed_out)) break;
+      device::st_release_sys(p.peer_flag, v);
+    }
+  }
+  *p.counter = base + p.trips;
+}
+
+struct Options {
+  int ops_per_graph = 20;
+  std::string csv_path;
+};
+
+Options parse_options(std::vector<std::string> args) {
+  ArgParser parser(std::move(args));
+  Options o;
+  if (auto v = parser.take_value("--graph-ops")) o.ops_per_graph = parse_positive_int("--graph-ops", *v);
+  if (auto v = parser.take_value("--csv")) o.csv_path = *v;
+  parser.finish();
+  if (o.ops_per_graph % 2 != 0) throw UsageError("--graph-ops must be even");
+  return o;
+}
+
+}  // namespace
+
+void print_latency_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: mpirun -np 2 ferry-bench latency [--graph-ops 20] [--csv FILE]\n"
+               "Design probe: us per call of the building blocks of a low-latency EP call (graph kernel launches,\n"
+               "a dependent launch, dependent loads, last-block arrivals, NVLink flag round trips).\n");
+}
+
+int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
+  const Options o = parse_options(std::move(args));
+  const bool leader = bootstrap->rank() == 0;
+  require_cuda_device("ferry-bench latency");
+  keep_nvls_disabled(leader);
+  Communicator comm(bootstrap);
+  FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
+  if (comm.size() != 2 || comm.local_size() != 2) throw UsageError("ferry-bench latency needs 2 ranks on one node");
+  const int rank = comm.rank(), peer = 1 - rank;
+
+  const SymmetricBuffer flags = comm.heap().allocate(64);
+  FERRY_CUDA_CHECK(cudaMemset(flags.peer(rank), 0, 64));
+  DeviceBuffer state(64), chain(sizeof(uint32_t) * kChainLength);
+  FERRY_CUDA_CHECK(cudaMemset(state.get(), 0, 64));
+  // A chase through every slot with a stride that defeats the prefetcher.
+  std::vector<uint32_t> next(kChainLength);
+  for (int i = 0; i < kChainLength; ++i) next[i] = uint32_t((i + 1297) % kChainLength);
+  FERRY_CUDA_CHECK(cudaMemcpy(chain.get(), next.data(), next.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  LatencyParams p{};
+  p.peer_flag = static_cast<uint64_t*>(flags.peer(peer));
+  p.my_flag = static_cast<uint64_t*>(flags.peer(rank));
+  char* base = static_cast<char*>(state.get());
+  p.counter = reinterpret_cast<uint64_t*>(base);
+  p.arrivals = reinterpret_cast<unsigned*>(base + 8);
+  p.sink = reinterpret_cast<uint32_t*>(base + 12);
+  p.timed_out = reinterpret_cast<int*>(base + 16);
+  p.chain = static_cast<const uint32_t*>(chain.get());
+  p.rank = rank;
+  const bool pdl = supports_dependent_launch(comm.device());
+  CudaStream stream;
+  FERRY_CUDA_CHECK(cudaDeviceSynchronize());
+  bootstrap->barrier();
+
+  struct Case {
+    std::string name;
+    std::function<void(cudaStream_t)> enqueue;
+  };
+  auto with = [&](auto f) { return std::function<void(cudaStream_t)>(f); };
+  std::vector<Case> cases = {
+      {"launch", with([&](cudaStream_t s) { empty_kernel<<<1, 32, 0, s>>>(); })},
+      {"launch_x2", with([&](cudaStream_t s) {
+         empty_kernel<<<1, 32, 0, s>>>();
+         empty_kernel<<<1, 32, 0, s>>>();
+       })},
+      {"launch_x2_pdl", with([&](cudaStream_t s) {
+         empty_kernel<<<1, 32, 0, s>>>();
+         launch_dependent(empty_dependent_kernel, dim3(1), dim3(32), 0, s, pdl);
+       })},
+  };
+  for (int loads : {1, 4, 16, 64}) {
+    cases.push_back({"loads_" + std::to_string(loads), with([&, loads](cudaStream_t s) {
+                       LatencyParams q = p;
+                       q.loads = loads;
+                       loads_kernel<<<1, 1, 0, s>>>(q);
+                     })});
+  }
+  cases.push_back({"fence_sys", with([&](cudaStream_t s) { arrive_kernel<true><<<132, 1024, 0, s>>>(p); })});
+  cases.push_back({"arrive_acq_rel", with([&](cudaStream_t s) { arrive_kernel<false><<<132, 1024, 0, s>>>(p); })});
+  for (int trips : {1, 4}) {
+    cases.push_back({trips == 1 ? "flag_rtt" : "flag_rtt_x4", with([&, trips](cudaStream_t s) {
+                       LatencyParams q = p;
+                       q.trips = trips;
+                       pingpong_kernel<<<1, 1, 0, s>>>(q);
+                     })});
+  }
+
+  if (leader)
+    std::printf("ferry-bench latency: 2 ranks, us per call (median of graph replays of %d calls, max over ranks);"
+                " '!' a wait ran out\n\n", o.ops_per_graph);
+  std::optional<CsvWriter> csv;
+  if (leader && !o.csv_path.empty()) csv.emplace(o.csv_path, std::vector<std::string>{"case", "us", "ok"});
+  TimingOptions timing;
+  timing.ops_per_graph = o.ops_per_graph;
+  for (const Case& c : cases) {
+    c.enqueue(stream.get());  // once eagerly: module loading, and the flags' first values
+    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    const TimingResult t = time_op({c.name, c.enqueue, {}}, stream.get(), *bootstrap, timing);
+    int lost = 0;
+    FERRY_CUDA_CHECK(cudaMemcpy(&lost, p.timed_out, sizeof(lost), cudaMemcpyDeviceToHost));
+    const std::vector<int> all = bootstrap->all_gather_value(lost);
+    const bool ok = std::all_of(all.begin(), all.end(), [](int v) { return v == 0; });
+    if (leader) std::printf("  %-16s %8.2f%s\n", c.name.c_str(), t.op_us, ok ? "" : " !");
+    if (csv) csv->write_row({c.name, format_fixed(t.op_us, 3), ok ? "1" : "0"});
+    std::fflush(stdout);
+  }
+  comm.heap().release(flags);
+  return 0;
+}
+
+}  // namespace ferry::bench
