@@ -1,6 +1,6 @@
 // The device channel layer: how a kernel reaches the other ranks of its group.
-// Every kernel (AllReduce, EP inside a node, EP and AllReduce across nodes, user
-// kernels on a ferry::Window) goes through this header and nothing else.
+// Every library kernel (AllReduce, EP inside a node, EP and AllReduce across
+// nodes) and user kernels on a ferry::Window go through this header and nothing else.
 // - Peers of the node (NVLink, CUDA IPC mappings of a symmetric buffer): a
 //   region as every node peer maps it (NodeRegion::at) for loads and stores
 //   straight into the peer's memory, and flag rows (NodeFlags, NOTE [Flag rows])
@@ -11,8 +11,8 @@
 //   another node through the proxy (a descriptor in the FIFO; the proxy drives
 //   UCX). Nothing here names the proxy: a proxy-less backend (UCX's device API,
 //   NVSHMEM IBGDA) would fill DeviceWindow's network part differently and keep
-//   these signatures. The cross-node kernels use both parts: the window for
-//   every peer, node_ptr and flag rows for the peers of their node.
+//   these signatures. The cross-node kernels use the window for every peer,
+//   and node_ptr to store straight into the peers of their node.
 // NOTE [Channel peers]: kernels never index a table of peer pointers
 // themselves (NodeRegion::at, node_ptr, direct_ptr and recv_ptr do), so how a
 // peer is reached (an IPC mapping, a mapped host landing buffer, the proxy)
