@@ -17,6 +17,12 @@
 // reduce of the call between, which waited for this rank's flags of that call,
 // which this rank's side stream raised after its fork, which comes after this
 // rank's reduce of parity p (clears included) on the caller's stream.
+// A library call cannot count on that: a graph may hold one call, so every replay
+// writes the same buffer. The "+hs" variant is that protocol: one buffer, and
+// the reduce kernel's last block, after clearing its flags, tells the peer it has
+// read its scratch and waits for the peer to say the same (one more flag round
+// trip per call, at the kernel's end), so no call copies into a scratch the
+// peer is still reading.
 //
 // Times: median of CUDA-graph replays, max over ranks, beside ferry's AllReduce
 // (auto) in the same process; every case's output is checked against the sum of
@@ -38,6 +44,7 @@
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
+#include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/symmetric_heap.hpp"
 
@@ -54,6 +61,8 @@ struct ProbeParams {
   uint4* out;
   const uint4* landed;   // this rank's scratch of this parity: the peer's input, copied by the peer
   uint64_t* flags;       // this rank's flags of this parity, [chunks]: nonzero once the peer's chunk landed
+  uint64_t* peer_consumed;  // +hs: the peer's "may write" word (as mapped here); nullptr: parity variant
+  uint64_t* consumed;       // +hs: this rank's word, raised by the peer once it read its scratch
   unsigned* blocks_done;
   int* timed_out;
   size_t packs;
@@ -106,6 +115,20 @@ __global__ void __launch_bounds__(kThreads) ce_reduce_kernel(ProbeParams p) {
   __syncthreads();
   if (last) {  // NOTE [CE probe buffer reuse]
     for (int c = threadIdx.x; c < p.chunks; c += kThreads) p.flags[c] = 0;
+    if (p.peer_consumed != nullptr) {
+      __syncthreads();  // the clears before the release that lets the peer write them again
+      if (threadIdx.x == 0) {
+        device::st_release_sys(p.peer_consumed, 1);
+        const uint64_t start = device::global_timer_ns();
+        while (device::ld_acquire_sys(p.consumed) == 0) {
+          if (device::global_timer_ns() - start > kWaitNs) {
+            atomicExch(p.timed_out, 1);
+            break;
+          }
+        }
+        *p.consumed = 0;  // the peer raises it again only after this rank's next copies
+      }
+    }
     if (threadIdx.x == 0) *p.blocks_done = 0;
   }
 }
@@ -191,8 +214,10 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
 
   const size_t max_bytes = *std::max_element(o.sizes.begin(), o.sizes.end());
   const SymmetricBuffer scratch = comm.heap().allocate(2 * max_bytes);
-  const SymmetricBuffer flags = comm.heap().allocate(2 * kMaxChunks * sizeof(uint64_t));
-  FERRY_CUDA_CHECK(cudaMemset(flags.peer(rank), 0, 2 * kMaxChunks * sizeof(uint64_t)));
+  // [2 parities][kMaxChunks] chunk flags, then the +hs variant's "consumed" word
+  const size_t flag_words = 2 * kMaxChunks + 1;
+  const SymmetricBuffer flags = comm.heap().allocate(flag_words * sizeof(uint64_t));
+  FERRY_CUDA_CHECK(cudaMemset(flags.peer(rank), 0, flag_words * sizeof(uint64_t)));
   DeviceBuffer input(max_bytes), output(max_bytes), counters(2 * sizeof(unsigned) + sizeof(int)),
       mismatches(sizeof(unsigned long long));
   FERRY_CUDA_CHECK(cudaMemset(counters.get(), 0, 2 * sizeof(unsigned) + sizeof(int)));
@@ -208,8 +233,8 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   bootstrap->barrier();
 
   uint64_t calls = 0;  // NOTE [CE probe buffer reuse]: the parity of each call
-  auto enqueue = [&](size_t bytes, int chunks, cudaStream_t s) {
-    const int parity = int(calls++ & 1);
+  auto enqueue = [&](size_t bytes, int chunks, bool handshake, cudaStream_t s) {
+    const int parity = handshake ? 0 : int(calls++ & 1);
     const size_t packs = bytes / kPackBytes, chunk_packs = (packs + chunks - 1) / chunks;
     char* remote_scratch = static_cast<char*>(scratch.peer(peer)) + parity * max_bytes;
     uint64_t* remote_flags = static_cast<uint64_t*>(flags.peer(peer)) + parity * kMaxChunks;
@@ -231,6 +256,10 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
     p.landed = reinterpret_cast<const uint4*>(static_cast<char*>(scratch.peer(rank)) + parity * max_bytes);
     p.flags = static_cast<uint64_t*>(flags.peer(rank)) + parity * kMaxChunks;
     p.blocks_done = blocks_done + parity;
+    if (handshake) {
+      p.peer_consumed = static_cast<uint64_t*>(flags.peer(peer)) + 2 * kMaxChunks;
+      p.consumed = static_cast<uint64_t*>(flags.peer(rank)) + 2 * kMaxChunks;
+    }
     p.timed_out = timed_out;
     p.packs = packs;
     p.chunk_packs = chunk_packs;
@@ -259,9 +288,11 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
 
   if (leader) {
     std::printf("ferry-bench ce-allreduce: 2 ranks, bf16 sum, %d reduce blocks of %d threads; us per call, median of\n"
-                "graph replays (even calls per graph), max over ranks; '!' failed check\n\n%-10s %10s",
+                "graph replays (even calls per graph), max over ranks; '!' failed check; +hs: one buffer and a\n"
+                "consumed handshake per call (what a library call must do, NOTE [CE probe buffer reuse])\n\n%-10s %10s",
                 o.blocks, kThreads, "bytes", "ferry auto");
     for (int c : o.chunks) std::printf(" %8s%-3d", "ce x", c);
+    for (int c : o.chunks) std::printf(" %8s%-3d", "ce+hs x", c);
     std::printf("\n");
   }
   std::optional<CsvWriter> csv;
@@ -277,12 +308,17 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
     const TimingResult ferry_t = time_op({"ferry", ferry_op, {}}, stream.get(), *bootstrap, timing);
     if (leader) std::printf("%-10s %9.1f%s", format_byte_size(bytes).c_str(), ferry_t.op_us, ferry_ok ? " " : "!");
     if (csv) csv->write_row({std::to_string(bytes), "ferry", "0", format_fixed(ferry_t.op_us, 2), ferry_ok ? "1" : "0"});
-    for (int chunks : o.chunks) {
-      auto ce_op = [&, chunks](cudaStream_t s) { enqueue(bytes, chunks, s); };
-      const bool ok = check(bytes, ce_op);
-      const TimingResult t = time_op({"ce", ce_op, {}}, stream.get(), *bootstrap, timing);
-      if (leader) std::printf(" %10.1f%s", t.op_us, ok ? " " : "!");
-      if (csv) csv->write_row({std::to_string(bytes), "ce", std::to_string(chunks), format_fixed(t.op_us, 2), ok ? "1" : "0"});
+    // Each case starts with check(), which waits for both devices and meets the peer, so the
+    // two variants' buffers never overlap in time.
+    for (bool handshake : {false, true}) {
+      for (int chunks : o.chunks) {
+        auto ce_op = [&, chunks, handshake](cudaStream_t s) { enqueue(bytes, chunks, handshake, s); };
+        const bool ok = check(bytes, ce_op);
+        const TimingResult t = time_op({"ce", ce_op, {}}, stream.get(), *bootstrap, timing);
+        const char* impl = handshake ? "ce_hs" : "ce";
+        if (leader) std::printf(" %10.1f%s", t.op_us, ok ? " " : "!");
+        if (csv) csv->write_row({std::to_string(bytes), impl, std::to_string(chunks), format_fixed(t.op_us, 2), ok ? "1" : "0"});
+      }
     }
     if (leader) std::printf("\n");
     std::fflush(stdout);
