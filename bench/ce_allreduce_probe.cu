@@ -39,13 +39,12 @@
 #include <string>
 #include <vector>
 
+#include "allreduce/allreduce_device.cuh"
 #include "bench_common.hpp"
 #include "bench_timing.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
-#include "ferry/device/sync.cuh"
-#include "ferry/device/timeout.cuh"
 #include "ferry/symmetric_heap.hpp"
 
 namespace ferry::bench {
@@ -53,8 +52,7 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kMaxChunks = 64;
-constexpr uint64_t kWaitNs = 2'000'000'000ull;  // a lost flag fails the case instead of hanging
-constexpr size_t kPackBytes = 16;               // 8 bf16
+constexpr size_t kPackBytes = allreduce::kPackBytes;  // 8 bf16
 
 struct ProbeParams {
   const uint4* in;       // this rank's input
@@ -64,23 +62,19 @@ struct ProbeParams {
   uint64_t* peer_consumed;  // +hs: the peer's "may write" word (as mapped here); nullptr: parity variant
   uint64_t* consumed;       // +hs: this rank's word, raised by the peer once it read its scratch
   unsigned* blocks_done;
-  int* timed_out;
+  WaitContext wait;       // the communicator's timeout: a lost flag fails the case instead of hanging
+  int rank;
   size_t packs;
   size_t chunk_packs;
   int chunks;
 };
 
-__device__ __forceinline__ uint4 add_bf16_packs(uint4 a, uint4 b) {
-  uint4 r;
-  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
-  __nv_bfloat162* z = reinterpret_cast<__nv_bfloat162*>(&r);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 u = __bfloat1622float2(x[j]), v = __bfloat1622float2(y[j]);
-    z[j] = __floats2bfloat162_rn(u.x + v.x, u.y + v.y);
-  }
-  return r;
+// The library's reduction, so the probe sums exactly as ferry's kernels do (rank order, fp32).
+__device__ __forceinline__ uint4 sum_in_rank_order(int rank, uint4 mine, uint4 theirs) {
+  uint4 raw[allreduce::kMaxNodeRanks];
+  raw[0] = rank == 0 ? mine : theirs;
+  raw[1] = rank == 0 ? theirs : mine;
+  return allreduce::reduce_in_rank_order<__nv_bfloat16, ReduceOp::kSum>(raw, 2);
 }
 
 __global__ void __launch_bounds__(kThreads) ce_reduce_kernel(ProbeParams p) {
@@ -90,20 +84,10 @@ __global__ void __launch_bounds__(kThreads) ce_reduce_kernel(ProbeParams p) {
   for (size_t from = begin; from < end;) {
     const size_t chunk = from / p.chunk_packs;
     const size_t to = min(end, (chunk + 1) * p.chunk_packs);
-    if (threadIdx.x == 0) {
-      ok = 1;
-      const uint64_t start = device::global_timer_ns();
-      while (device::ld_acquire_sys(p.flags + chunk) == 0) {
-        if (device::global_timer_ns() - start > kWaitNs) {
-          atomicExch(p.timed_out, 1);
-          ok = 0;
-          break;
-        }
-      }
-    }
+    if (threadIdx.x == 0) ok = device::wait_flag_geq(p.flags + chunk, 1, p.wait, 1 - p.rank, kPhaseOneShotExchange);
     __syncthreads();  // thread 0's acquire, then every thread's loads of the landed chunk
     if (!ok) break;
-    for (size_t i = from + threadIdx.x; i < to; i += kThreads) p.out[i] = add_bf16_packs(p.in[i], p.landed[i]);
+    for (size_t i = from + threadIdx.x; i < to; i += kThreads) p.out[i] = sum_in_rank_order(p.rank, p.in[i], p.landed[i]);
     from = to;
     __syncthreads();  // every thread read `ok` before thread 0 rewrites it
   }
@@ -119,14 +103,8 @@ __global__ void __launch_bounds__(kThreads) ce_reduce_kernel(ProbeParams p) {
       __syncthreads();  // the clears before the release that lets the peer write them again
       if (threadIdx.x == 0) {
         device::st_release_sys(p.peer_consumed, 1);
-        const uint64_t start = device::global_timer_ns();
-        while (device::ld_acquire_sys(p.consumed) == 0) {
-          if (device::global_timer_ns() - start > kWaitNs) {
-            atomicExch(p.timed_out, 1);
-            break;
-          }
-        }
-        *p.consumed = 0;  // the peer raises it again only after this rank's next copies
+        if (device::wait_flag_geq(p.consumed, 1, p.wait, 1 - p.rank, kPhaseOneShotExchange))
+          *p.consumed = 0;  // the peer raises it again only after this rank's next copies
       }
     }
     if (threadIdx.x == 0) *p.blocks_done = 0;
@@ -218,11 +196,10 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   const size_t flag_words = 2 * kMaxChunks + 1;
   const SymmetricBuffer flags = comm.heap().allocate(flag_words * sizeof(uint64_t));
   FERRY_CUDA_CHECK(cudaMemset(flags.peer(rank), 0, flag_words * sizeof(uint64_t)));
-  DeviceBuffer input(max_bytes), output(max_bytes), counters(2 * sizeof(unsigned) + sizeof(int)),
-      mismatches(sizeof(unsigned long long));
-  FERRY_CUDA_CHECK(cudaMemset(counters.get(), 0, 2 * sizeof(unsigned) + sizeof(int)));
+  DeviceBuffer input(max_bytes), output(max_bytes), counters(2 * sizeof(unsigned)), mismatches(sizeof(unsigned long long));
+  FERRY_CUDA_CHECK(cudaMemset(counters.get(), 0, 2 * sizeof(unsigned)));
   unsigned* blocks_done = static_cast<unsigned*>(counters.get());
-  int* timed_out = reinterpret_cast<int*>(blocks_done + 2);
+  const WaitContext wait{comm.device_error_state(), comm.device_abort_flag(), comm.timeout_ns(), comm.rank()};
   CudaStream stream, side;
   cudaEvent_t fork, join;
   FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
@@ -260,7 +237,8 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
       p.peer_consumed = static_cast<uint64_t*>(flags.peer(peer)) + 2 * kMaxChunks;
       p.consumed = static_cast<uint64_t*>(flags.peer(rank)) + 2 * kMaxChunks;
     }
-    p.timed_out = timed_out;
+    p.wait = wait;
+    p.rank = rank;
     p.packs = packs;
     p.chunk_packs = chunk_packs;
     p.chunks = chunks;
@@ -269,6 +247,8 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
     FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
     FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
   };
+  // A wait that ran out is the communicator's error: synchronize throws it, naming rank, peer and phase.
+  auto synchronize = [&](cudaStream_t s) { comm.synchronize(s); };
   auto check = [&](size_t bytes, const std::function<void(cudaStream_t)>& op) {
     FERRY_CUDA_CHECK(cudaMemset(output.get(), 0xFF, bytes));
     FERRY_CUDA_CHECK(cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
@@ -278,11 +258,9 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
     check_kernel<<<132, 1024, 0, stream.get()>>>(static_cast<const __nv_bfloat16*>(output.get()), bytes / 2,
                                                    static_cast<unsigned long long*>(mismatches.get()));
     unsigned long long bad = 0;
-    int lost = 0;
     FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(&lost, timed_out, sizeof(lost), cudaMemcpyDeviceToHost, stream.get()));
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    const std::vector<unsigned long long> all = bootstrap->all_gather_value(bad + (lost ? 1ull << 40 : 0));
+    synchronize(stream.get());
+    const std::vector<unsigned long long> all = bootstrap->all_gather_value(bad);
     return std::all_of(all.begin(), all.end(), [](unsigned long long b) { return b == 0; });
   };
 
@@ -305,7 +283,7 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
       allreduce.run(input.get(), output.get(), count, DataType::kBFloat16, ReduceOp::kSum, s);
     };
     const bool ferry_ok = check(bytes, ferry_op);
-    const TimingResult ferry_t = time_op({"ferry", ferry_op, {}}, stream.get(), *bootstrap, timing);
+    const TimingResult ferry_t = time_op({"ferry", ferry_op, synchronize}, stream.get(), *bootstrap, timing);
     if (leader) std::printf("%-10s %9.1f%s", format_byte_size(bytes).c_str(), ferry_t.op_us, ferry_ok ? " " : "!");
     if (csv) csv->write_row({std::to_string(bytes), "ferry", "0", format_fixed(ferry_t.op_us, 2), ferry_ok ? "1" : "0"});
     // Each case starts with check(), which waits for both devices and meets the peer, so the
@@ -314,7 +292,7 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
       for (int chunks : o.chunks) {
         auto ce_op = [&, chunks, handshake](cudaStream_t s) { enqueue(bytes, chunks, handshake, s); };
         const bool ok = check(bytes, ce_op);
-        const TimingResult t = time_op({"ce", ce_op, {}}, stream.get(), *bootstrap, timing);
+        const TimingResult t = time_op({"ce", ce_op, synchronize}, stream.get(), *bootstrap, timing);
         const char* impl = handshake ? "ce_hs" : "ce";
         if (leader) std::printf(" %10.1f%s", t.op_us, ok ? " " : "!");
         if (csv) csv->write_row({std::to_string(bytes), impl, std::to_string(chunks), format_fixed(t.op_us, 2), ok ? "1" : "0"});
