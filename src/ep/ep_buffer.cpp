@@ -278,14 +278,17 @@ void EpBuffer::init_cross_node() {
   // Low-latency calls are small: no ranges at all, one box per destination and the halves one after the
   // other, as before ranges (session 13: several ranges made them 1.36-1.75x slower over cuda_ipc).
   st.net_layout.pipelined = config_.mode == EpMode::kHighThroughput ? 1u : 0u;
-  uint64_t range_bytes = knobs::kEpNetRangeBytes.value();
-  if (range_bytes == 0) {
-    bool proxy_moves = false;
-    for (int r = 0; r < comm_.size(); ++r) proxy_moves = proxy_moves || (!topo.same_node(r) && !st.window->maps_peer(r));
-    // Sender and receiver cut a box into the same ranges, so every rank takes the same size.
-    const int mine = proxy_moves ? 1 : 0;
-    for (int any : comm_.bootstrap().all_gather_value(mine)) proxy_moves = proxy_moves || any != 0;
-    range_bytes = config_.mode == EpMode::kLowLatency ? UINT64_MAX : proxy_moves ? ep::kProxyRangeBytes : ep::kMinRangeBytes;
+  uint64_t range_bytes = UINT64_MAX;  // low latency: one range per box (the kernels use none)
+  if (st.net_layout.pipelined) {
+    range_bytes = knobs::kEpNetRangeBytes.value();
+    if (range_bytes == 0) {
+      bool proxy_moves = false;
+      for (int r = 0; r < comm_.size(); ++r) proxy_moves = proxy_moves || (!topo.same_node(r) && !st.window->maps_peer(r));
+      // Sender and receiver cut a box into the same ranges, so every rank takes the same size.
+      const int mine = proxy_moves ? 1 : 0;
+      for (int any : comm_.bootstrap().all_gather_value(mine)) proxy_moves = proxy_moves || any != 0;
+      range_bytes = proxy_moves ? ep::kProxyRangeBytes : ep::kMinRangeBytes;
+    }
   }
   ep::set_net_ranges(st.net_layout, p, range_bytes);
   ep::load_net_kernels();  // docs/internode.md, "Lazy module loading"
