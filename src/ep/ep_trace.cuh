@@ -7,7 +7,7 @@
 // launch to finish prints, for launch epochs = 50 mod 100, per point, the earliest
 // and latest block's stamp in microseconds after the earliest block started, a
 // line per point, e.g.
-//   [ferry ep trace] rank 0 dispatch_send epoch 150 blocks 44: p1 2.1-2.1 us
+//   [ferry ep trace] rank 0 dispatch_send epoch 150 blocks 44 start 512345: p1 2.1-2.1 us
 // A point some blocks do not reach (block 0's layout) shows only those that did:
 // stamps older than this launch's first start are left out. Without the flag every
 // macro expands to nothing, so the kernels' code is unchanged.
@@ -23,8 +23,11 @@ namespace ferry::ep::trace {
 constexpr int kPoints = 8;
 constexpr int kBlocks = 160;
 
+constexpr int kSpans = 16;
+
 struct Stamps {
   unsigned long long t[kPoints][kBlocks];
+  unsigned long long span[kSpans][2];  // per launch (epoch mod kSpans): first block's start, last block's end
   unsigned int arrived;
 };
 
@@ -40,10 +43,19 @@ __device__ inline void report(Stamps& s, const char* label, int rank, unsigned l
   if (atomicAdd(&s.arrived, 1u) != gridDim.x - 1) return;
   __threadfence();
   s.arrived = 0;
-  if (epoch % 100 != 50) return;
   const int blocks = min(int(gridDim.x), kBlocks);
   unsigned long long start = ~0ull;
   for (int b = 0; b < blocks; ++b) start = min(start, s.t[0][b]);
+  s.span[epoch % kSpans][0] = start;
+  s.span[epoch % kSpans][1] = device::global_timer_ns();
+  if (epoch % 100 != 50) return;
+  // The spans of the launches before this one (none of them printed), as %globaltimer's microseconds mod
+  // 10^6: with the other kernels' lines, where the time between the kernels goes.
+  for (int e = 1; e < kSpans && e <= int(epoch); ++e) {
+    const unsigned long long* sp = s.span[(epoch - e) % kSpans];
+    printf("[ferry ep trace] rank %d %s epoch %llu span %llu.%03llu-%llu.%03llu\n", rank, label, epoch - e,
+           (sp[0] / 1000) % 1000000, sp[0] % 1000, (sp[1] / 1000) % 1000000, sp[1] % 1000);
+  }
   for (int i = 0; i < points; ++i) {
     unsigned long long lo = ~0ull, hi = 0;
     for (int b = 0; b < blocks; ++b) {
@@ -54,8 +66,9 @@ __device__ inline void report(Stamps& s, const char* label, int rank, unsigned l
     }
     if (hi == 0) continue;
     const unsigned long long a = (lo - start) / 100, z = (hi - start) / 100;  // tenths of a microsecond
-    printf("[ferry ep trace] rank %d %s epoch %llu blocks %d: p%d %llu.%llu-%llu.%llu us\n", rank, label, epoch,
-           int(gridDim.x), i, a / 10, a % 10, z / 10, z % 10);
+    // The start as %globaltimer's microseconds mod 10^6: lines of the halves and of successive calls align.
+    printf("[ferry ep trace] rank %d %s epoch %llu blocks %d start %llu: p%d %llu.%llu-%llu.%llu us\n", rank, label,
+           epoch, int(gridDim.x), (start / 1000) % 1000000, i, a / 10, a % 10, z / 10, z % 10);
   }
 }
 
