@@ -6,6 +6,9 @@
 //   launch          one empty kernel (1 block): the floor of a graph kernel node
 //   launch_x2       two empty kernels one after the other (the EP halves, plainly)
 //   launch_x2_pdl   the second as a programmatic dependent launch (as the EP halves are)
+//   launch_event    one empty kernel and an external event-record node (ferry-bench ep times each op so)
+//   grid_132x1024   an empty grid of the EP halves' shape; grid_smem_switch: two, the second with 40 KB of
+//                   dynamic shared memory (the first none); grid_smem_same: both with 40 KB
 //   loads_N         one thread, N dependent global loads (pointer chase in L2): the
 //                   cost of a chain such as epoch -> ids -> layout
 //   fence_sys       every block (132 x 1024) fences at system scope and counts in; the
@@ -37,6 +40,7 @@ namespace ferry::bench {
 namespace {
 
 constexpr int kChainLength = 4096;  // slots of the pointer chase (32 KB: stays in L2)
+constexpr int kSwitchSmemBytes = 40 << 10;  // about what the EP send kernels take
 
 struct LatencyParams {
   uint64_t* peer_flag;   // the peer's flag word (as mapped here)
@@ -54,6 +58,13 @@ struct LatencyParams {
 __global__ void empty_kernel() {}
 
 __global__ void empty_dependent_kernel() { device::wait_prior_grid(); }
+
+// A grid shaped like the low-latency EP halves (132 x 1024), with or without dynamic shared memory
+// (the EP send kernels take ~40 KB: a kernel after one that took none may need the SM reconfigured).
+__global__ void __launch_bounds__(1024, 1) full_grid_kernel(uint32_t* sink) {
+  extern __shared__ uint32_t smem_words[];
+  if (threadIdx.x == 0 && sink == nullptr) smem_words[0] = 0;  // never: keeps the dynamic region declared
+}
 
 __global__ void loads_kernel(LatencyParams p) {
   uint32_t i = 0;
@@ -147,6 +158,12 @@ int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
   p.rank = rank;
   const bool pdl = supports_dependent_launch(comm.device());
   CudaStream stream;
+  struct Marker {
+    cudaEvent_t event = nullptr;
+    Marker() { FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming)); }
+    ~Marker() { cudaEventDestroy(event); }
+    cudaEvent_t get() const { return event; }
+  } marker;
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   bootstrap->barrier();
 
@@ -164,6 +181,20 @@ int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
       {"launch_x2_pdl", with([&](cudaStream_t s) {
          empty_kernel<<<1, 32, 0, s>>>();
          launch_dependent(empty_dependent_kernel, dim3(1), dim3(32), 0, s, pdl);
+       })},
+      // What ferry-bench ep puts between two ops: an external event-record node.
+      {"launch_event", with([&](cudaStream_t s) {
+         empty_kernel<<<1, 32, 0, s>>>();
+         FERRY_CUDA_CHECK(cudaEventRecordWithFlags(marker.get(), s, cudaEventRecordExternal));
+       })},
+      {"grid_132x1024", with([&](cudaStream_t s) { full_grid_kernel<<<132, 1024, 0, s>>>(p.sink); })},
+      {"grid_smem_switch", with([&](cudaStream_t s) {
+         full_grid_kernel<<<132, 1024, 0, s>>>(p.sink);
+         full_grid_kernel<<<132, 1024, kSwitchSmemBytes, s>>>(p.sink);
+       })},
+      {"grid_smem_same", with([&](cudaStream_t s) {
+         full_grid_kernel<<<132, 1024, kSwitchSmemBytes, s>>>(p.sink);
+         full_grid_kernel<<<132, 1024, kSwitchSmemBytes, s>>>(p.sink);
        })},
   };
   for (int loads : {1, 4, 16, 64}) {
