@@ -185,7 +185,12 @@ int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
       // What ferry-bench ep puts between two ops: an external event-record node.
       {"launch_event", with([&](cudaStream_t s) {
          empty_kernel<<<1, 32, 0, s>>>();
-         FERRY_CUDA_CHECK(cudaEventRecordWithFlags(marker.get(), s, cudaEventRecordExternal));
+         // External records are for captures only; the eager first call records plainly.
+         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+         FERRY_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+         FERRY_CUDA_CHECK(capturing == cudaStreamCaptureStatusActive
+                              ? cudaEventRecordWithFlags(marker.get(), s, cudaEventRecordExternal)
+                              : cudaEventRecord(marker.get(), s));
        })},
       {"grid_132x1024", with([&](cudaStream_t s) { full_grid_kernel<<<132, 1024, 0, s>>>(p.sink); })},
       {"grid_smem_switch", with([&](cudaStream_t s) {
