@@ -16,7 +16,8 @@ namespace ferry::ep {
 namespace {
 
 // NOTE [EP trace] points. Send: 0 start, 1 block 0's layout done, 2 counts published,
-// 3 every rank's counts seen, 4 destination rows computed, 5 items done (6: a first layout pass, trace builds).
+// 3 every rank's counts seen, 4 destination rows computed, 5 items done; trace builds also 6 (a first layout
+// pass) and 7-12 inside the second (layout_block's stamps).
 // Receive: 0 start, 1 counts seen, 2 offsets computed, 3 items done.
 FERRY_EP_TRACE_DEFINE(g_trace_dispatch_send)
 FERRY_EP_TRACE_DEFINE(g_trace_dispatch_recv)
@@ -128,8 +129,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       __syncthreads();
       FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 6);
 #endif
+#ifdef FERRY_EP_TRACE
+      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1, fused_layout_block_tokens(p.num_tokens),
+                   [](int point) { FERRY_EP_TRACE_POINT(g_trace_dispatch_send, point); });
+#else
       layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1,
                    fused_layout_block_tokens(p.num_tokens));
+#endif
       __syncthreads();  // the layout's counts and error flag, for every thread
     }
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 1);
@@ -162,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 5);
-  FERRY_EP_TRACE_REPORT(g_trace_dispatch_send, "dispatch_send", p, epoch, 7);
+  FERRY_EP_TRACE_REPORT(g_trace_dispatch_send, "dispatch_send", p, epoch, 13);
   finish_launch(p, kDispatchSend, epoch, -1);
 }
 

@@ -20,7 +20,7 @@
 
 namespace ferry::ep::trace {
 
-constexpr int kPoints = 8;
+constexpr int kPoints = 16;
 constexpr int kBlocks = 160;
 
 constexpr int kSpans = 16;

@@ -56,8 +56,14 @@ __device__ inline void report_layout_error(const Params& p, int bad) {
 // 32, at most blockDim.x; smem: layout_smem_bytes(E, block_tokens)). Every
 // thread of the block calls it; the first block_tokens take one token each, any
 // others only help with the scans.
+// `stamp(point)`: the EP trace's points inside the layout (NOTE [EP trace]; trace builds of the fused
+// layout only, a no-op otherwise).
+struct NoLayoutStamp {
+  __device__ void operator()(int) const {}
+};
+template <typename Stamp = NoLayoutStamp>
 __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks,
-                                    int block_tokens = kLayoutThreads) {
+                                    int block_tokens = kLayoutThreads, Stamp stamp = {}) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
   const int max_warps = block_tokens / 32;
   uint32_t* warp_expert = smem;                                                          // [max_warps][E]
@@ -74,6 +80,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
   for (int i = threadIdx.x; i < warps * E; i += threads) warp_expert[i] = 0;
   if (threadIdx.x == 0) bad_entry = INT32_MAX;
   __syncthreads();
+  stamp(7);
 
   const int t = chunk + warp * 32 + lane;
   const bool has_token = warp < warps && t < p.num_tokens;
@@ -111,7 +118,9 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
     slot[r] = (sent >> lane) & 1u ? __popc(sent & below) : -1;
     if (lane == 0 && warp < max_warps) warp_rank[warp][r] = __popc(sent);
   }
+  stamp(8);
   __syncthreads();
+  stamp(9);
   // Exclusive scans over the block's warps (per expert, per rank); block totals.
   for (int e = threadIdx.x; e < E; e += threads) {
     int run = 0;
@@ -132,6 +141,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
     rank_base[threadIdx.x] = run;
   }
   __syncthreads();
+  stamp(10);
 
   if (num_blocks == 1) {
     // The block's totals are the rank's; its offsets start at 0.
@@ -161,6 +171,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
     if (threadIdx.x == 0) totals[E + W] = bad_entry;
   }
   __syncthreads();
+  stamp(11);
   if (has_token) {
 #pragma unroll
     for (int k = 0; k < kMaxTopk; ++k)
@@ -172,6 +183,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
       if (r < W) p.token_slot[size_t(t) * W + r] = slot[r] >= 0 ? slot[r] + warp_rank[warp][r] + rank_base[r] : -1;
   }
   if (num_blocks == 1 && threadIdx.x == 0) report_layout_error(p, bad_entry);
+  stamp(12);
 }
 
 // Second pass of a layout of several blocks (num_blocks == gridDim.x of the
