@@ -1,0 +1,3 @@
+# Session 15, call 8 (warm after call 7, the binaries of both trees still built there; run inline as one command):
+# more rounds of call 7's A/B where it read slower (low-latency fp8 at T=128/512, high-throughput expanded).
+source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1; ferry_nccl_library_path; call_begin c8 150; BASE=.ab/base/build/bench/ferry-bench; NEW=build-device/bench/ferry-bench; ls -la $BASE $NEW | wc -l; call_ab ll2_ 4 $BASE $NEW "" ep --no-nccl --mode ll --tokens 128,512; call_ab ht2_ 2 $BASE $NEW "" ep --no-nccl --mode ht --sms 24 --layout expanded; call_end 2>&1 | tail -30
