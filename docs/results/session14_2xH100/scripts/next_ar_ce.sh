@@ -1,6 +1,6 @@
 # Prepared in session 14 for the next one (not run): branch exp/ar-ce, the copy-engine one-shot AllReduce inside the
 # library (NOTE [Copy-engine one-shot], FERRY_ALLREDUCE_CE_MIN_BYTES, FERRY_ONE_SHOT_CE_CHUNKS; off unless set). Run it
-# after next_figures.sh's ce-allreduce probe says the "+hs" rows beat ferry at 4 MB; skip it otherwise.
+# after the ce-allreduce probe (session 15 ran it: it lost everywhere, so this was not run) says the "+hs" rows beat ferry at 4 MB; skip it otherwise.
 # Before, here: rm -rf .ab; mkdir -p .ab/ce; git archive exp/ar-ce | tar -x -C .ab/ce
 # run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session14_2xH100/scripts/next_ar_ce.sh 2>&1 | tail -60
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

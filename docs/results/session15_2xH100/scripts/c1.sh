@@ -3,7 +3,7 @@
 # 14's channel layer left their PTX identical) and the AllReduce-vs-torch rows. DeepEP beside it when .deps/DeepEP
 # holds its 567632d export (scripts/device_deepep.sh says how; about 75 s to build). Then issue 24's tcp rows with
 # and without UCX's zero-copy puts, if time is left (else run that part in a second call).
-# run(kind nvidia-h100-x2, carry [".deps"]): bash docs/results/session14_2xH100/scripts/next_figures.sh 2>&1 | tail -60
+# run(kind nvidia-h100-x2, carry [".deps"]): bash docs/results/session15_2xH100/scripts/c1.sh 2>&1 | tail -60 (prepared in session 14 as next_figures.sh, moved here when it ran)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin figures 570
