@@ -14,7 +14,7 @@ namespace {
 constexpr int kUnroll = kCombineUnroll;
 
 // NOTE [EP trace] points. Send: 0 start, 1 homes' consumed words seen, 2 items done.
-// Receive: 0 start, 1 items done.
+// Receive: 0 start, 1 items done, 2 (trace builds) the send grid complete.
 FERRY_EP_TRACE_DEFINE(g_trace_combine_send)
 FERRY_EP_TRACE_DEFINE(g_trace_combine_recv)
 
@@ -86,7 +86,11 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 1);
-  FERRY_EP_TRACE_REPORT(g_trace_combine_recv, "combine_recv", p, epoch, 2);
+#ifdef FERRY_EP_TRACE
+  wait_for_send_grid();  // trace builds: point 2 = the send grid complete (finish_launch waits again, at once)
+  FERRY_EP_TRACE_POINT(g_trace_combine_recv, 2);
+#endif
+  FERRY_EP_TRACE_REPORT(g_trace_combine_recv, "combine_recv", p, epoch, 3);
   finish_launch(p, kCombineRecv, epoch, kCombineConsumed);
 }
 

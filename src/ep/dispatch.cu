@@ -18,7 +18,7 @@ namespace {
 // NOTE [EP trace] points. Send: 0 start, 1 block 0's layout done, 2 counts published,
 // 3 every rank's counts seen, 4 destination rows computed, 5 items done; trace builds also 6 (a first layout
 // pass) and 7-12 inside the second (layout_block's stamps).
-// Receive: 0 start, 1 counts seen, 2 offsets computed, 3 items done.
+// Receive: 0 start, 1 counts seen, 2 offsets computed, 3 items done, 4 (trace builds) the send grid complete.
 FERRY_EP_TRACE_DEFINE(g_trace_dispatch_send)
 FERRY_EP_TRACE_DEFINE(g_trace_dispatch_recv)
 
@@ -291,7 +291,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 3);
-  FERRY_EP_TRACE_REPORT(g_trace_dispatch_recv, "dispatch_recv", p, epoch, 4);
+#ifdef FERRY_EP_TRACE
+  wait_for_send_grid();  // trace builds: point 4 = the send grid complete (finish_launch waits again, at once)
+  FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 4);
+#endif
+  FERRY_EP_TRACE_REPORT(g_trace_dispatch_recv, "dispatch_recv", p, epoch, 5);
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
