@@ -128,8 +128,6 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1, fused_layout_block_tokens(p.num_tokens));
       __syncthreads();
       FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 6);
-#endif
-#ifdef FERRY_EP_TRACE
       layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1, fused_layout_block_tokens(p.num_tokens),
                    [](int point) { FERRY_EP_TRACE_POINT(g_trace_dispatch_send, point); });
 #else
