@@ -7,6 +7,8 @@
 //   launch_x2       two empty kernels one after the other (the EP halves, plainly)
 //   launch_x2_pdl   the second as a programmatic dependent launch (as the EP halves are)
 //   launch_event    one empty kernel and an external event-record node (ferry-bench ep times each op so)
+//   halves_pdl      the EP halves' structure, empty: 44 blocks that let the dependent start, then 88 launched
+//                   as their dependent that wait for them at the end; one_grid: one grid of 132 blocks
 //   grid_132x1024   an empty grid of the EP halves' shape; grid_smem_switch: two, the second with 40 KB of
 //                   dynamic shared memory (the first none); grid_smem_same: both with 40 KB
 //   loads_N         one thread, N dependent global loads (pointer chase in L2): the
@@ -58,6 +60,12 @@ struct LatencyParams {
 __global__ void empty_kernel() {}
 
 __global__ void empty_dependent_kernel() { device::wait_prior_grid(); }
+
+// The low-latency EP halves' structure with empty bodies: a send grid that lets its dependent start at
+// once, and a receive grid (launched as its dependent) that waits for the send grid's completion at its
+// end, as finish_launch does; against one grid of both sizes (halves_pdl vs one_grid).
+__global__ void __launch_bounds__(1024, 1) send_half_kernel() { device::allow_dependent_launch(); }
+__global__ void __launch_bounds__(1024, 1) recv_half_kernel() { device::wait_prior_grid(); }
 
 // A grid shaped like the low-latency EP halves (132 x 1024), with or without dynamic shared memory
 // (the EP send kernels take ~40 KB: a kernel after one that took none may need the SM reconfigured).
@@ -197,6 +205,11 @@ int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
          full_grid_kernel<<<132, 1024, 0, s>>>(p.sink);
          full_grid_kernel<<<132, 1024, kSwitchSmemBytes, s>>>(p.sink);
        })},
+      {"halves_pdl", with([&](cudaStream_t s) {
+         send_half_kernel<<<44, 1024, 0, s>>>();
+         launch_dependent(recv_half_kernel, dim3(88), dim3(1024), 0, s, pdl);
+       })},
+      {"one_grid", with([&](cudaStream_t s) { send_half_kernel<<<132, 1024, 0, s>>>(); })},
       {"grid_smem_same", with([&](cudaStream_t s) {
          full_grid_kernel<<<132, 1024, kSwitchSmemBytes, s>>>(p.sink);
          full_grid_kernel<<<132, 1024, kSwitchSmemBytes, s>>>(p.sink);
