@@ -166,12 +166,7 @@ int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
   p.rank = rank;
   const bool pdl = supports_dependent_launch(comm.device());
   CudaStream stream;
-  struct Marker {
-    cudaEvent_t event = nullptr;
-    Marker() { FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming)); }
-    ~Marker() { cudaEventDestroy(event); }
-    cudaEvent_t get() const { return event; }
-  } marker;
+  EventList marker(1);  // the kind of event ferry-bench ep records between ops (bench_timing.hpp)
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   bootstrap->barrier();
 
@@ -197,8 +192,8 @@ int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
          cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
          FERRY_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
          FERRY_CUDA_CHECK(capturing == cudaStreamCaptureStatusActive
-                              ? cudaEventRecordWithFlags(marker.get(), s, cudaEventRecordExternal)
-                              : cudaEventRecord(marker.get(), s));
+                              ? cudaEventRecordWithFlags(marker.events[0], s, cudaEventRecordExternal)
+                              : cudaEventRecord(marker.events[0], s));
        })},
       {"grid_132x1024", with([&](cudaStream_t s) { full_grid_kernel<<<132, 1024, 0, s>>>(p.sink); })},
       {"grid_smem_switch", with([&](cudaStream_t s) {
