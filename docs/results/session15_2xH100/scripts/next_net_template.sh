@@ -1,5 +1,5 @@
-# Prepared in session 15 for the next one (not run): branch exp/net-ll-template (5e06d54, the direct cross-node
-# kernels templated on kPipelined) against main, same run: low latency over sm across 2 virtual nodes (the 1-3%
+# Prepared in session 15 for the next one (not run): branch exp/net-ll-template (6addea5: the direct cross-node
+# kernels templated on kPipelined, plus the review's mends: one header-send helper) against main, same run: low latency over sm across 2 virtual nodes (the 1-3%
 # session 15's call 5 confirmed), high throughput over sm, then the branch's cross-node suites.
 # Before: rm -rf .ab; mkdir -p .ab/base .ab/new; git archive main | tar -x -C .ab/base;
 #         git archive exp/net-ll-template | tar -x -C .ab/new
