@@ -297,21 +297,28 @@ TEST(Ep, BadExpertIdOnOneRank) {
     bool sync_counts;
     bool next_call_raises;  // else check_errors()
     bool repeated = false;  // a token naming one expert twice instead of an id out of range
+    int topk = 4;           // 12: the layout's steps for top-k above 8 (NOTE [EP layout code size])
   };
   for (const Variant v : {Variant{EpMode::kHighThroughput, true, false}, Variant{EpMode::kHighThroughput, false, false},
                           Variant{EpMode::kLowLatency, true, false}, Variant{EpMode::kLowLatency, true, true},
                           Variant{EpMode::kHighThroughput, true, false, true},
-                          Variant{EpMode::kLowLatency, true, false, true}}) {
+                          Variant{EpMode::kLowLatency, true, false, true},
+                          Variant{EpMode::kHighThroughput, true, false, true, 12},
+                          Variant{EpMode::kLowLatency, true, false, false, 12}}) {
     SCOPED_TRACE(std::string(mode_id(v.mode)) + (v.sync_counts ? " sync" : " no-sync") +
-                 (v.next_call_raises ? " next call" : " check_errors") + (v.repeated ? " repeated" : " out of range"));
-    Harness h(shared(), make_config(v.mode, DataType::kBFloat16, 32, 1024, 4, 2));
+                 (v.next_call_raises ? " next call" : " check_errors") + (v.repeated ? " repeated" : " out of range") +
+                 " topk " + std::to_string(v.topk));
+    Harness h(shared(), make_config(v.mode, DataType::kBFloat16, 32, 1024, v.topk, v.topk > 8 ? 16 : 2));
     ASSERT_TRUE(h.alive());
     ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
     const int E = h.config().num_experts;
     const ep::Spec s = make_spec(h.config(), shared().next_seed(), ep::Routing::kUniform, ep::TokenCounts::kFull);
     auto all = ep::make_all_inputs(s);
     ep::RankInput bad = all[0];
-    if (v.repeated) {
+    if (v.repeated && v.topk > 8) {
+      bad.idx[9] = bad.idx[3] >= 0 ? bad.idx[3] : 0;  // token 0 names one expert at k = 3 and k = 9
+      bad.idx[3] = bad.idx[9];
+    } else if (v.repeated) {
       bad.idx[1] = bad.idx[0] >= 0 ? bad.idx[0] : 0;  // token 0 names one expert twice
       bad.idx[0] = bad.idx[1];
     } else {

@@ -221,6 +221,26 @@ TEST(Ep, Fp8InputPassThrough) {
 
 }  // namespace
 
+// Top-k above 8 takes the layout's second instantiation (NOTE [EP layout code size]): 12 and 16 experts per
+// token, with -1 entries, both index types, fused (33 tokens) and separate (1025) layouts, both modes, each
+// round against the reference.
+TEST(Ep, TopkAboveEight) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    for (int topk : {12, 16}) {
+      for (int tokens : {33, 1025}) {
+        SCOPED_TRACE(std::string(mode_id(mode)) + " topk=" + std::to_string(topk) + " T=" + std::to_string(tokens));
+        Harness h(shared(), make_config(mode, DataType::kBFloat16, tokens, 2048, topk, 16));
+        ASSERT_TRUE(h.alive());
+        Harness::Options idx64;
+        idx64.idx64 = true;
+        ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried));
+        ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull, idx64));
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- fused and separate layout
 // NOTE [EP fused layout]: a call of at most max_fused_layout_tokens(E) tokens
 // (1024 here) has its layout computed inside the send kernel, a larger one by
