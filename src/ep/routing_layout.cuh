@@ -227,10 +227,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
                                     int block_tokens = kLayoutThreads, Stamp stamp = {}) {
   static_assert(kMaxTopk == 16, "layout_block's unrolled steps: 8, or up to kMaxTopk");
   __shared__ LayoutShared shared;
-  if (p.topk <= 8)
-    layout_block_k<8>(p, smem, shared, block, num_blocks, block_tokens, stamp);
-  else
-    layout_block_k<kMaxTopk>(p, smem, shared, block, num_blocks, block_tokens, stamp);
+  layout_block_k<kMaxTopk>(p, smem, shared, block, num_blocks, block_tokens, stamp);
 }
 
 // Second pass of a layout of several blocks (num_blocks == gridDim.x of the
