@@ -181,8 +181,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
         std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
     state_->combine_recv_blocks =
         std::clamp(static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
-  }
-  if (state_->spans_nodes) {
     init_cross_node();
   } else {
     // Symmetric (one allocation, the same order and sizes on every rank), then

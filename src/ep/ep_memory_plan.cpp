@@ -94,7 +94,6 @@ NetLayout net_layout(const Params& p) {
   l.scales_offset = l.row_offset + H * elem;
   l.record_bytes = round_to(l.scales_offset + (p.fp8_out ? sizeof(float) * (H / kScaleBlock) : 0), 16);
   l.dispatch_slot = round_to(l.header_bytes + T * l.record_bytes, 256);
-  set_net_ranges(l, p, kMinRangeBytes);
   l.combine_slot = round_to(T * H * 2, 256);
   l.dispatch_in = 0;
   l.dispatch_out = l.dispatch_in + 2 * W * l.dispatch_slot;

@@ -15,6 +15,7 @@ constexpr int kUnroll = kCombineUnroll;
 // parity's outbox (or, over NVLink or a mapped landing, the source's inbox);
 // each written (row, chunk) item is counted into its range, and the count that
 // completes a range sends it (NOTE [EP across nodes: pipelined ranges]).
+template <bool kPipelined>  // = np.lay.pipelined (high throughput; see place_dispatch_records)
 struct NetTarget {
   const NetParams& np;
   int parity;
@@ -25,7 +26,7 @@ struct NetTarget {
     return combine_target(np, s, parity) + size_t(item_slot) * (size_t(np.p.hidden) * 2);
   }
   __device__ void written(int s, int, int lane) {  // after the warp's stores (__syncwarp)
-    if (lane != 0 || !np.lay.pipelined) return;
+    if (!kPipelined || lane != 0) return;
     const int per_range = int(np.lay.combine_range_rows), k = slot / per_range;
     const int rows = min(per_range, token_count[s] - k * per_range);
     if (!count_range_item(np.relay.combine_range_written + size_t(s) * kMaxNetRanges + k,
@@ -57,6 +58,7 @@ __device__ inline void relay_combine_ranges(const NetParams& np, uint64_t epoch)
 FERRY_EP_TRACE_DEFINE(g_trace_net_combine_send)
 FERRY_EP_TRACE_DEFINE(g_trace_net_combine_recv)
 
+template <bool kPipelined>
 __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams np) {
   const Params& p = np.p;
   const DeviceWindow& w = np.w;
@@ -74,13 +76,13 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
                                          kRelayCombineConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
-    NetTarget target{np, parity, token_count};
+    NetTarget<kPipelined> target{np, parity, token_count};
     combine_send_items(p, token_count, max_token_count, target);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_send, "net_combine_send", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineSend)) return;
-  if (ok && !lay.pipelined) {
+  if (ok && !kPipelined) {
     // One put of the used rows (or only the signal) per home.
     const size_t row_bytes = size_t(p.hidden) * 2;
     for (int s = 0; s < W; ++s) {
@@ -105,6 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   advance_epoch(p, kCombineSend, epoch);
 }
 
+template <bool kPipelined>
 __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams np) {
   const Params& p = np.p;
   const DeviceWindow& w = np.w;
@@ -116,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   const size_t row_bytes = size_t(H) * 2;
   const int warp = threadIdx.x >> 5;
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 0);
-  const bool pipelined = lay.pipelined != 0;
+  constexpr bool pipelined = kPipelined;
   // One box per expert rank: wait for all of them first. Ranges: each warp waits for what it reads.
   bool ok = pipelined || wait_all_ranks_relayed(np, kSigCombineData, epoch, kPhaseEpCombine, kRelayCombineData);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_recv, 1);
@@ -125,9 +128,9 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
     // NOTE [EP across nodes: pipelined ranges]: warp kWarps - 1 of block 0 relays; the others renumber around it.
-    const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
     int first = loop.first, stride = loop.stride;
-    if (pipelined) {
+    if constexpr (pipelined) {
+      const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
       if (first == relay) {
         relay_combine_ranges(np, epoch);
         first = items;
@@ -137,24 +140,28 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
       --stride;
     }
     __shared__ int landed[kWarps][kMaxRanks];  // ranges this warp saw published, per expert rank
-    if (lane < kMaxRanks) landed[warp][lane] = 0;
-    __syncwarp();
-    const int per_range = int(lay.combine_range_rows);
+    if constexpr (pipelined) {
+      if (lane < kMaxRanks) landed[warp][lane] = 0;
+      __syncwarp();
+    }
+    [[maybe_unused]] const int per_range = int(lay.combine_range_rows);
     for (int item = first; item < items; item += stride) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-      int waited = 1;  // lane r: rank r's range of this slot is published
-      if (pipelined && slot >= 0 && landed[warp][lane] <= slot / per_range) {
-        const uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
-        waited = device::wait_flag_geq(word, (epoch << 32) | uint64_t(slot / per_range + 1), p.wait, lane,
-                                       kPhaseEpCombine);
-        if (waited) landed[warp][lane] = int(device::ld_acquire_sys(word) & 0xffffffffu);
+      if constexpr (pipelined) {
+        int waited = 1;  // lane r: rank r's range of this slot is published
+        if (slot >= 0 && landed[warp][lane] <= slot / per_range) {
+          const uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
+          waited = device::wait_flag_geq(word, (epoch << 32) | uint64_t(slot / per_range + 1), p.wait, lane,
+                                         kPhaseEpCombine);
+          if (waited) landed[warp][lane] = int(device::ld_acquire_sys(word) & 0xffffffffu);
+        }
+        if (!__all_sync(0xffffffffu, waited)) {  // aborted: the host reports it
+          ok = false;
+          break;
+        }
+        __syncwarp();  // each lane's acquire before the warp reads the partials
       }
-      if (!__all_sync(0xffffffffu, waited)) {  // aborted: the host reports it
-        ok = false;
-        break;
-      }
-      __syncwarp();  // each lane's acquire before the warp reads the partials
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
       const size_t offset = size_t(chunk_begin(p, c)) * 2;
       const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
@@ -189,19 +196,21 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
 void load_net_kernels() {
   load_net_dispatch_kernels();
   cudaFuncAttributes attributes;
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, net_combine_send_kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, net_combine_recv_kernel));
+  for (auto kernel : {net_combine_send_kernel<true>, net_combine_send_kernel<false>, net_combine_recv_kernel<true>,
+                      net_combine_recv_kernel<false>})
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
 }
 
 void launch_net_combine_send(const NetParams& np, cudaStream_t stream) {
-  net_combine_send_kernel<<<np.p.num_blocks, kThreads, 0, stream>>>(np);
+  (np.lay.pipelined ? net_combine_send_kernel<true> : net_combine_send_kernel<false>)<<<np.p.num_blocks, kThreads, 0,
+                                                                                         stream>>>(np);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_net_combine_recv(const NetParams& np, cudaStream_t stream) {
   // As the dependent grid of the send grid when the halves overlap (NOTE [Overlapped halves and free SMs]).
-  launch_dependent(net_combine_recv_kernel, dim3(np.p.num_blocks), dim3(kThreads), 0, stream,
-                   np.p.overlapped_receive, np);
+  launch_dependent(np.lay.pipelined ? net_combine_recv_kernel<true> : net_combine_recv_kernel<false>,
+                   dim3(np.p.num_blocks), dim3(kThreads), 0, stream, np.p.overlapped_receive, np);
 }
 
 }  // namespace ferry::ep

@@ -29,8 +29,33 @@ __device__ void count_dispatch_item(const NetParams& np, int d, int slot, int pa
              dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes);
 }
 
+// Every destination's box header (its token count, then this rank's rows for every expert) and the
+// signal kSigDispatchData: only the signal where the box is stored in place (NVLink, a mapped landing
+// buffer; the header before it by the block barrier, the records by every block's arrival before the
+// last block calls this), else one put of the header and, with_records, of the used records. One block.
+__device__ void send_dispatch_headers(const NetParams& np, int parity, bool bad, bool with_records) {
+  const Params& p = np.p;
+  const NetLayout& lay = np.lay;
+  const int W = p.world_size;
+  for (int d = 0; d < W; ++d) {
+    int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
+    const int tokens = bad ? 0 : p.send_token_count[d];
+    if (threadIdx.x == 0) header[kHeaderTokens] = tokens;
+    for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
+      header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
+    if (dev::direct_ptr(np.w, d) != nullptr) {
+      __syncthreads();
+      if (threadIdx.x == 0) dev::signal(np.w, d, kSigDispatchData, 1);
+    } else {
+      const size_t bytes = lay.header_bytes + (with_records ? size_t(tokens) * lay.record_bytes : 0);
+      dev::put_with_signal(np.w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d), bytes,
+                           kSigDispatchData, 1, dev::SourceIn::kSendView);
+    }
+  }
+}
+
 // Chunk c of token t into its record at every destination it picked.
-template <bool kQuantize>
+template <bool kQuantize, bool kPipelined>
 __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t** dst, float** dst_scales,
                            int parity) {
   const Params& p = np.p;
@@ -67,10 +92,12 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
   write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
   __syncwarp();  // dst / dst_scales are rewritten by the next item; the warp's stores before the counts
   // NOTE [EP across nodes: pipelined ranges]: lane r counts this item into its range at destination r.
-  if (np.lay.pipelined && lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
+  if constexpr (kPipelined)
+    if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
 }
 
-template <bool kQuantize>
+// kPipelined = np.lay.pipelined (high throughput), a template parameter (see place_dispatch_records).
+template <bool kQuantize, bool kPipelined>
 __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParams np) {
   const Params& p = np.p;
   const DeviceWindow& w = np.w;
@@ -90,50 +117,20 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
   // The headers first (NOTE [EP across nodes: pipelined ranges]): the destinations size their output
   // from them while the records are still being packed. Else the last block sends each box whole.
-  if (lay.pipelined && ok && blockIdx.x == 0) {
-    for (int d = 0; d < W; ++d) {
-      int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
-      if (threadIdx.x == 0) header[kHeaderTokens] = bad ? 0 : p.send_token_count[d];
-      for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
-        header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
-      if (dev::direct_ptr(w, d) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
-        __syncthreads();  // the header, then the signal
-        if (threadIdx.x == 0) dev::signal(w, d, kSigDispatchData, 1);
-      } else {
-        dev::put_with_signal(w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d),
-                             lay.header_bytes, kSigDispatchData, 1, dev::SourceIn::kSendView);
-      }
-    }
-  }
+  if (kPipelined && ok && blockIdx.x == 0) send_dispatch_headers(np, parity, bad, /*with_records=*/false);
   if (ok && !bad) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
     for (int item = loop.first; item < items; item += loop.stride)
-      pack_chunk<kQuantize>(np, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp], warp_scales[warp],
-                            parity);
+      pack_chunk<kQuantize, kPipelined>(np, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
+                                        warp_scales[warp], parity);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchSend)) return;
-  if (ok && !lay.pipelined) {
-    // One box per destination: its header (token count, then this rank's rows for every expert) and the
-    // used records, in one put with the signal, or only the signal where it was stored in place.
-    for (int d = 0; d < W; ++d) {
-      int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
-      const int tokens = bad ? 0 : p.send_token_count[d];
-      if (threadIdx.x == 0) header[kHeaderTokens] = tokens;
-      for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
-        header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
-      if (dev::direct_ptr(w, d) != nullptr) {  // stored in place (NVLink or a mapped landing buffer)
-        __syncthreads();  // the header, then the signal (the records: before every block's arrival)
-        if (threadIdx.x == 0) dev::signal(w, d, kSigDispatchData, 1);
-      } else {
-        dev::put_with_signal(w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d),
-                             lay.header_bytes + size_t(tokens) * lay.record_bytes, kSigDispatchData, 1,
-                             dev::SourceIn::kSendView);
-      }
-    }
+  if (ok && !kPipelined) {
+    send_dispatch_headers(np, parity, bad, /*with_records=*/true);
   } else if (ok) {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
     for (int i = threadIdx.x; i < W * int(lay.max_ranges); i += blockDim.x) {
@@ -147,6 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   advance_epoch(p, kDispatchSend, epoch);
 }
 
+template <bool kPipelined>
 __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParams np) {
   const Params& p = np.p;
   const DeviceWindow& w = np.w;
@@ -158,9 +156,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   const bool ok = wait_all_ranks_relayed(np, kSigDispatchData, epoch, kPhaseEpDispatch, kRelayDispatchData);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 1);
   if (ok)
-    place_dispatch_records(
-        np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); }, epoch, w.net_recv != w.local,
-        /*pipelined=*/lay.pipelined != 0);
+    place_dispatch_records<kPipelined>(
+        np, [&](int s) { return dev::recv_ptr(w, s) + dispatch_in(lay, W, parity, s); }, epoch, w.net_recv != w.local);
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_recv, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
@@ -178,15 +175,17 @@ static_assert(sizeof(int64_t) * (kMaxExperts + 1) + sizeof(int32_t) * 2 * kMaxEx
 // The dispatch kernels and the layout kernel they follow (load_net_kernels).
 void load_net_dispatch_kernels() {
   cudaFuncAttributes attributes;
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, net_dispatch_send_kernel<true>));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, net_dispatch_send_kernel<false>));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, net_dispatch_recv_kernel));
+  for (auto kernel : {net_dispatch_send_kernel<true, true>, net_dispatch_send_kernel<true, false>,
+                      net_dispatch_send_kernel<false, true>, net_dispatch_send_kernel<false, false>,
+                      net_dispatch_recv_kernel<true>, net_dispatch_recv_kernel<false>})
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   load_layout_kernel();
 }
 
 void launch_net_dispatch_send(const NetParams& np, cudaStream_t stream) {
-  const auto kernel =
-      np.p.fp8_out && !np.p.fp8_in ? net_dispatch_send_kernel<true> : net_dispatch_send_kernel<false>;
+  const bool quantize = np.p.fp8_out && !np.p.fp8_in, pipelined = np.lay.pipelined != 0;
+  const auto kernel = quantize ? (pipelined ? net_dispatch_send_kernel<true, true> : net_dispatch_send_kernel<true, false>)
+                               : (pipelined ? net_dispatch_send_kernel<false, true> : net_dispatch_send_kernel<false, false>);
   kernel<<<np.p.num_blocks, kThreads, 0, stream>>>(np);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
@@ -194,8 +193,8 @@ void launch_net_dispatch_send(const NetParams& np, cudaStream_t stream) {
 void launch_net_dispatch_recv(const NetParams& np, cudaStream_t stream) {
   const size_t smem = net_dispatch_recv_smem_bytes(np.p.world_size, np.p.local_experts, np.p.num_experts);
   // As the dependent grid of the send grid when the halves overlap (NOTE [Overlapped halves and free SMs]).
-  launch_dependent(net_dispatch_recv_kernel, dim3(np.p.num_blocks), dim3(kThreads), smem, stream,
-                   np.p.overlapped_receive, np);
+  launch_dependent(np.lay.pipelined ? net_dispatch_recv_kernel<true> : net_dispatch_recv_kernel<false>,
+                   dim3(np.p.num_blocks), dim3(kThreads), smem, stream, np.p.overlapped_receive, np);
 }
 
 }  // namespace ferry::ep

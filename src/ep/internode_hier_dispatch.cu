@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_recv_kernel(HierPar
   __syncthreads();
   const bool ok = *static_cast<volatile int*>(&failed) == 0;
   if (ok)
-    place_dispatch_records(np, [&](int s) { return w.local + dispatch_in(lay, W, parity, s); }, epoch,
-                           /*host_inboxes=*/false, /*pipelined=*/false);
+    place_dispatch_records</*kPipelined=*/false>(np, [&](int s) { return w.local + dispatch_in(lay, W, parity, s); },
+                                                 epoch, /*host_inboxes=*/false);
   if (!arrive_last<true>(p, kDispatchRecv)) return;
   // NOTE [EP hierarchical reuse] (2): this node's ranks wrote every inbox.
   if (ok && threadIdx.x < h.per_node) dev::signal(w, h.rank_at[h.node * h.per_node + threadIdx.x], kSigDispatchConsumed, 1);

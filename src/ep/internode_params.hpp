@@ -48,6 +48,7 @@ struct NetLayout {
   uint64_t row_offset;       // row data inside a record (= meta_bytes)
   uint64_t scales_offset;    // fp8 scales inside a record
   uint64_t dispatch_slot;    // header + max_tokens records (256-byte multiple)
+  // Ranges: set by set_net_ranges on the direct path (EpBuffer::init_cross_node); 0 elsewhere.
   uint32_t range_records;    // records per range (NOTE [EP across nodes: pipelined ranges])
   uint32_t max_ranges;       // ranges of max_tokens records: at most kMaxNetRanges
   uint32_t combine_range_rows;   // partial rows per combine range

@@ -51,26 +51,50 @@ __device__ inline void report_layout_error(const Params& p, int bad) {
   }
 }
 
-// The layout of block `block` of `num_blocks` (num_blocks > 1: the blocks of
-// one grid, blockIdx.x == block), each of `block_tokens` tokens (a multiple of
-// 32, at most blockDim.x; smem: layout_smem_bytes(E, block_tokens)). Every
-// thread of the block calls it; the first block_tokens take one token each, any
-// others only help with the scans.
 // `stamp(point)`: the EP trace's points inside the layout (NOTE [EP trace]; trace builds of the fused
 // layout only, a no-op otherwise).
 struct NoLayoutStamp {
   __device__ void operator()(int) const {}
 };
-template <typename Stamp = NoLayoutStamp>
-__device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks,
-                                    int block_tokens = kLayoutThreads, Stamp stamp = {}) {
+
+// NOTE [EP layout code size]
+// The per-token part of the layout is straight-line code (the ids stay in registers, so its loops over
+// k are unrolled), and its length, not its loads, set the low-latency dispatch's first phase: on 2
+// H100s a warm second pass of the fused layout over ONE token took 5.4 us, 3.0 of them from the ids'
+// loads to the ballots (EP trace points 7-8, session 15), and the code there was ~25 KB of SASS:
+// sixteen copies of the k step, each with the repeated-id compares against every earlier id and its
+// own int32/int64 branch. So the k steps are unrolled only up to kMaxK (8 covers top-8 and below, 16
+// the rest; layout_block picks by the runtime top-k), a repeated id is found by the value atomicOr
+// returns (the lane's bit already set in the warp's mask of that expert: the same token picked it
+// before), not by compares, and the index type is branched on once.
+// e / experts_per_rank by a multiply (the division is ~25 instructions per k step, NOTE [EP layout code
+// size]): with m = ceil(2^32 / Le), floor(e * m / 2^32) = floor(e / Le) while e * Le < 2^32, which
+// e < kMaxExperts and Le <= kMaxExperts keep.
+struct ExpertRank {
+  uint32_t magic;  // 0 for one expert per rank
+  __device__ explicit ExpertRank(int experts_per_rank)
+      : magic(experts_per_rank > 1 ? 0xFFFFFFFFu / uint32_t(experts_per_rank) + 1u : 0u) {}
+  __device__ int rank(int e) const { return magic != 0 ? int(__umulhi(uint32_t(e), magic)) : e; }
+};
+static_assert(uint64_t(kMaxExperts) * kMaxExperts < (uint64_t(1) << 32), "ExpertRank's multiply is exact");
+
+// The block's shared words beside `smem` (one set for both instantiations of layout_block_k).
+struct LayoutShared {
+  int32_t warp_rank[kWarps][kMaxRanks];
+  int32_t rank_base[kMaxRanks];
+  int32_t bad_entry;  // lowest token * K + k with a bad or repeated id
+};
+
+template <int kMaxK, typename Stamp>
+__device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutShared& shared, int block,
+                                      int num_blocks, int block_tokens, Stamp stamp) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
   const int max_warps = block_tokens / 32;
   uint32_t* warp_expert = smem;                                                          // [max_warps][E]
   int32_t* expert_base = reinterpret_cast<int32_t*>(warp_expert + size_t(max_warps) * E);  // [E]
-  __shared__ int32_t warp_rank[kWarps][kMaxRanks];
-  __shared__ int32_t rank_base[kMaxRanks];
-  __shared__ int32_t bad_entry;  // lowest token * K + k with a bad or repeated id
+  auto& warp_rank = shared.warp_rank;
+  auto& rank_base = shared.rank_base;
+  int32_t& bad_entry = shared.bad_entry;
 
   const int threads = blockDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -84,32 +108,39 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
 
   const int t = chunk + warp * 32 + lane;
   const bool has_token = warp < warps && t < p.num_tokens;
-  // The token's ids and positions stay in registers (loops unrolled over kMaxTopk).
-  int ids[kMaxTopk], pos[kMaxTopk], slot[kMaxRanks];
+  const int k_count = has_token ? K : 0;
+  // The token's ids and positions stay in registers (loops unrolled over kMaxK, NOTE [EP layout code size]).
+  int ids[kMaxK], pos[kMaxK], slot[kMaxRanks];
   unsigned dst_mask = 0;
+  if (p.idx_int64) {
+    const int64_t* row = static_cast<const int64_t*>(p.topk_idx) + size_t(t) * K;
 #pragma unroll
-  for (int k = 0; k < kMaxTopk; ++k) ids[k] = has_token && k < K ? load_expert(p, t, k) : -1;
+    for (int k = 0; k < kMaxK; ++k) ids[k] = k < k_count ? static_cast<int>(row[k]) : -1;
+  } else {
+    const int32_t* row = static_cast<const int32_t*>(p.topk_idx) + size_t(t) * K;
 #pragma unroll
-  for (int k = 0; k < kMaxTopk; ++k) {
-    if (!has_token || k >= K) break;  // unrolled with an exit: ids stay in registers
+    for (int k = 0; k < kMaxK; ++k) ids[k] = k < k_count ? row[k] : -1;
+  }
+  const unsigned lane_bit = 1u << lane;
+  const ExpertRank rank_of(Le);
+#pragma unroll
+  for (int k = 0; k < kMaxK; ++k) {
+    if (k >= k_count) break;  // unrolled with an exit: ids stay in registers
     int e = ids[k];
     bool ok = e >= -1 && e < E;
-#pragma unroll
-    for (int j = 0; j < k; ++j) ok = ok && !(e >= 0 && ids[j] == e);
+    // A repeated id: this lane's bit is already in the expert's mask (set by an earlier k).
+    if (ok && e >= 0) ok = (atomicOr(&warp_expert[warp * E + e], lane_bit) & lane_bit) == 0;
     if (!ok) {
       atomicMin(&bad_entry, t * K + k);
       e = -1;
     }
     ids[k] = e;
     p.token_expert[size_t(t) * K + k] = e;
-    if (e >= 0) {
-      atomicOr(&warp_expert[warp * E + e], 1u << lane);
-      dst_mask |= 1u << (e / Le);
-    }
+    if (e >= 0) dst_mask |= 1u << rank_of.rank(e);
   }
   __syncwarp();
 #pragma unroll
-  for (int k = 0; k < kMaxTopk; ++k) pos[k] = ids[k] >= 0 ? __popc(warp_expert[warp * E + ids[k]] & below) : -1;
+  for (int k = 0; k < kMaxK; ++k) pos[k] = ids[k] >= 0 ? __popc(warp_expert[warp * E + ids[k]] & below) : -1;
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {
     slot[r] = -1;
@@ -174,7 +205,7 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
   stamp(11);
   if (has_token) {
 #pragma unroll
-    for (int k = 0; k < kMaxTopk; ++k)
+    for (int k = 0; k < kMaxK; ++k)
       if (k < K)
         p.pos_in_expert[size_t(t) * K + k] =
             ids[k] >= 0 ? pos[k] + int32_t(warp_expert[warp * E + ids[k]]) + expert_base[ids[k]] : -1;
@@ -184,6 +215,19 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
   }
   if (num_blocks == 1 && threadIdx.x == 0) report_layout_error(p, bad_entry);
   stamp(12);
+}
+
+// The layout of block `block` of `num_blocks` (num_blocks > 1: the blocks of
+// one grid, blockIdx.x == block), each of `block_tokens` tokens (a multiple of
+// 32, at most blockDim.x; smem: layout_smem_bytes(E, block_tokens)). Every
+// thread of the block calls it; the first block_tokens take one token each, any
+// others only help with the scans.
+template <typename Stamp = NoLayoutStamp>
+__device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks,
+                                    int block_tokens = kLayoutThreads, Stamp stamp = {}) {
+  static_assert(kMaxTopk == 16, "layout_block's unrolled steps: 8, or up to kMaxTopk");
+  __shared__ LayoutShared shared;
+  layout_block_k<kMaxTopk>(p, smem, shared, block, num_blocks, block_tokens, stamp);
 }
 
 // Second pass of a layout of several blocks (num_blocks == gridDim.x of the
