@@ -63,10 +63,13 @@ struct NoLayoutStamp {
 // H100s a warm second pass of the fused layout over ONE token took 5.4 us, 3.0 of them from the ids'
 // loads to the ballots (EP trace points 7-8, session 15), and the code there was ~25 KB of SASS:
 // sixteen copies of the k step, each with the repeated-id compares against every earlier id and its
-// own int32/int64 branch. So the k steps are unrolled only up to kMaxK (8 covers top-8 and below, 16
-// the rest; layout_block picks by the runtime top-k), a repeated id is found by the value atomicOr
-// returns (the lane's bit already set in the warp's mask of that expert: the same token picked it
-// before), not by compares, and the index type is branched on once.
+// own int32/int64 branch. So a repeated id is found by the value atomicOr returns (the lane's bit already
+// set in the warp's mask of that expert: the same token picked it before), not by compares, and the index
+// type is branched on once. The k steps stay unrolled up to kMaxTopk in ONE copy: a second copy unrolled
+// to 8 for top-k <= 8 (picked at run time) made the send kernels larger than before (7560 SASS
+// instructions against 6792 for the quantizing one) and the fp8 low-latency dispatch 2.4-2.8% slower at
+// T >= 128, while one copy (6280) is no case slower (session 16, calls 1-3: bf16 T=1 0.974, T=128 0.971,
+// fp8 0.957-0.983; docs/results/session16_2xH100/README.txt).
 // e / experts_per_rank by a multiply (the division is ~25 instructions per k step, NOTE [EP layout code
 // size]): with m = ceil(2^32 / Le), floor(e * m / 2^32) = floor(e / Le) while e * Le < 2^32, which
 // e < kMaxExperts and Le <= kMaxExperts keep.
@@ -78,14 +81,14 @@ struct ExpertRank {
 };
 static_assert(uint64_t(kMaxExperts) * kMaxExperts < (uint64_t(1) << 32), "ExpertRank's multiply is exact");
 
-// The block's shared words beside `smem` (one set for both instantiations of layout_block_k).
+// The block's shared words beside `smem` (layout_block declares them).
 struct LayoutShared {
   int32_t warp_rank[kWarps][kMaxRanks];
   int32_t rank_base[kMaxRanks];
   int32_t bad_entry;  // lowest token * K + k with a bad or repeated id
 };
 
-template <int kMaxK, typename Stamp>
+template <typename Stamp>
 __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutShared& shared, int block,
                                       int num_blocks, int block_tokens, Stamp stamp) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts;
@@ -109,22 +112,22 @@ __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutSha
   const int t = chunk + warp * 32 + lane;
   const bool has_token = warp < warps && t < p.num_tokens;
   const int k_count = has_token ? K : 0;
-  // The token's ids and positions stay in registers (loops unrolled over kMaxK, NOTE [EP layout code size]).
-  int ids[kMaxK], pos[kMaxK], slot[kMaxRanks];
+  // The token's ids and positions stay in registers (loops unrolled over kMaxTopk, NOTE [EP layout code size]).
+  int ids[kMaxTopk], pos[kMaxTopk], slot[kMaxRanks];
   unsigned dst_mask = 0;
   if (p.idx_int64) {
     const int64_t* row = static_cast<const int64_t*>(p.topk_idx) + size_t(t) * K;
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k) ids[k] = k < k_count ? static_cast<int>(row[k]) : -1;
+    for (int k = 0; k < kMaxTopk; ++k) ids[k] = k < k_count ? static_cast<int>(row[k]) : -1;
   } else {
     const int32_t* row = static_cast<const int32_t*>(p.topk_idx) + size_t(t) * K;
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k) ids[k] = k < k_count ? row[k] : -1;
+    for (int k = 0; k < kMaxTopk; ++k) ids[k] = k < k_count ? row[k] : -1;
   }
   const unsigned lane_bit = 1u << lane;
   const ExpertRank rank_of(Le);
 #pragma unroll
-  for (int k = 0; k < kMaxK; ++k) {
+  for (int k = 0; k < kMaxTopk; ++k) {
     if (k >= k_count) break;  // unrolled with an exit: ids stay in registers
     int e = ids[k];
     bool ok = e >= -1 && e < E;
@@ -140,7 +143,7 @@ __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutSha
   }
   __syncwarp();
 #pragma unroll
-  for (int k = 0; k < kMaxK; ++k) pos[k] = ids[k] >= 0 ? __popc(warp_expert[warp * E + ids[k]] & below) : -1;
+  for (int k = 0; k < kMaxTopk; ++k) pos[k] = ids[k] >= 0 ? __popc(warp_expert[warp * E + ids[k]] & below) : -1;
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {
     slot[r] = -1;
@@ -205,7 +208,7 @@ __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutSha
   stamp(11);
   if (has_token) {
 #pragma unroll
-    for (int k = 0; k < kMaxK; ++k)
+    for (int k = 0; k < kMaxTopk; ++k)
       if (k < K)
         p.pos_in_expert[size_t(t) * K + k] =
             ids[k] >= 0 ? pos[k] + int32_t(warp_expert[warp * E + ids[k]]) + expert_base[ids[k]] : -1;
@@ -225,9 +228,8 @@ __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutSha
 template <typename Stamp = NoLayoutStamp>
 __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, int num_blocks,
                                     int block_tokens = kLayoutThreads, Stamp stamp = {}) {
-  static_assert(kMaxTopk == 16, "layout_block's unrolled steps: 8, or up to kMaxTopk");
   __shared__ LayoutShared shared;
-  layout_block_k<kMaxTopk>(p, smem, shared, block, num_blocks, block_tokens, stamp);
+  layout_block_k(p, smem, shared, block, num_blocks, block_tokens, stamp);
 }
 
 // Second pass of a layout of several blocks (num_blocks == gridDim.x of the
