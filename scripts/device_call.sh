@@ -9,6 +9,9 @@
 #   call_ab TAG ROUNDS BASE NEW "MPIRUN ARGS" BENCH ARGS...
 #                                  mpirun MPIRUN ARGS -np 2 {BASE,NEW} BENCH ARGS --csv ..., alternating
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
+#   call_build_trees "TARGETS" TREE...
+#                                  configures and builds TARGETS in each .ab/TREE (a git archive of one
+#                                  revision, .deps linked in) at once, then prints the build time
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
 #
 # The same method as scripts/ab_bench.sh (base and new alternating on one machine, medians); this
@@ -65,6 +68,29 @@ call_ab() {
   done
   python3 "$ROOT/scripts/ab_compare.py" "$dir" "$tag" 2>&1 | grep -E "^(ferry|nccl)" | tee "$dir/table_$tag.txt"
   echo "ab $tag done ($(call_elapsed) s)"
+}
+
+call_build_trees() {
+  local targets="$1" tree pid failed=0
+  shift
+  local -a pids=()
+  # cmake_args: set by ferry_device_cmake_args (common.sh); $targets: several words on purpose.
+  # shellcheck disable=SC2086,SC2154
+  for tree in "$@"; do
+    ln -sfn "$ROOT/.deps" ".ab/$tree/.deps"
+    (cd ".ab/$tree" && ferry_device_cmake_args build -DFERRY_BUILD_PYTHON=OFF &&
+      cmake "${cmake_args[@]}" >"$CALL_DIR/cfg_$tree.log" 2>&1 &&
+      cmake --build build -j$(($(nproc) / $# + 1)) --target $targets >"$CALL_DIR/build_$tree.log" 2>&1) &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  if [ "$failed" = 1 ]; then  # the logs stay in the tarball
+    echo "a build failed:"
+    grep -h " error" "$CALL_DIR"/build_*.log | head
+  else
+    rm -f "$CALL_DIR"/cfg_*.log "$CALL_DIR"/build_*.log
+  fi
+  echo "built in $(call_elapsed) s"
 }
 
 call_end() {
