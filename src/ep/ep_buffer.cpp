@@ -168,10 +168,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   }
   // The one choice of path (ep_paths.hpp); a combination no path takes throws here.
   state_->path = &ep::choose_path(state_->spans_nodes, state_->hierarchical, config_.layout, W, topo.num_nodes);
-  state_->overlap = state_->overlap && state_->path->overlaps;
-  // The direct cross-node path overlaps its halves only with ranges, which low latency does not use
-  // (NOTE [EP across nodes: range size]).
-  if (state_->spans_nodes && !state_->hierarchical && ll) state_->overlap = false;
+  state_->overlap = state_->overlap && state_->path->overlaps;  // the direct path: with ranges (init_cross_node)
   // Across nodes the halves are the pack (stores into outboxes or mapped
   // landings) and the placement or the sum (reads of landed ranges): half each
   // until measured (NOTE [EP across nodes: pipelined ranges]).
@@ -276,6 +273,8 @@ void EpBuffer::init_cross_node() {
   // Low-latency calls are small: no ranges at all, one box per destination and the halves one after the
   // other, as before ranges (session 13: several ranges made them 1.36-1.75x slower over cuda_ipc).
   st.net_layout.pipelined = config_.mode == EpMode::kHighThroughput ? 1u : 0u;
+  // Its halves overlap only with ranges: a receive half waits for whole boxes otherwise.
+  st.overlap = st.overlap && st.net_layout.pipelined != 0;
   uint64_t range_bytes = UINT64_MAX;  // low latency: one range per box (the kernels use none)
   if (st.net_layout.pipelined) {
     range_bytes = knobs::kEpNetRangeBytes.value();

@@ -40,7 +40,7 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
   // Both halves' arguments before the send half, so a bad `out` fails before any communication.
   check_combine(expert_outputs, handle, out);
   State& st = *state_;
-  if (!st.overlap || !st.path->overlaps_combine) {
+  if (!st.overlap) {
     launch_combine_send_half(expert_outputs, stream);
     launch_combine_recv_half(out, stream);
     return;

@@ -14,8 +14,7 @@ namespace ferry::ep {
 struct EpPath {
   const char* name;   // for messages and ferry-bench
   bool fuses_layout;  // the send kernel computes a one-block layout itself (NOTE [EP fused layout])
-  bool overlaps;      // dispatch() may run the halves at once (NOTE [Overlapped halves and free SMs])
-  bool overlaps_combine;  // combine() too
+  bool overlaps;      // dispatch() and combine() may run the halves at once (NOTE [Overlapped halves and free SMs])
   int dispatch_recv_blocks;  // of num_sms, for dispatch()'s receive half; 0: the buffer's split
   void (*dispatch_send)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);
   void (*dispatch_recv)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);

@@ -68,12 +68,12 @@ TEST(EpPaths, OneEntryPerPathAndLayout) {
   const auto& hierarchical = choose_path(true, true, EpLayout::kExpanded, 8, 2);
   EXPECT_NE(&intranode, &rank_rows);
   EXPECT_NE(&direct, &hierarchical);
+  // overlaps: dispatch()'s and combine()'s halves at once.
   EXPECT_TRUE(intranode.overlaps && rank_rows.overlaps && intranode.fuses_layout && rank_rows.fuses_layout);
-  EXPECT_TRUE(intranode.overlaps_combine && rank_rows.overlaps_combine);
-  // The direct path overlaps its halves (NOTE [EP across nodes: pipelined ranges]).
-  EXPECT_TRUE(direct.overlaps && direct.overlaps_combine);
-  EXPECT_FALSE(hierarchical.overlaps || hierarchical.overlaps_combine || direct.fuses_layout ||
-               hierarchical.fuses_layout);
+  // The direct path overlaps its halves (NOTE [EP across nodes: pipelined ranges]; with ranges only,
+  // EpBuffer::init_cross_node).
+  EXPECT_TRUE(direct.overlaps);
+  EXPECT_FALSE(hierarchical.overlaps || direct.fuses_layout || hierarchical.fuses_layout);
   EXPECT_EQ(rank_rows.dispatch_recv_blocks, 1);
   for (bool hier : {false, true}) {
     try {
