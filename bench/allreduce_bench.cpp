@@ -244,8 +244,7 @@ int run_allreduce_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   const Options options = parse_options(std::move(args));
   const int rank = bootstrap->rank();
   const bool leader = rank == 0;
-  require_cuda_device("ferry-bench allreduce");  // a clear message, not a failed job, without GPUs
-  keep_nvls_disabled(leader);
+  start_gpu_subcommand(*bootstrap, "ferry-bench allreduce");  // a clear message, not a failed job, without GPUs
 
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));

@@ -153,6 +153,18 @@ void require_cuda_device(const std::string& program) {
   }
 }
 
+void start_gpu_subcommand(const Bootstrap& bootstrap, const std::string& program) {
+  require_cuda_device(program);
+  keep_nvls_disabled(bootstrap.rank() == 0);
+}
+
+void require_one_node(const Communicator& comm, const std::string& program, int min_ranks, int max_ranks) {
+  if (comm.size() >= min_ranks && comm.size() <= max_ranks && comm.local_size() == comm.size()) return;
+  const std::string ranks = min_ranks == max_ranks ? std::to_string(min_ranks)
+                                                    : std::to_string(min_ranks) + ".." + std::to_string(max_ranks);
+  throw UsageError(program + " needs " + ranks + " ranks on one node");
+}
+
 // ------------------------------------------------------------------ CUDA holders
 
 CudaStream::CudaStream() { FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }

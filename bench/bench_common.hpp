@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/bootstrap.hpp"
+#include "ferry/communicator.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 
@@ -65,6 +66,12 @@ void keep_nvls_disabled(bool print_warnings);
 
 // Throws UsageError (printed once, by rank 0) when this process sees no CUDA device.
 void require_cuda_device(const std::string& program);
+
+// The start of every subcommand that runs on GPUs: require_cuda_device, then keep_nvls_disabled (its
+// warnings from rank 0).
+void start_gpu_subcommand(const Bootstrap& bootstrap, const std::string& program);
+// Throws UsageError unless the communicator has min_ranks..max_ranks ranks, all in one node.
+void require_one_node(const Communicator& comm, const std::string& program, int min_ranks, int max_ranks);
 
 // ------------------------------------------------------------------ CUDA holders
 

@@ -182,11 +182,10 @@ void print_ce_allreduce_usage(std::FILE* out) {
 int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const Options o = parse_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  require_cuda_device("ferry-bench ce-allreduce");
-  keep_nvls_disabled(leader);
+  start_gpu_subcommand(*bootstrap, "ferry-bench ce-allreduce");
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
-  if (comm.size() != 2 || comm.local_size() != 2) throw UsageError("ferry-bench ce-allreduce needs 2 ranks on one node");
+  require_one_node(comm, "ferry-bench ce-allreduce", 2, 2);
   const int rank = comm.rank(), peer = 1 - rank;
   const WriteValue64 write_value64 = resolve_write_value64();
 

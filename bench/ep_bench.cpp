@@ -202,8 +202,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
     throw UsageError("--experts " + std::to_string(options.experts) + " is not divisible by the world size " +
                      std::to_string(world) + " (each rank holds E / N experts)");
   }
-  require_cuda_device("ferry-bench ep");
-  keep_nvls_disabled(leader);
+  start_gpu_subcommand(*bootstrap, "ferry-bench ep");
 
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));

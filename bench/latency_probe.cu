@@ -139,11 +139,10 @@ void print_latency_usage(std::FILE* out) {
 int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const Options o = parse_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  require_cuda_device("ferry-bench latency");
-  keep_nvls_disabled(leader);
+  start_gpu_subcommand(*bootstrap, "ferry-bench latency");
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
-  if (comm.size() != 2 || comm.local_size() != 2) throw UsageError("ferry-bench latency needs 2 ranks on one node");
+  require_one_node(comm, "ferry-bench latency", 2, 2);
   const int rank = comm.rank(), peer = 1 - rank;
 
   const SymmetricBuffer flags = comm.heap().allocate(64);

@@ -85,12 +85,11 @@ void print_nvlink_usage(std::FILE* out) {
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const Options o = parse_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  require_cuda_device("ferry-bench nvlink");
-  keep_nvls_disabled(leader);
+  start_gpu_subcommand(*bootstrap, "ferry-bench nvlink");
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
   const int W = comm.size();
-  if (W < 2 || W > kMaxPeers || comm.local_size() != W) throw UsageError("ferry-bench nvlink needs 2..8 ranks on one node");
+  require_one_node(comm, "ferry-bench nvlink", 2, kMaxPeers);
 
   Params p{};
   p.rank = comm.rank();
