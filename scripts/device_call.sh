@@ -12,6 +12,8 @@
 #   call_build_trees "TARGETS" TREE...
 #                                  configures and builds TARGETS in each .ab/TREE (a git archive of one
 #                                  revision, .deps linked in) at once, then prints the build time
+#   call_build_dir DIR "TARGETS"   configures DIR (a Release build of the working tree; FERRY_EP_TRACE=1: with
+#                                  the EP trace) and builds TARGETS there, then prints the build time
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
 #
 # The same method as scripts/ab_bench.sh (base and new alternating on one machine, medians); this
@@ -89,6 +91,22 @@ call_build_trees() {
     grep -h " error" "$CALL_DIR"/build_*.log | head
   else
     rm -f "$CALL_DIR"/cfg_*.log "$CALL_DIR"/build_*.log
+  fi
+  echo "built in $(call_elapsed) s"
+}
+
+call_build_dir() {
+  local dir="$1" targets="$2"
+  ferry_device_cmake_args "$dir"
+  ferry_nccl_library_path
+  # cmake_args: set by ferry_device_cmake_args (common.sh); $targets: several words on purpose.
+  # shellcheck disable=SC2086,SC2154
+  if ! { cmake "${cmake_args[@]}" >"$CALL_DIR/cfg_$(basename "$dir").log" 2>&1 &&
+    cmake --build "$dir" -j"$(nproc)" --target $targets >"$CALL_DIR/build_$(basename "$dir").log" 2>&1; }; then
+    echo "the build of $dir failed:"
+    grep -h -E " error|Error" "$CALL_DIR"/cfg_"$(basename "$dir")".log "$CALL_DIR"/build_"$(basename "$dir")".log | head
+  else
+    rm -f "$CALL_DIR/cfg_$(basename "$dir").log" "$CALL_DIR/build_$(basename "$dir").log"
   fi
   echo "built in $(call_elapsed) s"
 }

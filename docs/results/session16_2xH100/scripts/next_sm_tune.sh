@@ -10,9 +10,7 @@
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin smtune 560
-ferry_device_cmake_args build-device; ferry_nccl_library_path; cmake "${cmake_args[@]}" > $CALL_DIR/cfg.log 2>&1
-cmake --build build-device -j30 --target ferry-bench > $CALL_DIR/build.log 2>&1 || grep " error" $CALL_DIR/build.log | head
-rm -f $CALL_DIR/cfg.log $CALL_DIR/build.log; echo "built in $(call_elapsed) s"
+call_build_dir build-device ferry-bench
 M="mpirun --allow-run-as-root --bind-to none -np 2"; B=build-device/bench/ferry-bench
 V="-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS=sm,self"
 # tune MODE NAME [KNOB=VALUE]: one run, its expanded rows (us) on one line.
