@@ -10,7 +10,12 @@
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin smtune 560
-call_build_dir build-device ferry-bench
+call_build_dir build-device "ferry-bench ferry_gpu_tests"
+# First the GPU suites of the host-only mends made after session 16's last call (EpPath::overlaps_combine
+# removed; the direct path's low-latency no-overlap rule moved into init_cross_node; not yet run on a GPU).
+T=build-device/tests/ferry_gpu_tests
+call_run ep_np2 60 mpirun --allow-run-as-root --bind-to none -np 2 $T --gtest_filter='Ep*'
+call_run ep_2x1_sm 60 mpirun --allow-run-as-root --bind-to none -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS=sm,self $T --gtest_filter='Ep*'
 M="mpirun --allow-run-as-root --bind-to none -np 2"; B=build-device/bench/ferry-bench
 V="-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS=sm,self"
 # tune MODE NAME [KNOB=VALUE]: one run, its expanded rows (us) on one line.
