@@ -39,20 +39,6 @@ struct NetTarget {
   }
 };
 
-// Relay warp of combine's receive half: lane r < W publishes expert rank r's
-// ranges of partials as they land (this rank sent it send_token_count[r] tokens).
-__device__ inline void relay_combine_ranges(const NetParams& np, uint64_t epoch) {
-  const int lane = threadIdx.x & 31;
-  if (lane >= np.p.world_size) return;
-  const int per_range = int(np.lay.combine_range_rows);
-  const int ranges = (np.p.send_token_count[lane] + per_range - 1) / per_range;
-  uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
-  for (int k = 0; k < ranges; ++k) {
-    if (!dev::wait_signal(np.w, lane, kSigCombineRange + k, epoch, kPhaseEpCombine)) return;
-    device::st_release_sys(word, (epoch << 32) | uint64_t(k + 1));
-  }
-}
-
 // NOTE [EP trace] points. Send: 0 start, 1 reuse wait done, 2 partials written (before the
 // last block's puts). Receive: 0 start, 1 every rank's partials seen, 2 sums written.
 FERRY_EP_TRACE_DEFINE(g_trace_net_combine_send)
@@ -130,14 +116,12 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
     // NOTE [EP across nodes: pipelined ranges]: warp kWarps - 1 of block 0 relays; the others renumber around it.
     int first = loop.first, stride = loop.stride;
     if constexpr (pipelined) {
-      const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
-      if (first == relay) {
-        relay_combine_ranges(np, epoch);
+      if (take_relay_warp(p, first, stride)) {
+        // Lane r: this rank sent expert rank r send_token_count[r] tokens; their partials come back in ranges.
+        relay_ranges(np, p.send_token_count, int(lay.combine_range_rows), kSigCombineRange, kRelayCombineRanges,
+                     epoch, kPhaseEpCombine);
         first = items;
-      } else if (first > relay) {
-        --first;
       }
-      --stride;
     }
     __shared__ int landed[kWarps][kMaxRanks];  // ranges this warp saw published, per expert rank
     if constexpr (pipelined) {
@@ -149,13 +133,10 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       if constexpr (pipelined) {
-        int waited = 1;  // lane r: rank r's range of this slot is published
-        if (slot >= 0 && landed[warp][lane] <= slot / per_range) {
-          const uint64_t* word = np.relay.flags + kRelayCombineRanges + lane;
-          waited = device::wait_flag_geq(word, (epoch << 32) | uint64_t(slot / per_range + 1), p.wait, lane,
-                                         kPhaseEpCombine);
-          if (waited) landed[warp][lane] = int(device::ld_acquire_sys(word) & 0xffffffffu);
-        }
+        // Lane r: rank r's range of this slot is published.
+        const int waited = slot < 0 || wait_range_landed(np.relay.flags + kRelayCombineRanges + lane, epoch,
+                                                         slot / per_range, landed[warp][lane], p.wait, lane,
+                                                         kPhaseEpCombine);
         if (!__all_sync(0xffffffffu, waited)) {  // aborted: the host reports it
           ok = false;
           break;

@@ -223,16 +223,42 @@ __device__ inline void send_range(const NetParams& np, int peer, uint32_t signal
   dev::put_group(np.w, peer, in_offset, out_offset, bytes, true, signal, 1, 0u, 1u, [] {}, dev::SourceIn::kSendView);
 }
 
-// Relay warp of the receive half: lane s < W publishes source s's ranges as they land.
-__device__ inline void relay_ranges(const NetParams& np, const int32_t* token_count, uint64_t epoch) {
+// Relay warp of a receive half (NOTE [EP across nodes: one waiter per grid]): lane r < W publishes peer r's
+// ranges as they land: counts[r] items (records or partial rows) in ranges of per_range, range k signalled
+// in word signal_base + k, published as (epoch << 32) | ranges landed in relay word relay_base + r.
+// Dispatch: relay_ranges(np, token_count, lay.range_records, kSigDispatchRange, kRelayRanges, ...);
+// combine: relay_ranges(np, p.send_token_count, lay.combine_range_rows, kSigCombineRange, kRelayCombineRanges, ...).
+__device__ inline void relay_ranges(const NetParams& np, const int32_t* counts, int per_range, uint32_t signal_base,
+                                    int relay_base, uint64_t epoch, int32_t phase) {
   const int lane = threadIdx.x & 31;
   if (lane >= np.p.world_size) return;
-  const int ranges = (token_count[lane] + int(np.lay.range_records) - 1) / int(np.lay.range_records);
-  uint64_t* word = np.relay.flags + kRelayRanges + lane;
+  const int ranges = (counts[lane] + per_range - 1) / per_range;
+  uint64_t* word = np.relay.flags + relay_base + lane;
   for (int k = 0; k < ranges; ++k) {
-    if (!dev::wait_signal(np.w, lane, kSigDispatchRange + k, epoch, kPhaseEpDispatch)) return;
+    if (!dev::wait_signal(np.w, lane, signal_base + k, epoch, phase)) return;
     device::st_release_sys(word, (epoch << 32) | uint64_t(k + 1));
   }
+}
+
+// The item loop of a receive half with ranges: warp kWarps - 1 of block 0 relays (true for it: it runs
+// relay_ranges and takes no items); the other warps renumber `first` and `stride` around it.
+__device__ inline bool take_relay_warp(const Params& p, int& first, int& stride) {
+  const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
+  const bool relays = first == relay;
+  if (first > relay) --first;
+  --stride;
+  return relays;
+}
+
+// One thread's wait until relay word `word` has published range k of this epoch (NOTE [EP across nodes:
+// pipelined ranges]); `landed` (per warp and peer, in shared memory) keeps the ranges last seen there, so
+// most items wait for nothing. False: the wait timed out or was aborted (the host reports it).
+__device__ inline bool wait_range_landed(const uint64_t* word, uint64_t epoch, int k, int& landed,
+                                         const WaitContext& wait, int peer, int32_t phase) {
+  if (landed > k) return true;
+  if (!device::wait_flag_geq(word, (epoch << 32) | uint64_t(k + 1), wait, peer, phase)) return false;
+  landed = int(device::ld_acquire_sys(word) & 0xffffffffu);
+  return true;
 }
 
 // The receive side both cross-node dispatch paths share (direct:
@@ -344,15 +370,11 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
     int first = loop.first, stride = loop.stride;
     __shared__ int landed[kWarps][kMaxRanks];  // ranges this warp saw published, per source
     if constexpr (kPipelined) {
-      // Warp kWarps - 1 of block 0 relays; the others renumber around it.
-      const int relay = p.spread_items ? (kWarps - 1) * int(gridDim.x) : kWarps - 1;
-      if (first == relay) {
-        relay_ranges(np, token_count, epoch);
+      if (take_relay_warp(p, first, stride)) {
+        relay_ranges(np, token_count, int(lay.range_records), kSigDispatchRange, kRelayRanges, epoch,
+                     kPhaseEpDispatch);
         first = cursor.total();
-      } else if (first > relay) {
-        --first;
       }
-      --stride;
       if (lane < kMaxRanks) landed[warp][lane] = 0;
       __syncwarp();
     }
@@ -360,13 +382,9 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
       if constexpr (kPipelined) {
-        const int k = slot / int(lay.range_records);
-        int ok = 1;
-        if (lane == 0 && landed[warp][s] <= k) {
-          const uint64_t* word = np.relay.flags + kRelayRanges + s;
-          ok = device::wait_flag_geq(word, (epoch << 32) | uint64_t(k + 1), p.wait, s, kPhaseEpDispatch);
-          if (ok) landed[warp][s] = int(device::ld_acquire_sys(word) & 0xffffffffu);
-        }
+        const int ok = lane != 0 || wait_range_landed(np.relay.flags + kRelayRanges + s, epoch,
+                                                      slot / int(lay.range_records), landed[warp][s], p.wait, s,
+                                                      kPhaseEpDispatch);
         if (!__shfl_sync(0xffffffffu, ok, 0)) break;  // aborted: the host reports it
         __syncwarp();  // lane 0's acquire before the warp reads the range
       }
