@@ -1,5 +1,5 @@
-# Session 17, call 4 (nvidia-h100-x2): issue 23's EP figures from one run of main 09cc891 (the intranode kernels are
-# session 16's c65971e's; 09cc891 changed only the cross-node receive halves, tested in c3): the table with --halves
+# Session 17, call 4 (nvidia-h100-x2): issue 23's EP figures from one run of main 3a36de3 (the intranode kernels are
+# session 16's c65971e's; 3a36de3 changed only the cross-node receive halves, tested in c3): the table with --halves
 # and --check, three low-latency runs, the SM sweep the issue names (4, 8, 16, 24, 48, 132), DeepEP 567632d.
 # run(kind nvidia-h100-x2, carry [".deps"]): bash docs/results/session17_2xH100/scripts/c4.sh 2>&1 | tail -60
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
