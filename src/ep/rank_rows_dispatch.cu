@@ -26,9 +26,13 @@ namespace {
 // per row: the sender's last block (NOTE [EP last block]: it has acquired every
 // block's stores, and its release covers them) stores the epoch into
 // kRowsWritten + sender at every destination, itself included, and a
-// destination's receive half waits for that word from every source, then writes
-// the offsets and the -1 padding of the row lists. A call whose layout was bad
-// sends nothing but still signals.
+// destination's receive half waits for that word from every source. The offsets
+// and the -1 padding of the row lists need only the counts, so the receive half
+// writes them once every rank's counts are in (kCountsReady), while the rows
+// move, and after the last row only returns: the padding lies past each
+// expert's entries, where no sender writes, and the caller reads none of it
+// before the call ends. A call whose layout was bad sends nothing but still
+// signals.
 // dispatch() overlaps the halves: num_sms - 1 send blocks and the one receive
 // block, started by programmatic dependent launch while the send grid runs.
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
@@ -168,14 +172,15 @@ static_assert(std::max(sizeof(RankRowsTargets), kFusedLayoutSmemBytes) + 2 * siz
                   kDefaultSmemBytes,
               "no shared-memory opt-in needed");
 
-// One block: waits for every source's rows, then the offsets (NOTE [EP rank rows]).
+// One block: the offsets once every rank's counts are in, then waits for every
+// source's rows (NOTE [EP rank rows]).
 __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchRecv);
   const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
   const int stride = E + W;
   extern __shared__ int64_t offsets[];  // [Le + 1]
   __shared__ bool overflow;
-  if (!wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
+  if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
   const int32_t* counts = p.counts.at(p.rank) + size_t(epoch & 1) * W * stride;
   const int mine = p.rank * Le;
   for (int le = threadIdx.x; le < Le; le += kThreads) {
@@ -212,6 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
       for (int64_t i = first + lane; i < offsets[le + 1]; i += 32) p.out_expert_rows[i] = -1;
     }
   }
+  if (!wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) return;
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
