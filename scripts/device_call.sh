@@ -9,9 +9,10 @@
 #   call_ab TAG ROUNDS BASE NEW "MPIRUN ARGS" BENCH ARGS...
 #                                  mpirun MPIRUN ARGS -np 2 {BASE,NEW} BENCH ARGS --csv ..., alternating
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
-#   call_build_trees "TARGETS" TREE...
-#                                  configures and builds TARGETS in each .ab/TREE (a git archive of one
-#                                  revision, .deps linked in) at once, then prints the build time
+#   call_build_trees "TARGETS" TREE[+EXTRA,...]...
+#                                  configures and builds TARGETS (and a tree's EXTRA targets) in each
+#                                  .ab/TREE (a git archive of one revision, .deps linked in) at once, then
+#                                  prints the build time; e.g. call_build_trees ferry-bench base new+ferry_gpu_tests
 #   call_build_dir DIR "TARGETS"   configures DIR (a Release build of the working tree; FERRY_EP_TRACE=1: with
 #                                  the EP trace) and builds TARGETS there, then prints the build time
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
@@ -76,13 +77,17 @@ call_build_trees() {
   local targets="$1" tree pid failed=0
   shift
   local -a pids=()
-  # cmake_args: set by ferry_device_cmake_args (common.sh); $targets: several words on purpose.
+  local spec extra
+  # cmake_args: set by ferry_device_cmake_args (common.sh); $targets, $extra: several words on purpose.
   # shellcheck disable=SC2086,SC2154
-  for tree in "$@"; do
+  for spec in "$@"; do
+    tree="${spec%%+*}"
+    extra=""
+    [ "$tree" != "$spec" ] && extra="${spec#*+}" && extra="${extra//,/ }"
     ln -sfn "$ROOT/.deps" ".ab/$tree/.deps"
     (cd ".ab/$tree" && ferry_device_cmake_args build -DFERRY_BUILD_PYTHON=OFF &&
       cmake "${cmake_args[@]}" >"$CALL_DIR/cfg_$tree.log" 2>&1 &&
-      cmake --build build -j$(($(nproc) / $# + 1)) --target $targets >"$CALL_DIR/build_$tree.log" 2>&1) &
+      cmake --build build -j$(($(nproc) / $# + 1)) --target $targets $extra >"$CALL_DIR/build_$tree.log" 2>&1) &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done

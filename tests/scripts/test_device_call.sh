@@ -44,6 +44,24 @@ left="$(ls "$OUT/c1")"
 expect "one tarball left" "$left" "^c1.tgz$"
 expect "the tarball holds the logs" "$(tar tzf "$OUT/c1/c1.tgz")" "good.log"
 
+# call_build_trees: every tree configured and built with the common targets, a tree's +EXTRA targets too
+# (stand-ins for cmake and ferry_device_cmake_args, run from a folder holding .ab/).
+call_begin c3 100
+mkdir -p "$WORK/tree/.ab/base" "$WORK/tree/.ab/new" "$WORK/bin"
+cat >"$WORK/bin/cmake" <<'C'
+#!/usr/bin/env bash
+echo "$*" >>"$PWD/cmake.calls"
+C
+chmod +x "$WORK/bin/cmake"
+# shellcheck disable=SC2034  # read by call_build_trees
+ferry_device_cmake_args() { cmake_args=(-S . -B "$1" "${@:2}"); }
+out="$(cd "$WORK/tree" && PATH="$WORK/bin:$PATH" call_build_trees "ferry-bench" base new+ferry_gpu_tests,ferry_gpu_fault_tests)"
+expect "the trees built" "$out" "^built in"
+expect "base: the common targets only" "$(grep -- --build "$WORK/tree/.ab/base/cmake.calls")" "target ferry-bench *$"
+expect "new: its extra targets too" "$(grep -- --build "$WORK/tree/.ab/new/cmake.calls")" \
+  "target ferry-bench ferry_gpu_tests ferry_gpu_fault_tests$"
+expect "configured once each" "$(grep -c -- -DFERRY_BUILD_PYTHON=OFF "$WORK/tree/.ab/new/cmake.calls")" "^1$"
+
 call_begin c2 10
 expect "no stage once the budget is spent" "$(call_run late 5 true)" "^late skipped \(time\)"
 
