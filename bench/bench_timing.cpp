@@ -52,11 +52,11 @@ bool capture_graph(const TimedOp& op, cudaStream_t stream, int ops, GraphHolder&
 
 }  // namespace
 
-EventList::EventList(size_t count) {
+EventList::EventList(size_t count, unsigned flags) {
   events.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     cudaEvent_t event = nullptr;
-    FERRY_CUDA_CHECK(cudaEventCreate(&event));
+    FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&event, flags));
     events.push_back(event);
   }
 }

@@ -49,7 +49,7 @@ double max_over_ranks(ferry::Bootstrap& bootstrap, double value);  // collective
 // `count` CUDA events, destroyed with it.
 struct EventList {
   std::vector<cudaEvent_t> events;
-  explicit EventList(size_t count);
+  explicit EventList(size_t count, unsigned flags = cudaEventDefault);  // cudaEventCreateWithFlags
   ~EventList();
   EventList(const EventList&) = delete;
   EventList& operator=(const EventList&) = delete;

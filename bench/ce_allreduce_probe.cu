@@ -200,9 +200,8 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   unsigned* blocks_done = static_cast<unsigned*>(counters.get());
   const WaitContext wait{comm.device_error_state(), comm.device_abort_flag(), comm.timeout_ns(), comm.rank()};
   CudaStream stream, side;
-  cudaEvent_t fork, join;
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  const EventList fork_join(2, cudaEventDisableTiming);  // the side stream's fork and join
+  cudaEvent_t fork = fork_join.events[0], join = fork_join.events[1];
   AllReduce allreduce(comm, max_bytes);
   fill_kernel<<<132, 1024, 0, stream.get()>>>(static_cast<__nv_bfloat16*>(input.get()), max_bytes / 2, rank);
   FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
@@ -300,8 +299,6 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
     if (leader) std::printf("\n");
     std::fflush(stdout);
   }
-  FERRY_CUDA_CHECK(cudaEventDestroy(fork));
-  FERRY_CUDA_CHECK(cudaEventDestroy(join));
   comm.heap().release(flags);
   comm.heap().release(scratch);
   return 0;

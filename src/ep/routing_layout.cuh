@@ -70,8 +70,7 @@ struct NoLayoutStamp {
 // instructions against 6792 for the quantizing one) and the fp8 low-latency dispatch 2.4-2.8% slower at
 // T >= 128, while one copy (6280) is no case slower (session 16, calls 1-3: bf16 T=1 0.974, T=128 0.971,
 // fp8 0.957-0.983; docs/results/session16_2xH100/README.txt).
-// e / experts_per_rank by a multiply (the division is ~25 instructions per k step, NOTE [EP layout code
-// size]): with m = ceil(2^32 / Le), floor(e * m / 2^32) = floor(e / Le) while e * Le < 2^32, which
+// e / experts_per_rank by a multiply (the division is ~25 instructions per k step): with m = ceil(2^32 / Le), floor(e * m / 2^32) = floor(e / Le) while e * Le < 2^32, which
 // e < kMaxExperts and Le <= kMaxExperts keep.
 struct ExpertRank {
   uint32_t magic;  // 0 for one expert per rank
@@ -81,7 +80,10 @@ struct ExpertRank {
 };
 static_assert(uint64_t(kMaxExperts) * kMaxExperts < (uint64_t(1) << 32), "ExpertRank's multiply is exact");
 
-// The block's shared words beside `smem` (layout_block declares them).
+// The block's shared words beside `smem` (layout_block declares them). layout_block_k is layout_block's
+// body taking them by reference, a split left from session 16's two instantiations of the k steps;
+// folding it back (the three words as layout_block's own __shared__ arrays) changes the send kernels'
+// SASS (dispatch +16, rank rows -48 instructions), so it waits for a GPU A/B.
 struct LayoutShared {
   int32_t warp_rank[kWarps][kMaxRanks];
   int32_t rank_base[kMaxRanks];
