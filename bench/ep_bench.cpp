@@ -65,11 +65,13 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   config.mode = mode;
   config.layout = layout;
   const bool rank_rows = layout == EpLayout::kRankRows;
+  config.own_rows_first = rank_rows && options.own_rows_first;
   // The rows this routing needs on the busiest rank (the same on every rank, as the
-  // symmetric allocations require) instead of the worst case.
+  // symmetric allocations require) instead of the worst case; own rows first: all
+  // T own tokens are rows (at most T more).
   if (mode == EpMode::kHighThroughput)
-    config.max_recv_rows =
-        std::max<int64_t>(1, rank_rows ? in.traffic.max_recv_tokens() : in.traffic.max_recv_rows());
+    config.max_recv_rows = std::max<int64_t>(
+        1, rank_rows ? in.traffic.max_recv_tokens() + (config.own_rows_first ? T : 0) : in.traffic.max_recv_rows());
   EpBuffer ep(comm, config);
 
   // DeepEP's conventions: high-throughput fp8 dispatches tokens quantized beforehand
@@ -325,7 +327,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
         std::optional<Row> combine;  // one combine row: from the bf16 buffer when there is one
         for (size_t i = 0; i < options.dispatch_types.size(); ++i) {
           const DataType type = options.dispatch_types[i];
-          const std::string name = std::string(mode_label(mode)) + " " + ep_layout_name(layout) + " " +
+          const std::string name = std::string(mode_label(mode)) + " " + layout_label(layout, options) + " " +
                                    type_label(type) + " T=" + std::to_string(tokens) + " SMs=" + std::to_string(sms);
           bootstrap->barrier();  // cases start together
           FerryMeasurement m;
@@ -366,12 +368,12 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           std::string us = format_fixed(row.ferry_us, 1);
           if (row.check_failed) us += "!";
           if (!row.used_graph) us += "*";
-          table.print_row({mode_label(mode), ep_layout_name(layout), row.op, std::to_string(tokens), std::to_string(effective_sms),
+          table.print_row({mode_label(mode), layout_label(layout, options), row.op, std::to_string(tokens), std::to_string(effective_sms),
                            std::to_string(recv), us, format_fixed(bw, 1), world > 1 ? format_fixed(nvl_bw, 1) : "-",
                            has_nccl ? format_fixed(nccl_us, 1) : "-", has_nccl ? format_fixed(nccl_bw, 1) : "-",
                            has_nccl ? format_fixed(speedup, 2) : "-"});
           if (csv && !row.check_failed) {  // a wrong result is not a measurement
-            csv->write_row({mode_label(mode), ep_layout_name(layout), row.op, std::to_string(world), std::to_string(tokens),
+            csv->write_row({mode_label(mode), layout_label(layout, options), row.op, std::to_string(world), std::to_string(tokens),
                             std::to_string(options.hidden), std::to_string(options.topk),
                             std::to_string(options.experts), std::to_string(effective_sms),
                             format_fixed(options.skew, 3), std::to_string(recv), std::to_string(nvlink),

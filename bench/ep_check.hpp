@@ -43,7 +43,13 @@ struct Options {
   int stages_settle_us = 0;  // > 0 (--stages): also time each receive half after its data arrived (ep_stages.cpp)
   std::vector<EpLayout> layouts{EpLayout::kExpanded, EpLayout::kRankRows};  // high-throughput; ll: expanded
   bool layout_given = false;  // --layout named (else rank rows are left out across nodes, with a note)
+  bool own_rows_first = false;  // --own-rows-first: rank rows with EpConfig::own_rows_first
 };
+
+// The layout as tables and CSVs name it: rank rows with own_rows_first are "rank_rows_own".
+inline const char* layout_label(EpLayout layout, const Options& options) {
+  return layout == EpLayout::kRankRows && options.own_rows_first ? "rank_rows_own" : ep_layout_name(layout);
+}
 
 inline SequenceTimingOptions timing_options(const Options& options) {
   SequenceTimingOptions timing;

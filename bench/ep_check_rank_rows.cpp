@@ -24,21 +24,28 @@ CheckRecord check_dispatch_rank_rows(const CheckContext& c, const DispatchResult
   const int64_t first_expert = static_cast<int64_t>(c.rank) * Le;
   auto local = [&](int64_t e) { return e >= first_expert && e < first_expert + Le; };
 
-  // Expected rows: per source, its tokens with an expert here, in token order.
+  // Expected rows: per source, its tokens with an expert here, in token order, sources in rank order;
+  // --own-rows-first: this rank's every token first, then the others (NOTE [EP own rows first]).
   struct Source {
     int src, token;
   };
+  const bool own_first = c.options.own_rows_first;
+  std::vector<int> order;
+  if (own_first) order.push_back(c.rank);
+  for (int src = 0; src < W; ++src)
+    if (!own_first || src != c.rank) order.push_back(src);
   std::vector<Source> want;
   std::vector<int64_t> want_offsets(W + 1, 0);
-  for (int src = 0; src < W; ++src) {
+  for (int src : order) {
+    want_offsets[static_cast<size_t>(src)] = static_cast<int64_t>(want.size());
     const Routing& r = c.in.all_routings[static_cast<size_t>(src)];
     for (int t = 0; t < c.in.tokens; ++t) {
-      bool here = false;
+      bool here = own_first && src == c.rank;
       for (int k = 0; k < K; ++k) here = here || local(r.idx[static_cast<size_t>(t) * K + k]);
       if (here) want.push_back({src, t});
     }
-    want_offsets[src + 1] = static_cast<int64_t>(want.size());
   }
+  want_offsets[static_cast<size_t>(W)] = static_cast<int64_t>(want.size());
   const auto offsets = download<int64_t>(result.source_offsets, static_cast<size_t>(W) + 1);
   if (offsets != want_offsets) {
     record.fail("source offsets: " + std::to_string(offsets[W]) + " rows, expected " + std::to_string(want.size()));

@@ -60,6 +60,7 @@ Options parse_ep_options(std::vector<std::string> args) {
   options.use_nccl = !parser.take_flag("--no-nccl");
   options.check = parser.take_flag("--check");
   options.halves = parser.take_flag("--halves");
+  options.own_rows_first = parser.take_flag("--own-rows-first");
   if (parser.take_flag("--stages")) options.stages_settle_us = 20000;
   if (auto v = parser.take_value("--stages-settle-us"))
     options.stages_settle_us = parse_positive_int("--stages-settle-us", *v);
@@ -101,6 +102,8 @@ void print_ep_usage(std::FILE* out) {
       "  --layout L           expanded, rank_rows or both (default both; ll: expanded only): one row\n"
       "                       per (token, local expert), or one per (token, source rank); rank rows run\n"
       "                       inside one node (the default leaves them out across nodes)\n"
+      "  --own-rows-first     rank rows with EpConfig::own_rows_first (this rank's every token first,\n"
+      "                       written by the copy engine where nothing is quantized; rows rank_rows_own)\n"
       "  --skew X             0: uniform random routing (default); X > 0: expert of popularity rank p\n"
       "                       drawn with weight 1/(p+1)^X (popularity: a random order of the experts)\n"
       "  --seed S             routing and token seed (default 1)\n"

@@ -4,22 +4,28 @@ dtype, bytes; ep: mode, layout, op, tokens, SMs, with NCCL's time as its own "nc
 time over rounds of each side and new/base, then the range of new/base over ferry's rows.
 
     python3 scripts/ab_compare.py OUT_DIR [TAG]     (reads OUT_DIR/ab_<TAG>{base,new}_<round>.csv)
+
+AB_LAYOUT_ALIAS="a=b" compares ep rows of layout a (e.g. rank_rows_own, a new option on the new side only)
+with the other side's layout b.
 """
 import collections
 import csv
 import glob
+import os
 import statistics
 import sys
 
 
 def main():
     folder, tag = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
+    alias = dict(pair.split("=", 1) for pair in os.environ.get("AB_LAYOUT_ALIAS", "").split(",") if "=" in pair)
     times = collections.defaultdict(list)
     for path in glob.glob(f"{folder}/ab_{tag}*.csv"):
         side = "base" if "_base_" in path else "new"
         for row in csv.DictReader(open(path)):
             if "ferry_us" in row:  # ferry-bench ep
-                case = ("%s %s" % (row["mode"], row["layout"]), row["op"], "T=%s sms=%s" % (row["tokens"], row["sms"]))
+                layout = alias.get(row["layout"], row["layout"])
+                case = ("%s %s" % (row["mode"], layout), row["op"], "T=%s sms=%s" % (row["tokens"], row["sms"]))
                 for impl, column in (("ferry", "ferry_us"), ("nccl", "nccl_us")):
                     if row.get(column) not in (None, "", "-"):
                         times[(impl,) + case + (side,)].append(float(row[column]))

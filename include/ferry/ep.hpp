@@ -93,6 +93,15 @@ struct EpConfig {
   // InvalidArgument on every rank (naming that rank).
   int64_t max_recv_rows = 0;
   EpLayout layout = EpLayout::kExpanded;
+  // EpLayout::kRankRows only: this rank's own rows come first, one per token of
+  // the call (all T', in token order; a token with no expert here gets a row
+  // whose expert ids are all -1 and weights 0, which combine skips), then the
+  // other sources' rows in rank order. Its own rows then start at row 0, a place
+  // the host knows, so a dispatch that does not quantize (bf16, or fp8 input)
+  // has the copy engine write them while the SMs move the peers' rows: fewer SMs
+  // reach the same speed (NOTE [EP own rows first]). max_recv_rows, if set, must
+  // be at least max_tokens_per_rank.
+  bool own_rows_first = false;
 };
 
 // Routing layout of one dispatch, needed by the combine that follows and by a
@@ -128,6 +137,10 @@ struct DispatchResult {
   // one row per (token, source rank): rows from source s are
   // [source_offsets[s], source_offsets[s + 1]), in that source's token order;
   // num_rows is source_offsets[world] when synchronized. `weights` is nullptr.
+  // With EpConfig::own_rows_first, source_offsets[s] is still the first row of
+  // source s, but this rank's own T' rows come first (source_offsets[rank] = 0)
+  // and the others follow in rank order: rows of source s end where the next
+  // source in that order starts (source_offsets[world] after the last).
   int32_t* row_experts = nullptr;    // device [rows, topk]: local expert id of each top-k slot, -1 if not here
   float* row_weights = nullptr;      // device [rows, topk]: its weight (0 where not here); nullptr without weights
   int64_t* source_offsets = nullptr; // device [world + 1]

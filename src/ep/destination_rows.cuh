@@ -19,14 +19,33 @@ struct DestinationRows {
   __device__ bool overflows(const Params& p, int r) const { return !p.low_latency && needed[r] > p.capacity_rows; }
 };
 
-__device__ inline void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows) {
+// NOTE [EP own rows first]
+// With EpConfig::own_rows_first (rank rows only), a destination r orders its
+// sources r first, then the others by rank, both in its rows and in each
+// expert's row list (which stays ascending); otherwise by rank. Its own rows are
+// one per token of the call, all of them (the published token count to itself
+// is num_tokens, publish_counts), so row t of rank r is r's token t: a place the
+// host knows before any count, where the copy engine writes the token's data
+// while the SMs move the peers' rows (EpBuffer::dispatch_send; the SMs still
+// write the own rows' routing, and all of it when they quantize). A token with
+// no expert on r keeps its own row, with expert ids -1 and weights 0, and no
+// row-list entry; combine skips it.
+__device__ __forceinline__ bool source_before(int s, int source, int destination, bool own_first) {
+  return own_first ? source != destination && (s == destination || s < source) : s < source;
+}
+
+// own_first: p.own_rows_first, or false where the layout has no such order (a
+// constant there, so that kernel's code does not change).
+__device__ inline void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows,
+                                                bool own_first) {
   const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
   const int stride = E + W;
   for (int i = threadIdx.x; i < E; i += kThreads) {  // i = global expert id = destination * Le + local expert
     int before = 0, total = 0;
+    const int destination = own_first ? i / Le : 0;
     for (int s = 0; s < W; ++s) {
       const int c = counts[s * stride + i];
-      before += s < p.rank ? c : 0;
+      before += source_before(s, p.rank, destination, own_first) ? c : 0;
       total += c;
     }
     rows.base[i] = before;
@@ -81,7 +100,10 @@ __device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, u
   const bool bad = *p.layout_error != 0;
   for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
     const int r = i / (E + W), c = i % (E + W);
-    const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
+    // NOTE [EP own rows first]: every token is a row at its own rank.
+    const int v = bad ? 0
+                      : c < E ? p.send_expert_count[c]
+                              : (c - E == p.rank && p.own_rows_first ? p.num_tokens : p.send_token_count[c - E]);
     p.counts.at(r)[parity_offset + size_t(p.rank) * (E + W) + c] = v;
   }
   __syncthreads();

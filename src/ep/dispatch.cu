@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 3);
     // After the wait: with a fused layout, this rank's counts guard the layout too.
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_destination_rows(p, p.counts.at(p.rank) + parity_offset, rows);
+    compute_destination_rows(p, p.counts.at(p.rank) + parity_offset, rows, /*own_first=*/false);
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 4);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {

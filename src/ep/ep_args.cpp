@@ -233,6 +233,13 @@ void validate_config(const EpConfig& c, int world_size) {
               "per-expert slabs), got mode " << ep_mode_name(c.mode));
   FERRY_ARG_CHECK(c.max_recv_rows >= 0, "EpConfig: max_recv_rows must be >= 0 (0 = worst case), got "
                                             << c.max_recv_rows);
+  FERRY_ARG_CHECK(!c.own_rows_first || c.layout == EpLayout::kRankRows,
+                  "EpConfig: own_rows_first orders the rows of layout rank_rows, got layout " << ep_layout_name(c.layout));
+  // NOTE [EP own rows first]: the copy engine writes the call's T' own rows at row 0 before any count is known.
+  FERRY_ARG_CHECK(!c.own_rows_first || c.max_recv_rows == 0 || c.max_recv_rows >= c.max_tokens_per_rank,
+                  "EpConfig: with own_rows_first every call's own tokens are rows, so max_recv_rows ("
+                      << c.max_recv_rows << ") must be 0 or at least max_tokens_per_rank (" << c.max_tokens_per_rank
+                      << ")");
   const int64_t rows = worst_case_recv_rows(c, world_size);
   FERRY_ARG_CHECK(rows < (int64_t{1} << 31), "EpConfig: the dispatch output would need " << rows
                                                  << " rows (more than 2^31); lower max_tokens_per_rank");

@@ -70,6 +70,24 @@ CallContext call_context(const EpConfig& config, const Communicator& comm) {
   return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
 }
 
+// NOTE [EP own rows first]: this call's tokens (and fp8 scales) into rows 0..T'-1 of this rank's output on
+// the copy engine, forked from `stream` before the layout so it starts at once, joined by dispatch_recv.
+// Nothing else touches those rows meanwhile: peers write only the rows after them, and whatever read the
+// previous call's rows ran on `stream` before the fork. The rows' routing comes from the send kernel.
+void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  const size_t rows = static_cast<size_t>(p.num_tokens);
+  FERRY_CUDA_CHECK(cudaEventRecord(st.copy_fork, stream));
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.copy_stream, st.copy_fork, 0));
+  FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_tokens, p.tokens, rows * p.hidden * (p.fp8_out ? 1 : 2),
+                                   cudaMemcpyDeviceToDevice, st.copy_stream));
+  if (p.fp8_out)
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_scales, p.scales_in, rows * (p.hidden / ep::kScaleBlock) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, st.copy_stream));
+  FERRY_CUDA_CHECK(cudaEventRecord(st.copy_join, st.copy_stream));
+  st.copy_pending = true;
+}
+
 }  // namespace
 
 }  // namespace ep
@@ -109,6 +127,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.capacity_per_expert = dims.capacity_per_expert;
   p.capacity_rows = dims.capacity_rows;
   p.rank_rows = config_.layout == EpLayout::kRankRows;
+  p.own_rows_first = p.rank_rows && config_.own_rows_first;
   p.index_capacity = dims.index_capacity;
   p.meta_bytes = ep::meta_record_bytes(K);
   p.num_blocks = config_.num_sms;
@@ -150,6 +169,12 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && supports_dependent_launch(comm_.device());
   state_->fuse_layout = knobs::kEpFuseLayout.value();
   state_->rank_rows_local_blocks = knobs::kEpRankRowsLocalBlocks.read();
+  if (p.own_rows_first) {  // NOTE [EP own rows first]
+    state_->own_rows_copy = knobs::kEpOwnRowsCopy.value();
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->copy_stream, cudaStreamNonBlocking));
+    FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_fork, cudaEventDisableTiming));
+    FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_join, cudaEventDisableTiming));
+  }
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 
@@ -336,6 +361,9 @@ EpBuffer::~EpBuffer() {
   if (state_->host_offsets) cudaFreeHost(state_->host_offsets);
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
   if (state_->host_rows) cudaFreeHost(state_->host_rows);
+  if (state_->copy_fork) cudaEventDestroy(state_->copy_fork);
+  if (state_->copy_join) cudaEventDestroy(state_->copy_join);
+  if (state_->copy_stream) cudaStreamDestroy(state_->copy_stream);
 }
 
 int EpBuffer::local_experts() const { return state_->base.local_experts; }
@@ -386,8 +414,14 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
+  // NOTE [EP own rows first]: where nothing is quantized the copy engine writes the own rows, and the
+  // send blocks are all for the peers (they write the own rows' routing on the way).
+  p.own_rows_by_copy = p.own_rows_first && st.own_rows_copy && p.fp8_in == p.fp8_out;
   if (p.rank_rows)
-    p.rank_rows_local_blocks = ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
+    p.rank_rows_local_blocks = p.own_rows_by_copy ? 0
+                                                  : ep::rank_rows_local_blocks(p.num_blocks, p.world_size,
+                                                                               st.rank_rows_local_blocks);
+  if (p.own_rows_by_copy) ep::copy_own_rows(st, p, stream);
   // Tokens that fit one layout block: the send kernel does the layout where the
   // path can (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::max_fused_layout_tokens(p.num_experts) && st.fuse_layout &&
@@ -407,6 +441,10 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
   st.path->dispatch_recv(st, p, stream);
+  if (st.copy_pending) {  // the own rows' copy (NOTE [EP own rows first]) is part of the result
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join, 0));
+    st.copy_pending = false;
+  }
   st.calls.dispatch_recv_done();
 
   const int Le = p.local_experts;

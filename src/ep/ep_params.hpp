@@ -78,6 +78,8 @@ struct Params {
   bool overlapped_receive;  // a receive grid launched while its send grid runs (NOTE [Overlapped halves and free SMs])
   bool spread_items;     // work items across blocks first (NOTE [EP item order])
   bool rank_rows;        // EpLayout::kRankRows (NOTE [EP rank rows])
+  bool own_rows_first;   // rank rows: this rank's rows first, one per token (NOTE [EP own rows first])
+  bool own_rows_by_copy; // ... and the copy engine writes their data: the send kernels only their routing
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
   int64_t index_capacity;       // rank rows: entries of the per-expert row lists (padding included)

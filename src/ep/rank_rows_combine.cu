@@ -107,7 +107,8 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Par
       uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
       auto row_of = [&](int r) {
         const int s = __shfl_sync(0xffffffffu, slot, r);
-        return (r == p.rank ? own_rows + size_t(s) * row_bytes
+        // NOTE [EP own rows first]: own row t is token t (the ballot above skips tokens with none here).
+        return (r == p.rank ? own_rows + size_t(p.own_rows_first ? t : s) * row_bytes
                             : p.combine_stage.at(p.rank) + stage_index(p, r, s) * row_bytes) + offset;
       };
       if (__popc(ranks) <= 2) {

@@ -32,7 +32,8 @@ namespace {
 // move, and after the last row only returns: the padding lies past each
 // expert's entries, where no sender writes, and the caller reads none of it
 // before the call ends. A call whose layout was bad sends nothing but still
-// signals.
+// signals. EpConfig::own_rows_first orders the sources differently and makes
+// every token an own row: NOTE [EP own rows first] (destination_rows.cuh).
 // dispatch() overlaps the halves: num_sms - 1 send blocks and the one receive
 // block, started by programmatic dependent launch while the send grid runs.
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
@@ -58,7 +59,7 @@ struct RankRowsTargets {
 };
 
 __device__ void compute_rank_rows(const Params& p, const int32_t* counts, RankRowsTargets& t) {
-  compute_destination_rows(p, counts, t.rows);  // ends with a barrier
+  compute_destination_rows(p, counts, t.rows, p.own_rows_first);  // ends with a barrier
   const int W = p.world_size, E = p.num_experts;
   if (threadIdx.x < W) {
     const int r = threadIdx.x;
@@ -66,7 +67,7 @@ __device__ void compute_rank_rows(const Params& p, const int32_t* counts, RankRo
     int64_t total = 0;
     for (int s = 0; s < W; ++s) {
       const int c = counts[s * (E + W) + E + r];
-      before += s < p.rank ? c : 0;
+      before += source_before(s, p.rank, r, p.own_rows_first) ? c : 0;  // NOTE [EP own rows first]
       total += c;
     }
     t.row_base[r] = before;
@@ -100,21 +101,27 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
   const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  // NOTE [EP own rows first]: then every token has a row here, at row t.
+  const bool own_row = p.own_rows_first && lane == p.rank;
   const unsigned dst_mask = __ballot_sync(
-      0xffffffffu, slot >= 0 && ((destinations >> lane) & 1u) && !targets.overflows(p, lane < W ? lane : 0));
+      0xffffffffu,
+      (slot >= 0 || own_row) && ((destinations >> lane) & 1u) && !targets.overflows(p, lane < W ? lane : 0));
   if (dst_mask == 0) return;
   const int groups = p.hidden / kScaleBlock;
   const size_t row_bytes = size_t(p.hidden) * (p.fp8_out ? 1 : 2);
   int num_dst = 0;
   for (unsigned m = dst_mask; m != 0; m &= m - 1) {
     const int r = __ffs(m) - 1;
-    const int64_t row = targets.row_base[r] + __shfl_sync(0xffffffffu, slot, r);
+    const int slot_there = __shfl_sync(0xffffffffu, slot, r);
+    const bool own_first_row = p.own_rows_first && r == p.rank;
+    const int64_t row = targets.row_base[r] + (own_first_row ? t : slot_there);
     if (c == 0 && lane < K) {
       const bool here = e >= 0 && e / Le == r;
       p.peer_row_experts.at(r)[row * K + lane] = here ? e % Le : -1;
       if (p.with_weights) p.peer_row_weights.at(r)[row * K + lane] = here ? w : 0.f;
       if (here) p.peer_expert_rows.at(r)[targets.rows.base[r * Le + e % Le] + pos] = int32_t(row);
     }
+    if (own_first_row && p.own_rows_by_copy) continue;  // its data: the copy engine's
     if (lane == 0) {
       dst[num_dst] = p.peer_out_tokens.at(r) + row * row_bytes;
       if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales.at(r) + row * groups;
@@ -122,6 +129,7 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
     ++num_dst;
   }
   __syncwarp();
+  if (num_dst == 0) return;  // only the own row's routing (warp-uniform)
   write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
   __syncwarp();  // dst is rewritten by the warp's next item
 }
@@ -197,12 +205,16 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
     __syncwarp();
     if (lane == 0) offsets[Le] = end;
     const int count = lane < W ? counts[lane * stride + E + p.rank] : 0;
-    const int before = warp_inclusive_sum(count, lane) - count;
+    // NOTE [EP own rows first]: this rank's rows, then the others' in rank order.
+    const int own_count = p.own_rows_first ? __shfl_sync(0xffffffffu, count, p.rank) : 0;
+    const int ordered = p.own_rows_first && lane == p.rank ? 0 : count;
+    const int inclusive = warp_inclusive_sum(ordered, lane);
+    const int before = p.own_rows_first && lane == p.rank ? 0 : inclusive - ordered + own_count;
     if (lane < W) {
       p.recv_token_count[lane] = count;
       p.source_offsets[lane] = before;
     }
-    const int total = __shfl_sync(0xffffffffu, before + count, W - 1);
+    const int total = __shfl_sync(0xffffffffu, inclusive, W - 1) + own_count;
     if (lane == 0) {
       p.source_offsets[W] = total;
       overflow = total > p.capacity_rows;  // reported by the send half

@@ -1,11 +1,6 @@
-// EP with EpLayout::kRankRows on real GPUs: one row per (token, source rank),
-// checked against the host reference (common/ep_reference.hpp) in every round:
-// rows per source and their order, every row's data (bf16 bitwise, fp8
-// quantization within the e4m3 bound with the prescribed scale, fp8 input
-// bitwise), each row's local expert ids and weights, the per-expert counts,
-// offsets and row lists (padding -1), then a combine of already-weighted rows
-// (the caller's sum over its local experts) against the weighted sum over the
-// token's experts. Outputs are poisoned before each round.
+// EP with EpLayout::kRankRows on real GPUs: the matrix and the cases of one
+// checked round each (ep_rank_rows_round.hpp: placement, data, routing, lists,
+// combine against the host reference, outputs poisoned before each round).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +18,7 @@
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "gpu/ep_harness.hpp"
+#include "gpu/ep_rank_rows_round.hpp"
 #include "gpu/ep_overflow_case.hpp"
 #include "gpu/sm_hog.hpp"
 
@@ -32,303 +28,6 @@ using namespace ferry::testing;
 using namespace ferry::testing::ep_gpu;
 namespace ep = ferry::testing::ep;
 using ferry::EpLayout;
-
-EpConfig rank_rows_config(DataType dtype, int tokens, int hidden, int topk, int local_experts, bool weights,
-                          int alignment, int num_sms = 0) {
-  EpConfig c = make_config(EpMode::kHighThroughput, dtype, tokens, hidden, topk, local_experts, weights, alignment);
-  c.layout = EpLayout::kRankRows;
-  c.num_sms = num_sms;
-  return c;
-}
-
-struct RoundOptions {
-  bool idx64 = false;
-  bool sync_counts = true;
-  bool halves = false;
-  bool graph = false;  // dispatch + combine captured in one CUDA graph, then replayed
-  bool fp8_input = false;
-};
-
-// A round whose halves (dispatch_send ... combine_recv) run one after the other.
-RoundOptions halves_apart() {
-  RoundOptions o;
-  o.halves = true;
-  return o;
-}
-
-// What this rank must receive: per source, its tokens that picked an expert here, in order.
-struct ExpectedRow {
-  int src_rank, src_token;
-};
-
-// The caller's expert output for one received row: sum over its local experts of
-// weight * bf16(value * factor(expert)), rounded to bf16 (values as received).
-std::vector<uint16_t> expert_rows_output(const ep::Spec& s, const std::vector<ExpectedRow>& rows,
-                                         const std::vector<ep::RankInput>& all, const std::vector<float>& received,
-                                         int rank) {
-  const int H = s.hidden, K = s.topk, Le = s.local_experts();
-  std::vector<uint16_t> y(rows.size() * size_t(H));
-  std::vector<float> acc(static_cast<size_t>(H));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::fill(acc.begin(), acc.end(), 0.f);
-    const ep::RankInput& in = all[rows[i].src_rank];
-    for (int k = 0; k < K; ++k) {
-      const int64_t e = in.expert(s, rows[i].src_token, k);
-      if (e < int64_t(rank) * Le || e >= int64_t(rank + 1) * Le) continue;
-      const float w = in.weight(s, rows[i].src_token, k);
-      for (int h = 0; h < H; ++h) acc[h] += w * bf16_to_float(ep::stand_in(received[i * H + h], e));
-    }
-    for (int h = 0; h < H; ++h) y[i * H + h] = float_to_bf16(acc[h]);
-  }
-  return y;
-}
-
-// The previous round's result of a harness: its rank-rows outputs are poisoned
-// before the next round (Harness::poison_previous does the rows and scales).
-struct Previous {
-  const Harness* owner = nullptr;
-  DispatchResult result;
-};
-Previous& previous() {
-  static Previous p;
-  return p;
-}
-
-void poison_previous(Harness& h) {
-  Previous& prev = previous();
-  if (prev.owner == &h) {
-    const DispatchResult& r = prev.result;
-    const size_t rows = size_t(r.capacity_rows), K = size_t(r.topk);
-    CK(cudaMemsetAsync(r.row_experts, 0xFF, rows * K * 4, h.stream()));
-    if (r.row_weights) CK(cudaMemsetAsync(r.row_weights, 0xFF, rows * K * 4, h.stream()));
-    CK(cudaMemsetAsync(r.expert_rows, 0x7F, size_t(r.index_capacity) * 4, h.stream()));
-    CK(cudaMemsetAsync(r.source_offsets, 0xFF, size_t(mpi_size() + 1) * 8, h.stream()));
-    CK(cudaMemsetAsync(r.expert_offsets, 0xFF, size_t(h.local_experts() + 1) * 8, h.stream()));
-  }
-  h.poison_previous();  // rows, scales; synchronizes, then a barrier
-}
-
-// One checked dispatch + combine. Collective; false on every rank if any rank threw.
-bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
-  const EpConfig& c = h.config();
-  const int W = mpi_size(), me = mpi_rank(), H = c.hidden, K = c.topk, Le = h.local_experts();
-  const bool fp8 = c.dispatch_type == DataType::kFloat8E4M3;
-  const size_t elem = fp8 ? 1 : 2;
-  const std::vector<ep::RankInput> all = ep::make_all_inputs(s);
-  const ep::RankInput& mine = all[me];
-  const int n = mine.num_tokens;
-  const std::string what = describe(c, s) + (o.halves ? " halves" : "") + (o.graph ? " graph" : "") +
-                           (o.sync_counts ? "" : " unsynced");
-  SCOPED_TRACE(what);
-  h.upload(s, mine, o.idx64);
-
-  // The reference placement.
-  std::vector<ExpectedRow> rows;
-  std::vector<int64_t> source_offsets(W + 1, 0);
-  for (int sr = 0; sr < W; ++sr) {
-    for (int t = 0; t < all[sr].num_tokens; ++t) {
-      bool here = false;
-      for (int k = 0; k < K; ++k) {
-        const int64_t e = all[sr].expert(s, t, k);
-        here = here || (e >= int64_t(me) * Le && e < int64_t(me + 1) * Le);
-      }
-      if (here) rows.push_back({sr, t});
-    }
-    source_offsets[sr + 1] = int64_t(rows.size());
-  }
-  const int64_t num_rows = int64_t(rows.size());
-  const ep::Layout expanded = ep::reference_layout(s, all, me, c.expert_alignment);
-
-  std::string error;
-  DispatchResult r;
-  cudaStream_t st = h.stream();
-  poison_previous(h);
-  try {
-    EpBuffer& buf = h.buf();
-    const TensorView tokens = h.tokens_view(s, n), idx = h.idx_view(s, n, o.idx64), weights = h.weights_view(s, n),
-                     scales = h.scales_view(s, n);
-    DispatchOptions opts;
-    opts.sync_counts = o.sync_counts && !o.graph;
-    // Room for the capacity's rows (a captured combine names them all).
-    h.expert_out_mem().ensure(size_t(W) * c.max_tokens_per_rank * H * 2);
-    h.poison_out();
-    if (o.graph) {
-      // Capture dispatch + combine of the expert outputs uploaded below (their rows
-      // are known on the host from the reference), then replay.
-      cudaGraph_t graph;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      r = buf.dispatch(tokens, idx, weights, scales, st, opts);
-      buf.combine(TensorView(h.expert_out_mem().get(), DataType::kBFloat16, {r.capacity_rows, H}), r.handle,
-                  h.out_view(n), st);
-      CK(cudaStreamEndCapture(st, &graph));
-      cudaGraphExec_t exec;
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      // Expert outputs computed from the reference's received values (bf16/fp8 input exact; quantized: the
-      // host cannot know the received bytes before the replay, so graphs are bf16 or fp8-input here).
-      std::vector<float> received(size_t(num_rows) * H);
-      for (int64_t i = 0; i < num_rows; ++i)
-        for (int hh = 0; hh < H; ++hh) received[i * H + hh] = all[rows[i].src_rank].value(s, rows[i].src_token, hh);
-      const std::vector<uint16_t> y = expert_rows_output(s, rows, all, received, me);
-      if (!y.empty()) CK(cudaMemcpyAsync(h.expert_out_mem().get(), y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
-      CK(cudaMemsetAsync(r.tokens, 0xFF, size_t(r.capacity_rows) * H * elem, st));
-      CK(cudaGraphLaunch(exec, st));
-      CK(cudaStreamSynchronize(st));
-      CK(cudaGraphExecDestroy(exec));
-      CK(cudaGraphDestroy(graph));
-    } else {
-      if (o.halves) {
-        const EpHandle handle = buf.dispatch_send(tokens, idx, weights, scales, st, opts);
-        r = buf.dispatch_recv(handle, st, opts);
-      } else {
-        r = buf.dispatch(tokens, idx, weights, scales, st, opts);
-      }
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!all_ranks(error.empty())) {
-    if (!error.empty()) ADD_FAILURE() << "dispatch threw: " << error;
-    return false;
-  }
-  h.remember(r);
-  previous() = Previous{&h, r};
-  EXPECT_EQ(r.topk, K);
-  EXPECT_EQ(r.weights, nullptr);
-  EXPECT_EQ(r.row_weights != nullptr, c.with_weights);
-  if (o.sync_counts && !o.graph) {
-    EXPECT_EQ(r.num_rows, num_rows);
-    EXPECT_EQ(r.num_index_entries, expanded.total_rows());
-    EXPECT_EQ(r.host_expert_counts.size(), size_t(Le));
-    for (int le = 0; le < Le && le < int(r.host_expert_counts.size()); ++le) EXPECT_EQ(r.host_expert_counts[le], expanded.counts[le]) << "expert " << le;
-  } else if (!o.graph) {
-    EXPECT_EQ(r.num_rows, -1);
-  }
-
-  // Read back.
-  CK(cudaStreamSynchronize(st));
-  std::vector<int64_t> got_source(W + 1), got_offsets(Le + 1);
-  std::vector<int32_t> got_counts(Le);
-  CK(cudaMemcpy(got_source.data(), r.source_offsets, (W + 1) * 8, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(got_offsets.data(), r.expert_offsets, (Le + 1) * 8, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(got_counts.data(), r.expert_counts, Le * 4, cudaMemcpyDeviceToHost));
-  EXPECT_EQ(got_source, source_offsets);
-  for (int le = 0; le <= Le; ++le) EXPECT_EQ(got_offsets[le], expanded.offsets[le]) << "expert offset " << le;
-  for (int le = 0; le < Le; ++le) EXPECT_EQ(got_counts[le], expanded.counts[le]) << "expert count " << le;
-  if (::testing::Test::HasFailure()) return all_ranks(false);
-
-  const int G = H / ep::kScaleGroup;
-  std::vector<uint8_t> tok(size_t(num_rows) * H * elem);
-  std::vector<float> sc(fp8 ? size_t(num_rows) * G : 0), rw(c.with_weights ? size_t(num_rows) * K : 0);
-  std::vector<int32_t> rx(size_t(num_rows) * K), lists(size_t(expanded.total_rows()));
-  if (!tok.empty()) CK(cudaMemcpy(tok.data(), r.tokens, tok.size(), cudaMemcpyDeviceToHost));
-  if (!sc.empty()) CK(cudaMemcpy(sc.data(), r.scales, sc.size() * 4, cudaMemcpyDeviceToHost));
-  if (!rw.empty()) CK(cudaMemcpy(rw.data(), r.row_weights, rw.size() * 4, cudaMemcpyDeviceToHost));
-  if (!rx.empty()) CK(cudaMemcpy(rx.data(), r.row_experts, rx.size() * 4, cudaMemcpyDeviceToHost));
-  if (!lists.empty()) CK(cudaMemcpy(lists.data(), r.expert_rows, lists.size() * 4, cudaMemcpyDeviceToHost));
-
-  // Rows: data and routing.
-  std::vector<float> received(size_t(num_rows) * H);
-  std::vector<std::vector<int32_t>> want_lists(Le);
-  int bad = 0;
-  for (int64_t i = 0; i < num_rows && bad < 8; ++i) {
-    const ep::RankInput& in = all[rows[i].src_rank];
-    const int t = rows[i].src_token;
-    for (int k = 0; k < K; ++k) {
-      const int64_t e = in.expert(s, t, k);
-      const bool here = e >= int64_t(me) * Le && e < int64_t(me + 1) * Le;
-      const int want = here ? int(e - int64_t(me) * Le) : -1;
-      if (rx[i * K + k] != want) {
-        ADD_FAILURE() << "row " << i << " k " << k << ": expert " << rx[i * K + k] << ", want " << want;
-        ++bad;
-      }
-      if (c.with_weights && rw[i * K + k] != (here ? in.weight(s, t, k) : 0.f)) {
-        ADD_FAILURE() << "row " << i << " k " << k << ": weight " << rw[i * K + k];
-        ++bad;
-      }
-      if (here) want_lists[want].push_back(int32_t(i));
-    }
-    for (int hh = 0; hh < H; ++hh) {
-      const float x = in.value(s, t, hh);
-      float v;
-      bool ok;
-      if (!fp8) {
-        const uint16_t b = reinterpret_cast<const uint16_t*>(tok.data())[i * H + hh];
-        v = bf16_to_float(b);
-        ok = b == in.x[size_t(t) * H + hh];
-      } else {
-        const float scale = sc[i * G + hh / ep::kScaleGroup];
-        v = ep::fp8_to_float(tok[i * H + hh]) * scale;
-        if (s.fp8_input) {
-          ok = tok[i * H + hh] == in.q[size_t(t) * H + hh] && scale == in.scales[size_t(t) * G + hh / ep::kScaleGroup];
-        } else {
-          const float want_scale = ep::expected_scale(in.amax(s, t, hh / ep::kScaleGroup));
-          ok = scale == want_scale && std::fabs(double(v) - x) <= ep::fp8_quant_bound(x, want_scale);
-        }
-      }
-      received[i * H + hh] = v;
-      if (!ok) {
-        ADD_FAILURE() << "row " << i << " (rank " << rows[i].src_rank << " token " << t << ") column " << hh
-                      << ": got " << v << ", want " << x;
-        if (++bad >= 8) break;
-      }
-    }
-  }
-  for (int le = 0; le < Le && bad < 8; ++le) {
-    const int64_t at = expanded.offsets[le];
-    for (size_t j = 0; j < want_lists[le].size(); ++j)
-      if (lists[at + j] != want_lists[le][j]) {
-        ADD_FAILURE() << "expert " << le << " list entry " << j << ": row " << lists[at + j] << ", want "
-                      << want_lists[le][j];
-        ++bad;
-        break;
-      }
-    for (int64_t j = at + int64_t(want_lists[le].size()); j < expanded.offsets[le + 1]; ++j)
-      if (lists[j] != -1) {
-        ADD_FAILURE() << "expert " << le << " padding entry " << j << " is " << lists[j];
-        ++bad;
-        break;
-      }
-  }
-  if (!all_ranks(!::testing::Test::HasFailure())) return false;
-
-  // Combine (the graph already ran it).
-  if (!o.graph) {
-    const std::vector<uint16_t> y = expert_rows_output(s, rows, all, received, me);
-    const int64_t rows_arg = o.sync_counts ? num_rows : r.capacity_rows;
-    // Rows past the received ones are NaN: a combine reading them shows.
-    CK(cudaMemsetAsync(h.expert_out_mem().get(), 0xFF, size_t(rows_arg) * H * 2, st));
-    if (!y.empty()) CK(cudaMemcpyAsync(h.expert_out_mem().get(), y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
-    const TensorView eo(h.expert_out_mem().get(), DataType::kBFloat16, {rows_arg, H});
-    try {
-      if (o.halves) {
-        h.buf().combine_send(eo, r.handle, st);
-        h.buf().combine_recv(r.handle, h.out_view(n), st);
-      } else {
-        h.buf().combine(eo, r.handle, h.out_view(n), st);
-      }
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (!all_ranks(error.empty())) {
-      if (!error.empty()) ADD_FAILURE() << "combine threw: " << error;
-      return false;
-    }
-  }
-  std::vector<uint16_t> out;
-  std::vector<uint8_t> guard;
-  h.fetch_out(n, &out, &guard);
-  const bool quantized = fp8 && !s.fp8_input;
-  const ep::CombineRef ref =
-      ep::combine_reference(s, mine, quantized ? ep::ExpertKind::kQuantized : ep::ExpertKind::kStandIn);
-  verify_combine(out, guard, ref, n, H, what);
-  h.verify_inputs_unchanged(s, mine, o.idx64, true, what);
-  return all_ranks(!::testing::Test::HasFailure());
-}
-
-bool run(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOptions& o = {}, int hot = 0) {
-  const ep::Spec s = make_spec(h.config(), shared().next_seed(), routing, counts, o.fp8_input, hot);
-  return rank_rows_round(h, s, o);
-}
 
 // dtype x (hidden, topk, local experts, routing, counts, index type, weights, alignment, API).
 using Row = MatrixRow;
@@ -352,13 +51,13 @@ TEST_P(EpRankRows, DispatchCombine) {
   const Row& row = kRows[size_t(index)];
   Harness h(shared(), rank_rows_config(dtype, 256, row.hidden, row.topk, row.local_experts, row.weights, row.alignment));
   ASSERT_TRUE(h.alive());
-    previous() = {};  // a new buffer (perhaps at the last one's address)
+    forget_previous_round();
   RoundOptions o;
   o.idx64 = row.idx64;
   o.sync_counts = row.sync_counts;
   o.halves = row.halves;
-  ASSERT_TRUE(run(h, row.routing, row.counts, o));
-  ASSERT_TRUE(run(h, row.routing == ep::Routing::kZipf ? ep::Routing::kDrops : ep::Routing::kZipf,
+  ASSERT_TRUE(run_round(h, row.routing, row.counts, o));
+  ASSERT_TRUE(run_round(h, row.routing == ep::Routing::kZipf ? ep::Routing::kDrops : ep::Routing::kZipf,
                   ep::TokenCounts::kVaried, o));
 }
 
@@ -381,38 +80,38 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   {
     Harness h(shared(), rank_rows_config(DataType::kFloat8E4M3, 96, 2048, 4, 3, true, 1));
     ASSERT_TRUE(h.alive());
-    previous() = {};  // a new buffer (perhaps at the last one's address)
+    forget_previous_round();
     RoundOptions o;
     o.fp8_input = true;
-    ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kVaried, o));
+    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kVaried, o));
   }
   for (int align : {1, 64}) {
     Harness h(shared(), rank_rows_config(DataType::kBFloat16, 96, 2048, 4, 3, true, align));
     ASSERT_TRUE(h.alive());
-    previous() = {};  // a new buffer (perhaps at the last one's address)
+    forget_previous_round();
     const int E = h.config().num_experts;
-    ASSERT_TRUE(run(h, ep::Routing::kOneExpert, ep::TokenCounts::kFull, {}, E - 1));
-    ASSERT_TRUE(run(h, ep::Routing::kOneRank, ep::TokenCounts::kFull, {}, W - 1));
+    ASSERT_TRUE(run_round(h, ep::Routing::kOneExpert, ep::TokenCounts::kFull, {}, E - 1));
+    ASSERT_TRUE(run_round(h, ep::Routing::kOneRank, ep::TokenCounts::kFull, {}, W - 1));
     for (auto counts : {ep::TokenCounts::kOnlyRank0, ep::TokenCounts::kSomeZero, ep::TokenCounts::kAllZero})
-      ASSERT_TRUE(run(h, ep::Routing::kDrops, counts));
-    ASSERT_TRUE(run(h, ep::Routing::kNone, ep::TokenCounts::kFull));
+      ASSERT_TRUE(run_round(h, ep::Routing::kDrops, counts));
+    ASSERT_TRUE(run_round(h, ep::Routing::kNone, ep::TokenCounts::kFull));
   }
   for (int sms : {1, 4}) {
     Harness h(shared(), rank_rows_config(DataType::kBFloat16, 1000, 2048, 8, 4, true, 1, sms));
     ASSERT_TRUE(h.alive());
-    previous() = {};  // a new buffer (perhaps at the last one's address)
+    forget_previous_round();
     RoundOptions o;
     o.idx64 = true;
-    ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
+    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
   }
   {
     Harness h(shared(), rank_rows_config(DataType::kBFloat16, 200, 2048, 8, 4, true, 8));
     ASSERT_TRUE(h.alive());
-    previous() = {};  // a new buffer (perhaps at the last one's address)
+    forget_previous_round();
     RoundOptions o;
     o.graph = true;
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, o));
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, o));
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
   }
 }
 
@@ -434,10 +133,10 @@ TEST(EpRankRowsCases, SendBlocksByRoleOrMixed) {
       Harness h(shared(), rank_rows_config(dtype, 300, 2048, 8, 4, true, 1, sms));
       unsetenv("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");
       ASSERT_TRUE(h.alive());
-      previous() = {};  // a new buffer (perhaps at the last one's address)
-      ASSERT_TRUE(run(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
-      ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves_apart()));
-      ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kSomeZero));
+      forget_previous_round();
+      ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
+      ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves_apart()));
+      ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kSomeZero));
     }
   }
 }
@@ -451,19 +150,19 @@ TEST(EpRankRowsCases, FewFreeSms) {
   if (!why.empty()) GTEST_SKIP() << "RESTRICTED-SM TEST SKIPPED: " << why;
   Harness h(shared(), rank_rows_config(DataType::kBFloat16, 1024, 1024, 8, 4, true, 1));
   ASSERT_TRUE(h.alive());
-    previous() = {};  // a new buffer (perhaps at the last one's address)
+    forget_previous_round();
   RoundOptions halves;
   halves.halves = true;
   // Once without the hog: buffers sized and kernels loaded (a cudaFree or a lazy
   // load would wait for the hog, NOTE in test_restricted_sms.cpp).
-  ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
-  ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
+  ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+  ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
   for (int free_sms : {1, 3}) {
     SCOPED_TRACE(std::to_string(free_sms) + " free SMs");
     std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
     ASSERT_TRUE(hog != nullptr);
-    ASSERT_TRUE(run(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
-    ASSERT_TRUE(run(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
+    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+    ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves));
   }
 }
 
@@ -480,7 +179,7 @@ TEST(EpRankRowsCases, RecvRowsOverflowFailsOnEveryRank) {
   cfg.max_recv_rows = int64_t{W} * T - 1;
   Harness h(shared(), cfg);
   ASSERT_TRUE(h.alive());
-  previous() = {};
+  forget_previous_round();
   expect_overflow_then_a_dispatch_that_fits(h, T, H, K);
 }
 

@@ -42,6 +42,32 @@ TEST(EpRankRowsConfig, SizesFollowTheContract) {
   }
 }
 
+// NOTE [EP own rows first]: only rank rows order their sources that way, and every
+// call's own tokens are rows, so max_recv_rows (if set) holds at least T of them.
+TEST(EpRankRowsConfig, OwnRowsFirstRules) {
+  EpConfig c = rank_rows_config();
+  c.own_rows_first = true;
+  EXPECT_NO_THROW(ferry::ep::validate_config(c, 2));
+  c.max_recv_rows = 4096;
+  EXPECT_NO_THROW(ferry::ep::validate_config(c, 2));
+  c.max_recv_rows = 4095;
+  try {
+    ferry::ep::validate_config(c, 2);
+    FAIL() << "own_rows_first with max_recv_rows below max_tokens_per_rank was accepted";
+  } catch (const ferry::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_recv_rows (4095)"), std::string::npos) << e.what();
+  }
+  c = rank_rows_config();
+  c.own_rows_first = true;
+  c.layout = EpLayout::kExpanded;
+  try {
+    ferry::ep::validate_config(c, 2);
+    FAIL() << "own_rows_first with the expanded layout was accepted";
+  } catch (const ferry::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("own_rows_first"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EpRankRowsConfig, LowLatencyAndUnknownLayoutsAreRefused) {
   EpConfig c = rank_rows_config();
   c.mode = EpMode::kLowLatency;

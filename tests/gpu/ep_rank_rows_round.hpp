@@ -1,0 +1,41 @@
+// One EP round with EpLayout::kRankRows on real GPUs (test_ep_rank_rows.cpp,
+// test_ep_own_rows_first.cpp): one row per (token, source rank),
+// checked against the host reference (common/ep_reference.hpp) in every round:
+// rows per source and their order, every row's data (bf16 bitwise, fp8
+// quantization within the e4m3 bound with the prescribed scale, fp8 input
+// bitwise), each row's local expert ids and weights, the per-expert counts,
+// offsets and row lists (padding -1), then a combine of already-weighted rows
+// (the caller's sum over its local experts) against the weighted sum over the
+// token's experts. Outputs are poisoned before each round.
+#pragma once
+
+#include "common/ep_reference.hpp"
+#include "ferry/ep.hpp"
+#include "gpu/ep_harness.hpp"
+
+namespace ferry::testing::ep_gpu {
+
+EpConfig rank_rows_config(DataType dtype, int tokens, int hidden, int topk, int local_experts, bool weights,
+                          int alignment, int num_sms = 0, bool own_rows_first = false);
+
+struct RoundOptions {
+  bool idx64 = false;
+  bool sync_counts = true;
+  bool halves = false;
+  bool graph = false;  // dispatch + combine captured in one CUDA graph, then replayed
+  bool fp8_input = false;
+};
+
+// A round whose halves (dispatch_send ... combine_recv) run one after the other.
+RoundOptions halves_apart();
+
+// Before the first round on a new buffer (it may sit at the last one's address,
+// whose outputs the next round would poison).
+void forget_previous_round();
+
+// One checked dispatch + combine. Collective; false on every rank if any rank threw.
+bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o);
+// The same with a fresh spec of the buffer's config (a new seed each call).
+bool run_round(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOptions& o = {}, int hot = 0);
+
+}  // namespace ferry::testing::ep_gpu
