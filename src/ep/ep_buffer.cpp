@@ -71,7 +71,8 @@ CallContext call_context(const EpConfig& config, const Communicator& comm) {
 }
 
 // NOTE [EP own rows first]: this call's tokens (and fp8 scales) into rows 0..T'-1 of this rank's output on
-// the copy engine, forked from `stream` before the layout so it starts at once, joined by dispatch_recv.
+// the copy engine, forked from `stream` before the layout so it starts at once, joined back by the end of
+// the dispatch (join_own_rows_copy).
 // Nothing else touches those rows meanwhile: peers write only the rows after them, and whatever read the
 // previous call's rows ran on `stream` before the fork. The rows' routing comes from the send kernel.
 void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
@@ -86,6 +87,11 @@ void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
                                      cudaMemcpyDeviceToDevice, st.copy_stream));
   FERRY_CUDA_CHECK(cudaEventRecord(st.copy_join, st.copy_stream));
   st.copy_pending = true;
+}
+
+void join_own_rows_copy(EpBuffer::State& st, cudaStream_t stream) {
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join, 0));
+  st.copy_pending = false;
 }
 
 }  // namespace
@@ -428,6 +434,10 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
                   st.path->fuses_layout;
   if (!reusing && !p.fuse_layout) ep::launch_layout(p, stream);
   st.path->dispatch_send(st, p, stream);
+  // The own rows' copy joins `stream` here, unless dispatch() launches the receive grid next
+  // (then after it: a wait between the two grids would stop the receive grid's early start).
+  // Joined within the half, a dispatch_send captured in a graph of its own is complete.
+  if (st.copy_pending && st.grids.recv_blocks == 0) ep::join_own_rows_copy(st, stream);
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
 
@@ -441,10 +451,7 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
   st.path->dispatch_recv(st, p, stream);
-  if (st.copy_pending) {  // the own rows' copy (NOTE [EP own rows first]) is part of the result
-    FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join, 0));
-    st.copy_pending = false;
-  }
+  if (st.copy_pending) ep::join_own_rows_copy(st, stream);  // dispatch(): after the receive grid
   st.calls.dispatch_recv_done();
 
   const int Le = p.local_experts;

@@ -38,7 +38,7 @@ struct EpBuffer::State {
   std::optional<int64_t> rank_rows_local_blocks;  // FERRY_EP_RANK_ROWS_LOCAL_BLOCKS (else rank_rows_local_blocks())
   ep::HalfGrids grids;
   // NOTE [EP own rows first]: the copy engine's side stream and the events that fork it from the
-  // caller's stream (dispatch_send) and join it back (dispatch_recv); created with own_rows_first.
+  // caller's stream (dispatch_send) and join it back (by the end of the dispatch); created with own_rows_first.
   bool own_rows_copy = false;        // FERRY_EP_OWN_ROWS_COPY
   cudaStream_t copy_stream = nullptr;
   cudaEvent_t copy_fork = nullptr, copy_join = nullptr;
