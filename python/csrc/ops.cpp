@@ -119,7 +119,8 @@ void bind_ep(nb::module_& m) {
       .def_rw("mode", &EpConfig::mode)
       .def_rw("expert_alignment", &EpConfig::expert_alignment)
       .def_rw("max_recv_rows", &EpConfig::max_recv_rows)
-      .def_rw("layout", &EpConfig::layout);
+      .def_rw("layout", &EpConfig::layout)
+      .def_rw("own_rows_first", &EpConfig::own_rows_first);
 
   // The checks EpBuffer's constructor makes, without a communicator (the Python
   // layer runs them before anything collective).

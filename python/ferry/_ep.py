@@ -46,6 +46,9 @@ class EpSpec:
     expert_alignment: int = 1
     max_recv_rows: int = 0
     layout: str = "expanded"
+    # rank_rows only: this rank's own rows first, one per token (docs/python.md);
+    # the C++ checks (validate) reject it with "expanded" or a small max_recv_rows.
+    own_rows_first: bool = False
 
     def dims(self) -> "_C.EpDims":
         """Sizes derived from the config (local_experts, capacity_per_expert,
@@ -70,6 +73,7 @@ class EpSpec:
         config.expert_alignment = self.expert_alignment
         config.max_recv_rows = self.max_recv_rows
         config.layout = LAYOUTS[self.layout]
+        config.own_rows_first = self.own_rows_first
         return config
 
     def validate(self) -> "EpSpec":
@@ -84,6 +88,8 @@ class EpSpec:
             raise InvalidArgument(f"{where}: weight_dtype must be torch.float32, got {self.weight_dtype}")
         if self.layout not in LAYOUTS:
             raise InvalidArgument(f"{where}: layout must be 'expanded' or 'rank_rows', got {self.layout!r}")
+        if not isinstance(self.own_rows_first, bool):
+            raise InvalidArgument(f"{where}: own_rows_first must be a bool, got {type(self.own_rows_first).__name__}")
         # rank_rows with low_latency: ferry.NotSupported from here (across nodes: from EpBuffer).
         _C.validate_ep_config(self.config(), self.world_size)
         return self
@@ -167,7 +173,9 @@ class EpLayout:
     # rank_rows only (else None / -1):
     row_experts: Optional[torch.Tensor] = None     # CUDA int32 [num_rows, topk]: local expert of each slot, -1: not here
     expert_rows: Optional[torch.Tensor] = None     # CUDA int32 [num_index_entries]: per expert its rows, ascending; padding -1
-    source_offsets: Optional[torch.Tensor] = None  # CUDA int64 [world + 1]: first row of each source rank, then the end
+    # CUDA int64 [world + 1]: first row of each source rank, then the end (own_rows_first: this
+    # rank's rows at 0, then the others in rank order; a source's rows end where the next one in that order starts)
+    source_offsets: Optional[torch.Tensor] = None
     num_index_entries: int = -1                    # entries of expert_rows (expert_offsets[-1], padding included)
 
 
@@ -186,11 +194,11 @@ class EpLayer:
     def __init__(self, group, max_tokens: int, hidden: int, topk: int, num_experts: int,
                  dtype: torch.dtype = torch.bfloat16, weight_dtype: torch.dtype = torch.float32,
                  num_sms: int = 0, mode: str = "high_throughput", *, expert_alignment: int = 1,
-                 max_recv_rows: int = 0, layout: str = "expanded") -> None:
+                 max_recv_rows: int = 0, layout: str = "expanded", own_rows_first: bool = False) -> None:
         self._owns_comm = not isinstance(group, Communicator)
         size = _group_size(group)
         spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), size or 0, dtype, weight_dtype,
-                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows), layout)
+                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows), layout, own_rows_first)
         if size is not None:
             spec.validate()  # before anything touches the group (init is collective)
         comm = init(group)
@@ -227,6 +235,10 @@ class EpLayer:
     @property
     def layout(self) -> str:
         return self.spec.layout
+
+    @property
+    def own_rows_first(self) -> bool:
+        return self.spec.own_rows_first
 
     def _live(self, where: str) -> "_C.EpBuffer":
         if self._buffer is None:

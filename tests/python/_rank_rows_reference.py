@@ -32,6 +32,9 @@ class Problem:
     alignment: int = 1
     idx_dtype: torch.dtype = torch.int64
     seed: int = 0
+    # The layer's EpLayer(own_rows_first=...): this rank's every token first. Not in
+    # the repr, which seeds the inputs (make_input): the same inputs either way.
+    own_rows_first: bool = dataclasses.field(default=False, repr=False)
 
     @property
     def num_experts(self):
@@ -134,18 +137,29 @@ class RankRows:
     expert_rows: torch.Tensor    # [offsets[-1]] int32, padding -1
 
 
-def reference_rank_rows(p: Problem, inputs, me: int) -> RankRows:
-    L, K = p.local_experts, p.topk
+def reference_rank_rows(p: Problem, inputs, me: int, own_rows_first: bool = False) -> RankRows:
+    """Sources in rank order, each with its tokens that picked an expert here (in
+    token order). own_rows_first: this rank's every token first (row t = token t;
+    -1 experts and 0 weights where none is here), then the others in rank order;
+    source_offsets[s] stays the first row of source s, [W] the total."""
+    L, K, W = p.local_experts, p.topk, len(inputs)
     lo = me * L
-    src, row_experts, row_weights, source_offsets = [], [], [], [0]
-    for s, inp in enumerate(inputs):
+    order = [me] + [s for s in range(W) if s != me] if own_rows_first else list(range(W))
+    src, row_experts, row_weights, source_offsets, rows = [], [], [], [0] * (W + 1), 0
+    for s in order:
+        inp = inputs[s]
         here = (inp.idx >= lo) & (inp.idx < lo + L)              # [T, K]
-        toks = here.any(dim=1).nonzero()[:, 0]                    # source token order
+        if own_rows_first and s == me:
+            toks = torch.arange(inp.num_tokens)                   # every token, with an expert here or not
+        else:
+            toks = here.any(dim=1).nonzero()[:, 0]                # source token order
         src.append(torch.stack([torch.full_like(toks, s), toks], dim=1))
         row_experts.append(torch.where(here[toks], inp.idx[toks] - lo, -1).to(torch.int32))
         w = inp.weights if inp.weights is not None else torch.ones(inp.num_tokens, K)
         row_weights.append(torch.where(here[toks], w[toks], 0.0).float())
-        source_offsets.append(source_offsets[-1] + toks.numel())
+        source_offsets[s] = rows
+        rows += toks.numel()
+    source_offsets[W] = rows
     row_experts = torch.cat(row_experts) if row_experts else torch.zeros(0, K, dtype=torch.int32)
     counts, offsets, lists = [], [0], []
     for e in range(L):
@@ -183,7 +197,7 @@ def _check_tensor(f, name, t, dtype, shape, want=None):
 def dispatch_failures(p: Problem, inputs, me: int, output, weights, layout):
     """Checks one rank-rows dispatch against the contract. Returns (failures,
     whether the grouped GEMM can run on the result)."""
-    ref = reference_rank_rows(p, inputs, me)
+    ref = reference_rank_rows(p, inputs, me, p.own_rows_first)
     L, K, H, G, W = p.local_experts, p.topk, HIDDEN, HIDDEN // SCALE_GROUP, p.world
     R = ref.source_offsets[-1]
     f = []
@@ -268,6 +282,19 @@ def grouped_gemm(output, row_weights, layout, w_local):
     return acc.to(BF16)
 
 
+def expert_output(p: Problem, rank: int, w_all, output, weights, layout, gemm_ok: bool):
+    """What this rank hands to combine: the grouped GEMM's rows when the dispatch
+    met the contract (else zeros: combine is collective and runs anyway). Rows
+    without an expert here (own_rows_first: own rows of tokens with none here)
+    are NaN: combine skips them, so they must not reach any token's output."""
+    if not gemm_ok:
+        return torch.zeros((output.shape[0], HIDDEN), dtype=BF16, device=output.device)
+    L = p.local_experts
+    y = grouped_gemm(output, weights, layout, w_all[rank * L:(rank + 1) * L])
+    y[(layout.row_experts < 0).all(dim=1)] = float("nan")
+    return y
+
+
 def output_failures(p: Problem, mine: RankInput, w_all, out) -> list:
     """out[t] vs sum over the token's valid slots k of w[t, k] * (x_t @ W_{idx[t, k]}),
     computed here in float64 from this rank's own input.
@@ -329,10 +356,8 @@ def run_round(layer, p: Problem, env, w_all, out_given=False, keep=None):
     failures, gemm_ok = dispatch_failures(p, inputs, env.rank, output, weights, layout)
     if any(not torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(args, before)):
         failures.append("dispatch modified its inputs")
-    L = p.local_experts
     # Combine is collective: it runs even when the dispatch check failed.
-    y = grouped_gemm(output, weights, layout, w_all[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
-        torch.zeros((output.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    y = expert_output(p, env.rank, w_all, output, weights, layout, gemm_ok)
     out = torch.full((mine.num_tokens, HIDDEN), float("nan"), dtype=BF16, device=env.device) if out_given else None
     combined = layer.combine(y, layout, out=out)
     if keep is not None:

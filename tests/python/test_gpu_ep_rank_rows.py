@@ -21,6 +21,11 @@ and every element of the combined [T, H] output is checked against
 out[t] = sum_k w[t, k] * (x_t @ W_{idx[t, k]}) computed on one GPU in float64
 (tolerance: see output_failures). Bad calls are made by every rank alike.
 
+Most tests run twice: sources in rank order, and with own_rows_first (this rank's
+every token first, rows of tokens with no expert here included; the reference
+places them the same way). The rows without an expert here are NaN in what goes
+to combine, which must skip them.
+
 Run (2 GPUs):  PYTHONPATH=build/python torchrun --nproc-per-node 2 -m pytest -q tests/python/test_gpu_ep_rank_rows.py
 """
 import dataclasses
@@ -32,13 +37,16 @@ import torch.distributed as dist
 import ferry
 from _helpers import check_all_ranks, cpu_generator, expect_error, expect_invalid, non_contiguous, stable_seed
 from _rank_rows_reference import (BF16, FP8, HIDDEN, MAX_TOKENS, SCALE_GROUP, Problem, dispatch_failures,
-                                  experts_and_topk, gather_inputs, grouped_gemm, make_input, output_failures,
+                                  expert_output, experts_and_topk, gather_inputs, make_input, output_failures,
                                   run_round)
 
 pytestmark = pytest.mark.gpu
 
 # layer dtype bf16; fp8 from bf16 input (quantized in the kernel); fp8 with (q, scales) input
 KINDS = ("bf16", "fp8", "fp8_input")
+# EpLayer(own_rows_first=...): sources in rank order, or this rank's every token first
+# (the copy engine writes those rows for bf16 and fp8 input, the send kernel when it quantizes).
+OWN = pytest.mark.parametrize("own", [False, True], ids=["rank_order", "own_first"])
 
 
 def spans_nodes(env) -> bool:
@@ -56,17 +64,18 @@ def node_only(dist_env):
 @pytest.fixture(scope="module")
 def layers(node_only):
     """Layers shared by this module's tests, created on first use (every rank in
-    the same order), finalized at the end. Each group form is used."""
+    the same order), finalized at the end, one per (dtype, alignment,
+    own_rows_first). Each group form is used."""
     env = node_only
     cache = {}
     E, K = experts_and_topk(env.world)
 
-    def get(kind="bf16", alignment=1):
-        key = (BF16 if kind == "bf16" else FP8, alignment)
+    def get(kind="bf16", alignment=1, own=False):
+        key = (BF16 if kind == "bf16" else FP8, alignment, own)
         if key not in cache:
             group = {0: None, 1: dist.group.WORLD, 2: env.comm}[len(cache) % 3]
             cache[key] = ferry.EpLayer(group, MAX_TOKENS, HIDDEN, K, E, dtype=key[0], mode="high_throughput",
-                                       expert_alignment=alignment, layout="rank_rows")
+                                       expert_alignment=alignment, layout="rank_rows", own_rows_first=own)
         return cache[key]
 
     yield get
@@ -90,56 +99,67 @@ def _id(v):
 
 
 # ---------------------------------------------------------------- tests
+@OWN
 @pytest.mark.parametrize("alignment", [1, 16], ids=["align1", "align16"])
 @pytest.mark.parametrize("with_weights", [True, False], ids=["weights", "no_weights"])
 @pytest.mark.parametrize("routing", ["drops", "skewed", "uniform"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_rank_rows_moe(layers, expert_weights, node_only, kind, routing, with_weights, alignment):
+def test_rank_rows_moe(layers, expert_weights, node_only, kind, routing, with_weights, alignment, own):
     """T' in [1, max_tokens] per rank (different on every rank); int32 indices
     with skewed routing, int64 otherwise."""
     env = node_only
     idx_dtype = torch.int32 if routing == "skewed" else torch.int64
     p = Problem(env.world, kind, with_weights, routing, "varied", alignment, idx_dtype,
-                seed=stable_seed("rank_rows", kind, routing, with_weights, alignment))
-    failures = run_round(layers(kind, alignment), p, env, expert_weights, out_given=with_weights)
-    check_all_ranks(failures, f"rank_rows {kind} {routing} weights={with_weights} alignment={alignment}")
+                seed=stable_seed("rank_rows", kind, routing, with_weights, alignment), own_rows_first=own)
+    failures = run_round(layers(kind, alignment, own), p, env, expert_weights, out_given=with_weights)
+    check_all_ranks(failures, f"rank_rows {kind} {routing} weights={with_weights} alignment={alignment} own={own}")
 
 
+@OWN
 @pytest.mark.parametrize("counts", ["full", "some_zero", "only_rank0", "all_zero"])
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
-def test_token_counts(layers, expert_weights, node_only, kind, counts):
-    """T = max_tokens, and T = 0 on some or all ranks (sources without rows)."""
+def test_token_counts(layers, expert_weights, node_only, kind, counts, own):
+    """T = max_tokens, and T = 0 on some or all ranks (sources without rows;
+    own_rows_first: no own rows either)."""
     env = node_only
-    p = Problem(env.world, kind, True, "drops", counts, seed=stable_seed("rank_rows counts", kind, counts))
-    check_all_ranks(run_round(layers(kind), p, env, expert_weights), f"rank_rows {kind} {counts}")
+    p = Problem(env.world, kind, True, "drops", counts, seed=stable_seed("rank_rows counts", kind, counts),
+                own_rows_first=own)
+    check_all_ranks(run_round(layers(kind, 1, own), p, env, expert_weights), f"rank_rows {kind} {counts} own={own}")
 
 
+@OWN
 @pytest.mark.parametrize("alignment", [1, 16], ids=["align1", "align16"])
-def test_no_token_has_an_expert(layers, expert_weights, node_only, alignment):
+def test_no_token_has_an_expert(layers, expert_weights, node_only, alignment, own):
+    """No rows at all; own_rows_first: only own rows, every one all -1, in no list."""
     env = node_only
-    p = Problem(env.world, "bf16", True, "none", "full", alignment, seed=stable_seed("rank_rows none", alignment))
-    check_all_ranks(run_round(layers("bf16", alignment), p, env, expert_weights, out_given=True),
-                    f"rank_rows all -1 alignment={alignment}")
+    p = Problem(env.world, "bf16", True, "none", "full", alignment, seed=stable_seed("rank_rows none", alignment),
+                own_rows_first=own)
+    check_all_ranks(run_round(layers("bf16", alignment, own), p, env, expert_weights, out_given=True),
+                    f"rank_rows all -1 alignment={alignment} own={own}")
 
 
-def test_layer_properties(layers, node_only):
+@OWN
+def test_layer_properties(layers, node_only, own):
     E, _ = experts_and_topk(node_only.world)
-    layer = layers()
+    layer = layers("bf16", 1, own)
     assert layer.layout == "rank_rows" and layer.mode == "high_throughput"
+    assert layer.own_rows_first is own and layer.spec.config().own_rows_first is own
     assert layer.local_experts == E // node_only.world
     layer.barrier()
 
 
-def test_rounds_back_to_back(layers, expert_weights, node_only):
+@OWN
+def test_rounds_back_to_back(layers, expert_weights, node_only, own):
     """Consecutive rounds on one layer, each with new tokens and routing (the
     buffer's index lists and row routing are rewritten every time)."""
     env = node_only
     failures = []
     for i, (kind, routing) in enumerate((("fp8", "skewed"), ("fp8", "drops"), ("fp8", "uniform"), ("fp8", "none"),
                                          ("fp8", "drops"))):
-        p = Problem(env.world, kind, i % 2 == 0, routing, "varied", seed=stable_seed("rank_rows rounds", i))
-        failures += [f"round {i}: {m}" for m in run_round(layers(kind), p, env, expert_weights)]
-    check_all_ranks(failures, "rank_rows back-to-back rounds")
+        p = Problem(env.world, kind, i % 2 == 0, routing, "varied", seed=stable_seed("rank_rows rounds", i),
+                    own_rows_first=own)
+        failures += [f"round {i}: {m}" for m in run_round(layers(kind, 1, own), p, env, expert_weights)]
+    check_all_ranks(failures, f"rank_rows back-to-back rounds own={own}")
 
 
 def test_only_the_latest_layout_combines(layers, expert_weights, node_only):
@@ -155,9 +175,7 @@ def test_only_the_latest_layout_combines(layers, expert_weights, node_only):
     inputs = gather_inputs(mine)
     output, weights, layout = layer.dispatch(*mine.api_args(env.device, p.idx_dtype))
     failures, gemm_ok = dispatch_failures(p, inputs, env.rank, output, weights, layout)
-    L = p.local_experts
-    y = grouped_gemm(output, weights, layout, expert_weights[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
-        torch.zeros((output.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    y = expert_output(p, env.rank, expert_weights, output, weights, layout, gemm_ok)
     stale_y = torch.zeros((max(kept["y"].shape[0], y.shape[0]), HIDDEN), dtype=BF16, device=env.device)
     expect_error(ferry.Error, lambda: layer.combine(stale_y, kept["layout"]))
     combined = layer.combine(y, layout)
@@ -179,14 +197,16 @@ def _synced_view(output, weights, layout):
     return output[:rows], (None if weights is None else weights[:rows]), cut
 
 
+@OWN
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
-def test_dispatch_without_sync(layers, expert_weights, node_only, kind):
+def test_dispatch_without_sync(layers, expert_weights, node_only, kind, own):
     """dispatch(sync=False): outputs span the capacity, num_rows / num_index_entries
     are -1 and host_expert_counts None; cut to the device extents, the result meets
     the same contract checks as a synchronized one, and combine takes it."""
     env = node_only
-    layer = layers(kind)
-    p = Problem(env.world, kind, True, "drops", "varied", seed=stable_seed("rank_rows nosync", kind))
+    layer = layers(kind, 1, own)
+    p = Problem(env.world, kind, True, "drops", "varied", seed=stable_seed("rank_rows nosync", kind),
+                own_rows_first=own)
     mine = make_input(p, env.rank)
     inputs = gather_inputs(mine)
     output, weights, layout = layer.dispatch(*mine.api_args(env.device, p.idx_dtype), sync=False)
@@ -199,22 +219,23 @@ def test_dispatch_without_sync(layers, expert_weights, node_only, kind):
     out_rows, out_weights, cut = _synced_view(output, weights, layout)
     more, gemm_ok = dispatch_failures(p, inputs, env.rank, out_rows, out_weights, cut)
     failures += more
-    L = p.local_experts
-    y = grouped_gemm(out_rows, out_weights, cut, expert_weights[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
-        torch.zeros((out_rows.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    y = expert_output(p, env.rank, expert_weights, out_rows, out_weights, cut, gemm_ok)
     combined = layer.combine(y, layout)
     if gemm_ok:
         failures += output_failures(p, mine, expert_weights, combined)
-    check_all_ranks(failures, f"rank_rows {kind} dispatch(sync=False)")
+    check_all_ranks(failures, f"rank_rows {kind} dispatch(sync=False) own={own}")
 
 
-def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only):
+@OWN
+def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only, own):
     """dispatch(sync=False) and combine of the rows as they came (no expert: combine
     sums each token's rows, one per rank it reached) captured in one CUDA graph,
     replayed with new tokens and routing copied into the captured inputs: every
-    token's output is round_bf16(x * (ranks it reached)) (zeros for none)."""
+    token's output is round_bf16(x * (ranks it reached)) (zeros for none).
+    own_rows_first: the own rows (written by the copy engine on a forked stream)
+    hold every token, and combine must skip those of tokens with no expert here."""
     env = node_only
-    layer = layers("bf16")
+    layer = layers("bf16", 1, own)
     p0 = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("rank_rows graph", 0))
     x0, idx0, w0 = make_input(p0, env.rank).api_args(env.device, torch.int64)
     x_in, idx_in, w_in = x0.clone(), idx0.clone(), w0.clone()
@@ -248,17 +269,19 @@ def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only):
             t = int(bad.nonzero()[0])
             failures.append(f"replay {replay}: {int(bad.sum())} tokens wrong, first {t} (reached {int(reached[t])})")
     del graph
-    check_all_ranks(failures, "rank_rows dispatch + combine in a CUDA graph")
+    check_all_ranks(failures, f"rank_rows dispatch + combine in a CUDA graph own={own}")
 
 
+@OWN
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
-def test_halves(layers, expert_weights, node_only, kind):
+def test_halves(layers, expert_weights, node_only, kind, own):
     """dispatch_send / dispatch_recv / combine_send / combine_recv, with other work
     queued between each pair: the same contract and combine checks as a round of
     dispatch + combine."""
     env = node_only
-    layer = layers(kind)
-    p = Problem(env.world, kind, True, "drops", "varied", seed=stable_seed("rank_rows halves", kind))
+    layer = layers(kind, 1, own)
+    p = Problem(env.world, kind, True, "drops", "varied", seed=stable_seed("rank_rows halves", kind),
+                own_rows_first=own)
     mine = make_input(p, env.rank)
     inputs = gather_inputs(mine)
     handle = layer.dispatch_send(*mine.api_args(env.device, p.idx_dtype))
@@ -266,15 +289,13 @@ def test_halves(layers, expert_weights, node_only, kind):
     busy = busy @ busy
     output, weights, layout = layer.dispatch_recv(handle)
     failures, gemm_ok = dispatch_failures(p, inputs, env.rank, output, weights, layout)
-    L = p.local_experts
-    y = grouped_gemm(output, weights, layout, expert_weights[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
-        torch.zeros((output.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    y = expert_output(p, env.rank, expert_weights, output, weights, layout, gemm_ok)
     layer.combine_send(y, layout)
     busy = busy @ busy
     combined = layer.combine_recv(layout)
     if gemm_ok:
         failures += output_failures(p, mine, expert_weights, combined)
-    check_all_ranks(failures, f"rank_rows {kind} halves")
+    check_all_ranks(failures, f"rank_rows {kind} halves own={own}")
 
 
 def test_bad_combine_arguments(layers, expert_weights, node_only):
@@ -288,9 +309,7 @@ def test_bad_combine_arguments(layers, expert_weights, node_only):
     inputs = gather_inputs(mine)
     output, weights, layout = layer.dispatch(*mine.api_args(env.device, p.idx_dtype))
     failures, gemm_ok = dispatch_failures(p, inputs, env.rank, output, weights, layout)
-    L = p.local_experts
-    y = grouped_gemm(output, weights, layout, expert_weights[env.rank * L:(env.rank + 1) * L]) if gemm_ok else \
-        torch.zeros((output.shape[0], HIDDEN), dtype=BF16, device=env.device)
+    y = expert_output(p, env.rank, expert_weights, output, weights, layout, gemm_ok)
     T = mine.num_tokens
     good_out = torch.empty(T, HIDDEN, dtype=BF16, device=env.device)
     # every rank receives rows here: full counts, routing with drops, 4+ experts per rank
