@@ -27,7 +27,9 @@ struct DestinationRows {
 // is num_tokens, publish_counts), so row t of rank r is r's token t: a place the
 // host knows before any count, where the copy engine writes the token's data
 // while the SMs move the peers' rows (EpBuffer::dispatch_send; the SMs still
-// write the own rows' routing, and all of it when they quantize). A token with
+// write the own rows' routing, and all of it when they quantize). The copy
+// engine takes the first FERRY_EP_OWN_ROWS_COPY_PERCENT of the rows (p.own_rows_copied),
+// the send kernel the rest, so the two can finish together. A token with
 // no expert on r keeps its own row, with expert ids -1 and weights 0, and no
 // row-list entry; combine skips it.
 __device__ __forceinline__ bool source_before(int s, int source, int destination, bool own_first) {

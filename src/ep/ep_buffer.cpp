@@ -75,23 +75,30 @@ CallContext call_context(const EpConfig& config, const Communicator& comm) {
 // the dispatch (join_own_rows_copy).
 // Nothing else touches those rows meanwhile: peers write only the rows after them, and whatever read the
 // previous call's rows ran on `stream` before the fork. The rows' routing comes from the send kernel.
+// Rows [0, p.own_rows_copied), cut into st.copy_streams pieces, one per side stream.
 void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
-  if (p.num_tokens == 0) return;
-  const size_t rows = static_cast<size_t>(p.num_tokens);
+  const int rows = p.own_rows_copied, pieces = std::min(st.copy_streams, rows);
+  if (rows == 0) return;
+  const size_t row_bytes = size_t(p.hidden) * (p.fp8_out ? 1 : 2), groups = size_t(p.hidden / ep::kScaleBlock);
   FERRY_CUDA_CHECK(cudaEventRecord(st.copy_fork, stream));
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.copy_stream, st.copy_fork, 0));
-  FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_tokens, p.tokens, rows * p.hidden * (p.fp8_out ? 1 : 2),
-                                   cudaMemcpyDeviceToDevice, st.copy_stream));
-  if (p.fp8_out)
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_scales, p.scales_in, rows * (p.hidden / ep::kScaleBlock) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, st.copy_stream));
-  FERRY_CUDA_CHECK(cudaEventRecord(st.copy_join, st.copy_stream));
-  st.copy_pending = true;
+  for (int i = 0; i < pieces; ++i) {
+    const size_t first = size_t(rows) * i / pieces, end = size_t(rows) * (i + 1) / pieces;
+    cudaStream_t side = st.copy_stream[i];
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent(side, st.copy_fork, 0));
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_tokens + first * row_bytes,
+                                     static_cast<const uint8_t*>(p.tokens) + first * row_bytes,
+                                     (end - first) * row_bytes, cudaMemcpyDeviceToDevice, side));
+    if (p.fp8_out)
+      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_scales + first * groups, p.scales_in + first * groups,
+                                       (end - first) * groups * sizeof(float), cudaMemcpyDeviceToDevice, side));
+    FERRY_CUDA_CHECK(cudaEventRecord(st.copy_join[i], side));
+  }
+  st.copy_pending = pieces;
 }
 
 void join_own_rows_copy(EpBuffer::State& st, cudaStream_t stream) {
-  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join, 0));
-  st.copy_pending = false;
+  for (int i = 0; i < st.copy_pending; ++i) FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join[i], 0));
+  st.copy_pending = 0;
 }
 
 }  // namespace
@@ -176,10 +183,13 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->fuse_layout = knobs::kEpFuseLayout.value();
   state_->rank_rows_local_blocks = knobs::kEpRankRowsLocalBlocks.read();
   if (p.own_rows_first) {  // NOTE [EP own rows first]
-    state_->own_rows_copy = knobs::kEpOwnRowsCopy.value();
-    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->copy_stream, cudaStreamNonBlocking));
+    state_->own_rows_copy_percent = static_cast<int>(knobs::kEpOwnRowsCopyPercent.value());
+    state_->copy_streams = static_cast<int>(knobs::kEpOwnRowsCopyStreams.value());
     FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_fork, cudaEventDisableTiming));
-    FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_join, cudaEventDisableTiming));
+    for (int i = 0; i < state_->copy_streams; ++i) {
+      FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->copy_stream[i], cudaStreamNonBlocking));
+      FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_join[i], cudaEventDisableTiming));
+    }
   }
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
@@ -368,8 +378,10 @@ EpBuffer::~EpBuffer() {
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
   if (state_->host_rows) cudaFreeHost(state_->host_rows);
   if (state_->copy_fork) cudaEventDestroy(state_->copy_fork);
-  if (state_->copy_join) cudaEventDestroy(state_->copy_join);
-  if (state_->copy_stream) cudaStreamDestroy(state_->copy_stream);
+  for (int i = 0; i < State::kMaxCopyStreams; ++i) {
+    if (state_->copy_join[i]) cudaEventDestroy(state_->copy_join[i]);
+    if (state_->copy_stream[i]) cudaStreamDestroy(state_->copy_stream[i]);
+  }
 }
 
 int EpBuffer::local_experts() const { return state_->base.local_experts; }
@@ -422,12 +434,14 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   // NOTE [EP own rows first]: where nothing is quantized the copy engine writes the own rows, and the
   // send blocks are all for the peers (they write the own rows' routing on the way).
-  p.own_rows_by_copy = p.own_rows_first && st.own_rows_copy && p.fp8_in == p.fp8_out;
+  const bool copies = p.own_rows_first && p.fp8_in == p.fp8_out;
+  p.own_rows_copied = copies ? static_cast<int>(int64_t(call.num_tokens) * st.own_rows_copy_percent / 100) : 0;
   if (p.rank_rows)
-    p.rank_rows_local_blocks = p.own_rows_by_copy ? 0
-                                                  : ep::rank_rows_local_blocks(p.num_blocks, p.world_size,
-                                                                               st.rank_rows_local_blocks);
-  if (p.own_rows_by_copy) ep::copy_own_rows(st, p, stream);
+    p.rank_rows_local_blocks =
+        p.own_rows_copied > 0 && p.own_rows_copied == call.num_tokens
+            ? 0
+            : ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
+  ep::copy_own_rows(st, p, stream);
   // Tokens that fit one layout block: the send kernel does the layout where the
   // path can (NOTE [EP fused layout]).
   p.fuse_layout = !reusing && call.num_tokens <= ep::max_fused_layout_tokens(p.num_experts) && st.fuse_layout &&

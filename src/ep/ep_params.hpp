@@ -79,7 +79,6 @@ struct Params {
   bool spread_items;     // work items across blocks first (NOTE [EP item order])
   bool rank_rows;        // EpLayout::kRankRows (NOTE [EP rank rows])
   bool own_rows_first;   // rank rows: this rank's rows first, one per token (NOTE [EP own rows first])
-  bool own_rows_by_copy; // ... and the copy engine writes their data: the send kernels only their routing
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
   int64_t index_capacity;       // rank rows: entries of the per-expert row lists (padding included)
@@ -88,6 +87,7 @@ struct Params {
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
   int num_chunks;               // ceil(hidden / chunk_cols)
   int rank_rows_local_blocks;   // rank-rows send blocks that write only this rank's rows (NOTE [EP rank rows by role])
+  int own_rows_copied;          // own rows first: rows [0, this) hold data the copy engine writes (routing: the kernel's)
 
   // ---- user tensors
   const void* tokens;           // [T', H] bf16 or fp8

@@ -121,7 +121,7 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
       if (p.with_weights) p.peer_row_weights.at(r)[row * K + lane] = here ? w : 0.f;
       if (here) p.peer_expert_rows.at(r)[targets.rows.base[r * Le + e % Le] + pos] = int32_t(row);
     }
-    if (own_first_row && p.own_rows_by_copy) continue;  // its data: the copy engine's
+    if (own_first_row && t < p.own_rows_copied) continue;  // its data: the copy engine's
     if (lane == 0) {
       dst[num_dst] = p.peer_out_tokens.at(r) + row * row_bytes;
       if (p.fp8_out) dst_scales[num_dst] = p.peer_out_scales.at(r) + row * groups;

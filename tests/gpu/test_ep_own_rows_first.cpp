@@ -2,7 +2,7 @@
 // rank's every token first (rows of tokens with no expert here carry -1 ids and
 // 0 weights, and no list entry), then the other sources in rank order; the
 // copy engine writes the own rows where nothing is quantized, the send kernel
-// where it quantizes or FERRY_EP_OWN_ROWS_COPY=0. Each round is checked against
+// where it quantizes, and the share FERRY_EP_OWN_ROWS_COPY_PERCENT leaves it. Each round is checked against
 // the host reference (ep_rank_rows_round.hpp: placement, data, routing, lists,
 // combine), outputs poisoned before it.
 #include <cuda_runtime.h>
@@ -33,35 +33,42 @@ EpConfig own_first_config(DataType dtype, int tokens, int hidden, int topk, int 
                           /*own_rows_first=*/true);
 }
 
-// Sets FERRY_EP_OWN_ROWS_COPY for the buffers built in its scope ("" leaves the default).
+// Sets FERRY_EP_OWN_ROWS_COPY_PERCENT and _STREAMS for the buffers built in its
+// scope ("": the default).
 struct OwnRowsCopy {
-  explicit OwnRowsCopy(const char* value) {
-    if (*value != '\0') setenv("FERRY_EP_OWN_ROWS_COPY", value, 1);
+  OwnRowsCopy(const char* percent, const char* streams) {
+    if (*percent != '\0') setenv("FERRY_EP_OWN_ROWS_COPY_PERCENT", percent, 1);
+    if (*streams != '\0') setenv("FERRY_EP_OWN_ROWS_COPY_STREAMS", streams, 1);
   }
-  ~OwnRowsCopy() { unsetenv("FERRY_EP_OWN_ROWS_COPY"); }
+  ~OwnRowsCopy() {
+    unsetenv("FERRY_EP_OWN_ROWS_COPY_PERCENT");
+    unsetenv("FERRY_EP_OWN_ROWS_COPY_STREAMS");
+  }
 };
 
 // bf16 (copy engine), fp8 quantized (the send kernel: own-row blocks by role
-// at 20 SMs, mixed at 9), fp8 input (copy engine, scales too), and bf16 with the
-// copy engine off; routing uniform, skewed and with -1 experts, zero-token
-// ranks, halves, int64 ids, alignment.
+// at 20 SMs, mixed at 9), fp8 input (copy engine, scales too), the copy in
+// several pieces, part of the rows by the copy engine and the rest by the send
+// kernel (by role and mixed), and none by it; routing uniform, skewed and with
+// -1 experts, zero-token ranks, halves, int64 ids, alignment.
 TEST(EpOwnRowsFirst, RowsAndCombine) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
   struct Case {
-    const char* copy;
+    const char *percent, *streams;
     DataType dtype;
     bool fp8_input;
     int sms, alignment;
   };
-  const Case cases[] = {{"", DataType::kBFloat16, false, 20, 1},  {"", DataType::kBFloat16, false, 9, 16},
-                        {"", DataType::kFloat8E4M3, false, 20, 1}, {"", DataType::kFloat8E4M3, false, 9, 128},
-                        {"", DataType::kFloat8E4M3, true, 20, 1},  {"0", DataType::kBFloat16, false, 20, 1},
-                        {"0", DataType::kBFloat16, false, 9, 8}};
+  const Case cases[] = {{"", "", DataType::kBFloat16, false, 20, 1},    {"", "", DataType::kBFloat16, false, 9, 16},
+                        {"", "", DataType::kFloat8E4M3, false, 20, 1},  {"", "", DataType::kFloat8E4M3, false, 9, 128},
+                        {"", "3", DataType::kFloat8E4M3, true, 20, 1},  {"", "4", DataType::kBFloat16, false, 9, 1},
+                        {"60", "2", DataType::kBFloat16, false, 20, 1}, {"37", "", DataType::kFloat8E4M3, true, 9, 8},
+                        {"0", "", DataType::kBFloat16, false, 20, 1},   {"0", "", DataType::kBFloat16, false, 9, 8}};
   for (const Case& k : cases) {
-    SCOPED_TRACE(std::string("FERRY_EP_OWN_ROWS_COPY='") + k.copy + "' " + dtype_id(k.dtype) +
-                 (k.fp8_input ? " fp8 input" : "") + " sms=" + std::to_string(k.sms));
-    const OwnRowsCopy copy(k.copy);
+    SCOPED_TRACE(std::string("FERRY_EP_OWN_ROWS_COPY_PERCENT='") + k.percent + "' _STREAMS='" + k.streams + "' " +
+                 dtype_id(k.dtype) + (k.fp8_input ? " fp8 input" : "") + " sms=" + std::to_string(k.sms));
+    const OwnRowsCopy copy(k.percent, k.streams);
     Harness h(shared(), own_first_config(k.dtype, 300, 2048, 8, 4, k.alignment, k.sms));
     ASSERT_TRUE(h.alive());
     forget_previous_round();
