@@ -14,7 +14,7 @@ call_build_trees ferry-bench base new+ferry_gpu_tests
 B=.ab/base/build/bench/ferry-bench; N=.ab/new/build/bench/ferry-bench
 M="mpirun --allow-run-as-root --bind-to none"; T=.ab/new/build/tests/ferry_gpu_tests
 E="ep --layout rank_rows --mode ht"
-show() { grep -h -E "^ht " "$CALL_DIR/$1.log" | awk '{printf "%s %s %s sms=%s %s us | ", $3, $4, $5, $7, $9} END {print ""}'; }
+show() { grep -h -E "^ht " "$CALL_DIR/$1.log" | awk '{printf "%s %s sms=%s %s | ", $3, $4, $6, $8} END {print ""}'; }
 call_run base 40 $M -np 2 $B $E --sms 8,24,48; show base
 for s in 1 2 4; do
   call_run own_s$s 40 $M -np 2 -x FERRY_EP_OWN_ROWS_COPY_STREAMS=$s $N $E --own-rows-first --sms 8,24,48 --no-nccl; show own_s$s
