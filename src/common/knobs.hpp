@@ -175,13 +175,10 @@ inline constexpr Info kRegistry[] = {
         "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",
         "rank-rows dispatch: send blocks that write only this rank's own rows while the others write only "
         "the peers' (SMs split by role); 0: every block writes every destination"),
-    int_knob("FERRY_EP_OWN_ROWS_COPY_PERCENT", "ep", 0, 100, "100", "", "percent",
+    int_knob("FERRY_EP_OWN_ROWS_COPY_PERCENT", "ep", 0, 100, nullptr,
+        "100 where the send grid has at most 8 blocks, else 0", "percent",
         "rank rows with EpConfig::own_rows_first, where nothing is quantized (bf16, or fp8 input): the share of "
-        "the call's own rows (the first ones) the copy engine writes; the send kernel's SMs write the rest "
-        "(0: all of them)"),
-    int_knob("FERRY_EP_OWN_ROWS_COPY_STREAMS", "ep", 1, 4, "1", "", "streams",
-        "the copy engine's share of the own rows (FERRY_EP_OWN_ROWS_COPY_PERCENT) cut into this many copies, "
-        "each on its own stream"),
+        "the call's own rows (the first ones) the copy engine writes; the send kernel's SMs write the rest"),
     bool_knob("FERRY_EP_OVERLAP", "ep", "1", "",
         "dispatch()/combine() run both halves at once (compute capability 9.0+, num_sms >= 2); 0: one after "
         "the other, each with all num_sms"),
@@ -323,7 +320,6 @@ inline constexpr Knob<int64_t> kEpDispatchRecvBlocks = handle<int64_t>("FERRY_EP
 inline constexpr Knob<int64_t> kEpCombineRecvBlocks = handle<int64_t>("FERRY_EP_COMBINE_RECV_BLOCKS");
 inline constexpr Knob<int64_t> kEpRankRowsLocalBlocks = handle<int64_t>("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");
 inline constexpr Knob<int64_t> kEpOwnRowsCopyPercent = handle<int64_t>("FERRY_EP_OWN_ROWS_COPY_PERCENT");
-inline constexpr Knob<int64_t> kEpOwnRowsCopyStreams = handle<int64_t>("FERRY_EP_OWN_ROWS_COPY_STREAMS");
 inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
 inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");

@@ -75,30 +75,35 @@ CallContext call_context(const EpConfig& config, const Communicator& comm) {
 // the dispatch (join_own_rows_copy).
 // Nothing else touches those rows meanwhile: peers write only the rows after them, and whatever read the
 // previous call's rows ran on `stream` before the fork. The rows' routing comes from the send kernel.
-// Rows [0, p.own_rows_copied), cut into st.copy_streams pieces, one per side stream.
+// Rows [0, p.own_rows_copied) on the side stream.
 void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
-  const int rows = p.own_rows_copied, pieces = std::min(st.copy_streams, rows);
+  const size_t rows = static_cast<size_t>(p.own_rows_copied);
   if (rows == 0) return;
-  const size_t row_bytes = size_t(p.hidden) * (p.fp8_out ? 1 : 2), groups = size_t(p.hidden / ep::kScaleBlock);
   FERRY_CUDA_CHECK(cudaEventRecord(st.copy_fork, stream));
-  for (int i = 0; i < pieces; ++i) {
-    const size_t first = size_t(rows) * i / pieces, end = size_t(rows) * (i + 1) / pieces;
-    cudaStream_t side = st.copy_stream[i];
-    FERRY_CUDA_CHECK(cudaStreamWaitEvent(side, st.copy_fork, 0));
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_tokens + first * row_bytes,
-                                     static_cast<const uint8_t*>(p.tokens) + first * row_bytes,
-                                     (end - first) * row_bytes, cudaMemcpyDeviceToDevice, side));
-    if (p.fp8_out)
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_scales + first * groups, p.scales_in + first * groups,
-                                       (end - first) * groups * sizeof(float), cudaMemcpyDeviceToDevice, side));
-    FERRY_CUDA_CHECK(cudaEventRecord(st.copy_join[i], side));
-  }
-  st.copy_pending = pieces;
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(st.copy_stream, st.copy_fork, 0));
+  FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_tokens, p.tokens, rows * p.hidden * (p.fp8_out ? 1 : 2),
+                                   cudaMemcpyDeviceToDevice, st.copy_stream));
+  if (p.fp8_out)
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(p.out_scales, p.scales_in, rows * (p.hidden / kScaleBlock) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, st.copy_stream));
+  FERRY_CUDA_CHECK(cudaEventRecord(st.copy_join, st.copy_stream));
+  st.copy_pending = true;
 }
 
 void join_own_rows_copy(EpBuffer::State& st, cudaStream_t stream) {
-  for (int i = 0; i < st.copy_pending; ++i) FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join[i], 0));
-  st.copy_pending = 0;
+  FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join, 0));
+  st.copy_pending = false;
+}
+
+// NOTE [EP own rows first]: the copy engine's share of the own rows (percent). On 2 H100s (T=4096,
+// H=7168, top-8; session 18, c2-c3) it won with 7 and 8 send blocks (bf16 dispatch 368 -> 284 and
+// 334 -> 269 us) and lost from 11 (12 SMs: 258 against 252; 24: 261 against 216), whatever its share
+// (50-80%) or its pieces (1-4 streams): while it copies, the SMs' NVLink stores slow down about as
+// long as the copy takes.
+int own_rows_copy_percent(int send_blocks, std::optional<int64_t> chosen) {
+  constexpr int kCopyEngineMaxSendBlocks = 8;
+  if (chosen) return static_cast<int>(*chosen);
+  return send_blocks <= kCopyEngineMaxSendBlocks ? 100 : 0;
 }
 
 }  // namespace
@@ -183,13 +188,10 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->fuse_layout = knobs::kEpFuseLayout.value();
   state_->rank_rows_local_blocks = knobs::kEpRankRowsLocalBlocks.read();
   if (p.own_rows_first) {  // NOTE [EP own rows first]
-    state_->own_rows_copy_percent = static_cast<int>(knobs::kEpOwnRowsCopyPercent.value());
-    state_->copy_streams = static_cast<int>(knobs::kEpOwnRowsCopyStreams.value());
+    state_->own_rows_copy_percent = knobs::kEpOwnRowsCopyPercent.read();
+    FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->copy_stream, cudaStreamNonBlocking));
     FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_fork, cudaEventDisableTiming));
-    for (int i = 0; i < state_->copy_streams; ++i) {
-      FERRY_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->copy_stream[i], cudaStreamNonBlocking));
-      FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_join[i], cudaEventDisableTiming));
-    }
+    FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_join, cudaEventDisableTiming));
   }
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
@@ -378,10 +380,8 @@ EpBuffer::~EpBuffer() {
   if (state_->host_counts) cudaFreeHost(state_->host_counts);
   if (state_->host_rows) cudaFreeHost(state_->host_rows);
   if (state_->copy_fork) cudaEventDestroy(state_->copy_fork);
-  for (int i = 0; i < State::kMaxCopyStreams; ++i) {
-    if (state_->copy_join[i]) cudaEventDestroy(state_->copy_join[i]);
-    if (state_->copy_stream[i]) cudaStreamDestroy(state_->copy_stream[i]);
-  }
+  if (state_->copy_join) cudaEventDestroy(state_->copy_join);
+  if (state_->copy_stream) cudaStreamDestroy(state_->copy_stream);
 }
 
 int EpBuffer::local_experts() const { return state_->base.local_experts; }
@@ -432,10 +432,12 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
+  p.recv_in_send_grid = st.grids.one_grid;
   // NOTE [EP own rows first]: where nothing is quantized the copy engine writes the own rows, and the
   // send blocks are all for the peers (they write the own rows' routing on the way).
   const bool copies = p.own_rows_first && p.fp8_in == p.fp8_out;
-  p.own_rows_copied = copies ? static_cast<int>(int64_t(call.num_tokens) * st.own_rows_copy_percent / 100) : 0;
+  const int percent = copies ? ep::own_rows_copy_percent(p.num_blocks, st.own_rows_copy_percent) : 0;
+  p.own_rows_copied = static_cast<int>(int64_t(call.num_tokens) * percent / 100);
   if (p.rank_rows)
     p.rank_rows_local_blocks =
         p.own_rows_copied > 0 && p.own_rows_copied == call.num_tokens
@@ -464,7 +466,7 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
   p.with_weights = st.calls.with_weights();
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
-  st.path->dispatch_recv(st, p, stream);
+  if (!st.grids.one_grid) st.path->dispatch_recv(st, p, stream);  // else done by the send grid
   if (st.copy_pending) ep::join_own_rows_copy(st, stream);  // dispatch(): after the receive grid
   st.calls.dispatch_recv_done();
 

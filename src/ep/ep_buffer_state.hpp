@@ -39,12 +39,10 @@ struct EpBuffer::State {
   ep::HalfGrids grids;
   // NOTE [EP own rows first]: the copy engine's side stream and the events that fork it from the
   // caller's stream (dispatch_send) and join it back (by the end of the dispatch); created with own_rows_first.
-  static constexpr int kMaxCopyStreams = 4;
-  int own_rows_copy_percent = 0;     // FERRY_EP_OWN_ROWS_COPY_PERCENT: of a call's own rows, the copy engine's share
-  int copy_streams = 1;              // FERRY_EP_OWN_ROWS_COPY_STREAMS: the copy cut into this many, one per stream
-  cudaStream_t copy_stream[kMaxCopyStreams] = {};
-  cudaEvent_t copy_fork = nullptr, copy_join[kMaxCopyStreams] = {};
-  int copy_pending = 0;              // side streams of a dispatch_send's copy not yet joined
+  std::optional<int64_t> own_rows_copy_percent;  // FERRY_EP_OWN_ROWS_COPY_PERCENT (else own_rows_copy_percent())
+  cudaStream_t copy_stream = nullptr;
+  cudaEvent_t copy_fork = nullptr, copy_join = nullptr;
+  bool copy_pending = false;         // a dispatch_send's copy not yet joined
   // Ranks in several nodes: the cross-node path (internode_dispatch.cu, internode_combine.cu) on `window`, with
   // the layout kernel and base's local arrays; nothing symmetric otherwise.
   bool spans_nodes = false;

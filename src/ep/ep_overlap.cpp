@@ -21,7 +21,14 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
     return dispatch_recv(handle, stream, options);
   }
   DispatchResult r;
-  {
+  const bool quantizes = config_.dispatch_type == DataType::kFloat8E4M3 && tokens.dtype != DataType::kFloat8E4M3;
+  if (st.path->dispatch_one_grid && !quantizes) {
+    // Rank rows: the send half writes every row in place; the receive half's little work
+    // goes into the send grid, which then has every SM (NOTE [EP rank rows one grid]).
+    ep::OverlapScope one_grid(st.grids, config_.num_sms);
+    const EpHandle handle = dispatch_send(tokens, topk_idx, topk_weights, scales, stream, options);
+    r = dispatch_recv(handle, stream, options);
+  } else {
     // The receive grid starts while the send grid runs (NOTE [Overlapped halves and free SMs]).
     // Rank rows: the send half writes every row in place, the receive half is one
     // block that waits for the sources (NOTE [EP rank rows]).

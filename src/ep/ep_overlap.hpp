@@ -14,6 +14,7 @@ namespace ferry::ep {
 struct HalfGrids {
   int send_blocks = 0, recv_blocks = 0;
   bool defer_sync = false;
+  bool one_grid = false;  // dispatch(): the send grid does the receive half's work (NOTE [EP rank rows one grid])
 };
 
 // Scoped: the overlapped halves' settings, reset however the calls end.
@@ -24,7 +25,13 @@ class OverlapScope {
     grids_.send_blocks = num_sms - recv_blocks;
     grids_.defer_sync = true;
   }
-  ~OverlapScope() { grids_.send_blocks = grids_.recv_blocks = 0, grids_.defer_sync = false; }
+  // One grid of num_sms send blocks that also does the receive half's work.
+  OverlapScope(HalfGrids& grids, int num_sms) : grids_(grids) {
+    grids_.send_blocks = num_sms;
+    grids_.one_grid = true;
+    grids_.defer_sync = true;
+  }
+  ~OverlapScope() { grids_.send_blocks = grids_.recv_blocks = 0, grids_.defer_sync = grids_.one_grid = false; }
   OverlapScope(const OverlapScope&) = delete;
   OverlapScope& operator=(const OverlapScope&) = delete;
 

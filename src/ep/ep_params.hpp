@@ -78,6 +78,7 @@ struct Params {
   bool overlapped_receive;  // a receive grid launched while its send grid runs (NOTE [Overlapped halves and free SMs])
   bool spread_items;     // work items across blocks first (NOTE [EP item order])
   bool rank_rows;        // EpLayout::kRankRows (NOTE [EP rank rows])
+  bool recv_in_send_grid;  // rank rows, dispatch(): the send grid does the receive half's work (NOTE [EP rank rows one grid])
   bool own_rows_first;   // rank rows: this rank's rows first, one per token (NOTE [EP own rows first])
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert

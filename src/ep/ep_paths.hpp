@@ -16,6 +16,8 @@ struct EpPath {
   bool fuses_layout;  // the send kernel computes a one-block layout itself (NOTE [EP fused layout])
   bool overlaps;      // dispatch() and combine() may run the halves at once (NOTE [Overlapped halves and free SMs])
   int dispatch_recv_blocks;  // of num_sms, for dispatch()'s receive half; 0: the buffer's split
+  bool dispatch_one_grid;    // dispatch() without quantizing: the send grid does the receive half's work too
+                             // (NOTE [EP rank rows one grid])
   void (*dispatch_send)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);
   void (*dispatch_recv)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);
   void (*combine_send)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);

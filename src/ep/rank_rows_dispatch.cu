@@ -10,6 +10,7 @@
 #include "ep/routing_layout.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
 
 namespace ferry::ep {
 namespace {
@@ -34,13 +35,26 @@ namespace {
 // before the call ends. A call whose layout was bad sends nothing but still
 // signals. EpConfig::own_rows_first orders the sources differently and makes
 // every token an own row: NOTE [EP own rows first] (destination_rows.cuh).
-// dispatch() overlaps the halves: num_sms - 1 send blocks and the one receive
-// block, started by programmatic dependent launch while the send grid runs.
+// dispatch() runs it all in the send grid (NOTE [EP rank rows one grid]); the
+// halves apart, a one-block receive grid does the receive half.
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
 // in SMs (bf16: 16 SMs 218-221 us, 24 SMs 251-255, 32 SMs 231-234), and giving a
 // few warps of each block only the own rank's rows (the rest only NVLink) was no
 // faster at any split (docs/results/ep_2xH100.txt); splitting whole blocks by
 // role is (NOTE [EP rank rows by role]).
+// NOTE [EP rank rows one grid]
+// dispatch() of a call that does not quantize launches no receive grid: the
+// send grid gets every SM (one more send block than beside a receive block),
+// and its last block, after telling every destination it is done, writes the
+// receive half's offsets (write_recv_offsets) and waits for every source's
+// rows-written word, then advances the receive half's epoch. Both epochs move
+// once per dispatch, so the send epoch stands for the receive one. The last
+// block waits only for other ranks' send grids, never for a block of its own
+// grid, so the grid progresses on any number of free SMs. The offsets come at
+// the tail here (the receive grid wrote them while rows moved): in block 0
+// before its items they made ptxas spill in the items' loop, as did the
+// quantizing kernel with them at the tail, so quantizing calls and the halves
+// (dispatch_send, dispatch_recv) keep the one-block receive grid.
 // NOTE [EP rank rows by role]
 // With p.rank_rows_local_blocks = n > 0, the last n send blocks write only this
 // rank's own rows (local HBM) and the others only the peers' rows (NVLink), each
@@ -134,61 +148,13 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
   __syncwarp();  // dst is rewritten by the warp's next item
 }
 
-template <bool kQuantize>
-__global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
-  const uint64_t epoch = current_epoch(p, kDispatchSend);
-  const int W = p.world_size, E = p.num_experts;
-  extern __shared__ __align__(16) uint8_t send_smem[];
-  RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
-  const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
-  allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
-  if (blockIdx.x == 0) publish_counts(p, send_smem, epoch, parity_offset);
-  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
-  __shared__ float* warp_scales[kWarps][kMaxRanks];
-  if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
-    const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_rank_rows(p, p.counts.at(p.rank) + parity_offset, targets);
-    if (blockIdx.x == 0 && threadIdx.x == 0) record_rank_rows_overflow(p, targets);
-    if (!bad) {
-      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-      const int items = p.num_tokens * p.num_chunks;
-      // NOTE [EP rank rows by role]
-      const int local_blocks = p.rank_rows_local_blocks;
-      const int peer_blocks = int(gridDim.x) - local_blocks;
-      const bool local_role = int(blockIdx.x) >= peer_blocks;
-      const unsigned own = 1u << p.rank;
-      const unsigned destinations = local_blocks == 0 ? ~0u : (local_role ? own : ~own);
-      const ItemLoop loop = local_blocks == 0 ? ItemLoop(p)
-                                              : (local_role ? ItemLoop(p, int(blockIdx.x) - peer_blocks, local_blocks)
-                                                            : ItemLoop(p, int(blockIdx.x), peer_blocks));
-      for (int item = loop.first; item < items; item += loop.stride)
-        send_rank_row_chunk<kQuantize>(p, targets, item / p.num_chunks, item % p.num_chunks, lane, destinations,
-                                       warp_dst[warp], warp_scales[warp]);
-    }
-  }
-  // NOTE [EP rank rows]: the last block tells every destination this source is done.
-  if (!arrive_last<false>(p, kDispatchSend)) return;
-  p.flags.block_signal_row(kRowsWritten, epoch, /*include_self=*/true);
-  advance_epoch(p, kDispatchSend, epoch);
-}
-
-size_t rank_rows_send_smem_bytes(const Params& p) {
-  return std::max(sizeof(RankRowsTargets), p.fuse_layout ? fused_layout_smem_bytes(p) : size_t(0));
-}
-static_assert(std::max(sizeof(RankRowsTargets), kFusedLayoutSmemBytes) + 2 * sizeof(void*) * kWarps * kMaxRanks +
-                      sizeof(int32_t) * kWarps * kMaxRanks + 256 <=
-                  kDefaultSmemBytes,
-              "no shared-memory opt-in needed");
-
-// One block: the offsets once every rank's counts are in, then waits for every
-// source's rows (NOTE [EP rank rows]).
-__global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
-  const uint64_t epoch = current_epoch(p, kDispatchRecv);
+// The receive half's work, once every rank's counts are in (kCountsReady): the
+// per-expert counts and offsets, the source offsets and the row lists' -1
+// padding (NOTE [EP rank rows]). One block; offsets: [Le + 1] of shared memory.
+__device__ void write_recv_offsets(const Params& p, uint64_t epoch, int64_t* offsets) {
   const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
   const int stride = E + W;
-  extern __shared__ int64_t offsets[];  // [Le + 1]
   __shared__ bool overflow;
-  if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
   const int32_t* counts = p.counts.at(p.rank) + size_t(epoch & 1) * W * stride;
   const int mine = p.rank * Le;
   for (int le = threadIdx.x; le < Le; le += kThreads) {
@@ -229,6 +195,67 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
       for (int64_t i = first + lane; i < offsets[le + 1]; i += 32) p.out_expert_rows[i] = -1;
     }
   }
+}
+
+template <bool kQuantize, bool kOneGrid>
+__global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
+  const uint64_t epoch = current_epoch(p, kDispatchSend);
+  const int W = p.world_size, E = p.num_experts;
+  extern __shared__ __align__(16) uint8_t send_smem[];
+  RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
+  const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
+  allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
+  if (blockIdx.x == 0) publish_counts(p, send_smem, epoch, parity_offset);
+  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+  __shared__ float* warp_scales[kWarps][kMaxRanks];
+  if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+    const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
+    compute_rank_rows(p, p.counts.at(p.rank) + parity_offset, targets);
+    if (blockIdx.x == 0 && threadIdx.x == 0) record_rank_rows_overflow(p, targets);
+    if (!bad) {
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      const int items = p.num_tokens * p.num_chunks;
+      // NOTE [EP rank rows by role]
+      const int local_blocks = p.rank_rows_local_blocks;
+      const int peer_blocks = int(gridDim.x) - local_blocks;
+      const bool local_role = int(blockIdx.x) >= peer_blocks;
+      const unsigned own = 1u << p.rank;
+      const unsigned destinations = local_blocks == 0 ? ~0u : (local_role ? own : ~own);
+      const ItemLoop loop = local_blocks == 0 ? ItemLoop(p)
+                                              : (local_role ? ItemLoop(p, int(blockIdx.x) - peer_blocks, local_blocks)
+                                                            : ItemLoop(p, int(blockIdx.x), peer_blocks));
+      for (int item = loop.first; item < items; item += loop.stride)
+        send_rank_row_chunk<kQuantize>(p, targets, item / p.num_chunks, item % p.num_chunks, lane, destinations,
+                                       warp_dst[warp], warp_scales[warp]);
+    }
+  }
+  // NOTE [EP rank rows]: the last block tells every destination this source is done.
+  if (!arrive_last<false>(p, kDispatchSend)) return;
+  p.flags.block_signal_row(kRowsWritten, epoch, /*include_self=*/true);
+  advance_epoch(p, kDispatchSend, epoch);
+  // NOTE [EP rank rows one grid]: then it ends the receive half, once every source's rows are here.
+  if constexpr (kOneGrid) {
+    write_recv_offsets(p, epoch, reinterpret_cast<int64_t*>(send_smem));
+    if (wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) publish_epoch(p, kDispatchRecv, epoch);
+  }
+}
+
+static_assert(sizeof(RankRowsTargets) >= sizeof(int64_t) * (kMaxExperts + 1), "write_recv_offsets fits");
+size_t rank_rows_send_smem_bytes(const Params& p) {
+  return std::max(sizeof(RankRowsTargets), p.fuse_layout ? fused_layout_smem_bytes(p) : size_t(0));
+}
+static_assert(std::max(sizeof(RankRowsTargets), kFusedLayoutSmemBytes) + 2 * sizeof(void*) * kWarps * kMaxRanks +
+                      sizeof(int32_t) * kWarps * kMaxRanks + 256 <=
+                  kDefaultSmemBytes,
+              "no shared-memory opt-in needed");
+
+// One block: the offsets once every rank's counts are in, then waits for every
+// source's rows (NOTE [EP rank rows]).
+__global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
+  const uint64_t epoch = current_epoch(p, kDispatchRecv);
+  extern __shared__ int64_t offsets[];  // [Le + 1]
+  if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
+  write_recv_offsets(p, epoch, offsets);
   if (!wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) return;
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
@@ -236,7 +263,11 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
 }  // namespace
 
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
-  const auto kernel = p.fp8_out && !p.fp8_in ? rank_rows_send_kernel<true> : rank_rows_send_kernel<false>;
+  // NOTE [EP rank rows one grid]: not with quantizing (that kernel then spills, ptxas).
+  FERRY_CHECK(!p.recv_in_send_grid || !(p.fp8_out && !p.fp8_in), Error, "one-grid rank rows do not quantize");
+  const auto kernel = p.fp8_out && !p.fp8_in ? rank_rows_send_kernel<true, false>
+                      : p.recv_in_send_grid  ? rank_rows_send_kernel<false, true>
+                                             : rank_rows_send_kernel<false, false>;
   kernel<<<p.num_blocks, kThreads, rank_rows_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }

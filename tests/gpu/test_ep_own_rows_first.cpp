@@ -33,42 +33,39 @@ EpConfig own_first_config(DataType dtype, int tokens, int hidden, int topk, int 
                           /*own_rows_first=*/true);
 }
 
-// Sets FERRY_EP_OWN_ROWS_COPY_PERCENT and _STREAMS for the buffers built in its
-// scope ("": the default).
+// Sets FERRY_EP_OWN_ROWS_COPY_PERCENT for the buffers built in its scope ("": the
+// default, the copy engine for all own rows with at most 8 send blocks, else none).
 struct OwnRowsCopy {
-  OwnRowsCopy(const char* percent, const char* streams) {
+  explicit OwnRowsCopy(const char* percent) {
     if (*percent != '\0') setenv("FERRY_EP_OWN_ROWS_COPY_PERCENT", percent, 1);
-    if (*streams != '\0') setenv("FERRY_EP_OWN_ROWS_COPY_STREAMS", streams, 1);
   }
-  ~OwnRowsCopy() {
-    unsetenv("FERRY_EP_OWN_ROWS_COPY_PERCENT");
-    unsetenv("FERRY_EP_OWN_ROWS_COPY_STREAMS");
-  }
+  ~OwnRowsCopy() { unsetenv("FERRY_EP_OWN_ROWS_COPY_PERCENT"); }
 };
 
-// bf16 (copy engine), fp8 quantized (the send kernel: own-row blocks by role
-// at 20 SMs, mixed at 9), fp8 input (copy engine, scales too), the copy in
-// several pieces, part of the rows by the copy engine and the rest by the send
-// kernel (by role and mixed), and none by it; routing uniform, skewed and with
-// -1 experts, zero-token ranks, halves, int64 ids, alignment.
+// bf16 and fp8 input (scales too) with the copy engine writing all own rows,
+// part of them (the send kernel the rest, by role and mixed), none, and the
+// default (none at 20 and 9 SMs, all at 4); fp8 quantized (the send kernel:
+// own-row blocks by role at 20 SMs, mixed at 9); routing uniform, skewed and
+// with -1 experts, zero-token ranks, halves, int64 ids, alignment.
 TEST(EpOwnRowsFirst, RowsAndCombine) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
   struct Case {
-    const char *percent, *streams;
+    const char* percent;
     DataType dtype;
     bool fp8_input;
     int sms, alignment;
   };
-  const Case cases[] = {{"", "", DataType::kBFloat16, false, 20, 1},    {"", "", DataType::kBFloat16, false, 9, 16},
-                        {"", "", DataType::kFloat8E4M3, false, 20, 1},  {"", "", DataType::kFloat8E4M3, false, 9, 128},
-                        {"", "3", DataType::kFloat8E4M3, true, 20, 1},  {"", "4", DataType::kBFloat16, false, 9, 1},
-                        {"60", "2", DataType::kBFloat16, false, 20, 1}, {"37", "", DataType::kFloat8E4M3, true, 9, 8},
-                        {"0", "", DataType::kBFloat16, false, 20, 1},   {"0", "", DataType::kBFloat16, false, 9, 8}};
+  const Case cases[] = {{"", DataType::kBFloat16, false, 20, 1},     {"", DataType::kBFloat16, false, 9, 16},
+                        {"", DataType::kBFloat16, false, 4, 1},      {"", DataType::kFloat8E4M3, true, 4, 1},
+                        {"100", DataType::kBFloat16, false, 20, 1},  {"100", DataType::kFloat8E4M3, true, 9, 1},
+                        {"", DataType::kFloat8E4M3, false, 20, 1},   {"", DataType::kFloat8E4M3, false, 9, 128},
+                        {"60", DataType::kBFloat16, false, 20, 1},   {"37", DataType::kFloat8E4M3, true, 9, 8},
+                        {"0", DataType::kBFloat16, false, 4, 1}};
   for (const Case& k : cases) {
-    SCOPED_TRACE(std::string("FERRY_EP_OWN_ROWS_COPY_PERCENT='") + k.percent + "' _STREAMS='" + k.streams + "' " +
-                 dtype_id(k.dtype) + (k.fp8_input ? " fp8 input" : "") + " sms=" + std::to_string(k.sms));
-    const OwnRowsCopy copy(k.percent, k.streams);
+    SCOPED_TRACE(std::string("FERRY_EP_OWN_ROWS_COPY_PERCENT='") + k.percent + "' " + dtype_id(k.dtype) +
+                 (k.fp8_input ? " fp8 input" : "") + " sms=" + std::to_string(k.sms));
+    const OwnRowsCopy copy(k.percent);
     Harness h(shared(), own_first_config(k.dtype, 300, 2048, 8, 4, k.alignment, k.sms));
     ASSERT_TRUE(h.alive());
     forget_previous_round();
@@ -114,12 +111,13 @@ TEST(EpOwnRowsFirst, SkewAndEdges) {
 }
 
 // Dispatch + combine captured in one graph (the copy engine's fork and join are
-// graph nodes then) and replayed, bf16 and fp8 input; then many tokens (several
-// layout blocks) on 1 and 4 SMs.
+// graph nodes then) and replayed, bf16 and fp8 input, with and without the copy
+// engine; then many tokens (several layout blocks) on 1 and 4 SMs.
 TEST(EpOwnRowsFirst, GraphAndManyTokens) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
   for (bool fp8_input : {false, true}) {
+    const OwnRowsCopy copy(fp8_input ? "" : "100");
     Harness h(shared(), own_first_config(fp8_input ? DataType::kFloat8E4M3 : DataType::kBFloat16, 200, 2048, 8, 4,
                                          8));
     ASSERT_TRUE(h.alive());

@@ -101,6 +101,9 @@ TEST(EpPaths, OneEntryPerPathAndLayout) {
   EXPECT_TRUE(direct.overlaps);
   EXPECT_FALSE(hierarchical.overlaps || direct.fuses_layout || hierarchical.fuses_layout);
   EXPECT_EQ(rank_rows.dispatch_recv_blocks, 1);
+  // NOTE [EP rank rows one grid]: only rank rows fold the receive half into the send grid.
+  EXPECT_TRUE(rank_rows.dispatch_one_grid);
+  EXPECT_FALSE(intranode.dispatch_one_grid || direct.dispatch_one_grid || hierarchical.dispatch_one_grid);
   for (bool hier : {false, true}) {
     try {
       choose_path(true, hier, EpLayout::kRankRows, 8, 2);
