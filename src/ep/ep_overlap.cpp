@@ -21,8 +21,12 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
     return dispatch_recv(handle, stream, options);
   }
   DispatchResult r;
+  // NOTE [EP rank rows one grid]: where the SMs are few. On 2 H100s (T=4096, H=7168, top-8; session 18,
+  // c4) the one grid of 8 SMs took 0.914 / 0.925 of the two grids' time (rank-rows dispatch bf16 / fp8),
+  // but 1.050 / 1.086 at 16 SMs and 1.029 / 1.042 at 48 (24: 0.999 / 1.012).
+  constexpr int kOneGridMaxSms = 8;
   const bool quantizes = config_.dispatch_type == DataType::kFloat8E4M3 && tokens.dtype != DataType::kFloat8E4M3;
-  if (st.path->dispatch_one_grid && !quantizes) {
+  if (st.path->dispatch_one_grid && !quantizes && config_.num_sms <= kOneGridMaxSms) {
     // Rank rows: the send half writes every row in place; the receive half's little work
     // goes into the send grid, which then has every SM (NOTE [EP rank rows one grid]).
     ep::OverlapScope one_grid(st.grids, config_.num_sms);

@@ -35,19 +35,21 @@ namespace {
 // before the call ends. A call whose layout was bad sends nothing but still
 // signals. EpConfig::own_rows_first orders the sources differently and makes
 // every token an own row: NOTE [EP own rows first] (destination_rows.cuh).
-// dispatch() runs it all in the send grid (NOTE [EP rank rows one grid]); the
-// halves apart, a one-block receive grid does the receive half.
+// dispatch() on more than 8 SMs (and the halves apart) runs the one receive
+// block as a grid of its own, started by programmatic dependent launch while the
+// send grid runs; on fewer, the send grid does it (NOTE [EP rank rows one grid]).
 // Measured on 2 H100s (T=4096, H=7168, top-8): the send's time is not monotonic
 // in SMs (bf16: 16 SMs 218-221 us, 24 SMs 251-255, 32 SMs 231-234), and giving a
 // few warps of each block only the own rank's rows (the rest only NVLink) was no
 // faster at any split (docs/results/ep_2xH100.txt); splitting whole blocks by
 // role is (NOTE [EP rank rows by role]).
 // NOTE [EP rank rows one grid]
-// dispatch() of a call that does not quantize launches no receive grid: the
-// send grid gets every SM (one more send block than beside a receive block),
-// and its last block, after telling every destination it is done, writes the
-// receive half's offsets (write_recv_offsets) and waits for every source's
-// rows-written word, then advances the receive half's epoch. Both epochs move
+// dispatch() of a call on few SMs (at most 8, ep_overlap.cpp: where one more
+// send block pays; with more it lost) that does not quantize launches no
+// receive grid: the send grid gets every SM (one more send block than beside a
+// receive block), and its last block, after telling every destination it is
+// done, writes the receive half's offsets (write_recv_offsets) and waits for
+// every source's rows-written word, then advances the receive half's epoch. Both epochs move
 // once per dispatch, so the send epoch stands for the receive one. The last
 // block waits only for other ranks' send grids, never for a block of its own
 // grid, so the grid progresses on any number of free SMs. The offsets come at

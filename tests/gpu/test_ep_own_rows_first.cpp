@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/ep_reference.hpp"
 #include "common/test_util.hpp"
@@ -111,15 +112,15 @@ TEST(EpOwnRowsFirst, SkewAndEdges) {
 }
 
 // Dispatch + combine captured in one graph (the copy engine's fork and join are
-// graph nodes then) and replayed, bf16 and fp8 input, with and without the copy
-// engine; then many tokens (several layout blocks) on 1 and 4 SMs.
+// graph nodes then) and replayed: bf16 on 8 SMs (one grid, NOTE [EP rank rows
+// one grid], and the copy engine) and fp8 input on 24 (two grids, no copy
+// engine); then many tokens (several layout blocks) on 1 and 4 SMs.
 TEST(EpOwnRowsFirst, GraphAndManyTokens) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
   for (bool fp8_input : {false, true}) {
-    const OwnRowsCopy copy(fp8_input ? "" : "100");
     Harness h(shared(), own_first_config(fp8_input ? DataType::kFloat8E4M3 : DataType::kBFloat16, 200, 2048, 8, 4,
-                                         8));
+                                         8, fp8_input ? 24 : 8));
     ASSERT_TRUE(h.alive());
     forget_previous_round();
     RoundOptions o;
@@ -139,23 +140,27 @@ TEST(EpOwnRowsFirst, GraphAndManyTokens) {
   }
 }
 
-// While a stand-in for the user's kernels holds all SMs but 1 or 3, the copy
-// engine and the few free SMs finish the dispatch (overlapped and halves).
+// While a stand-in for the user's kernels holds all SMs but 1 or 3, the few free
+// SMs (and the copy engine on 8 SMs, in one grid) finish the dispatch, overlapped
+// and as halves; the default contract on 8 SMs (one grid) too.
 TEST(EpOwnRowsFirst, FewFreeSms) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
   const std::string why = SmHog::unusable_reason(shared().comm->ranks_sharing_device());
   if (!why.empty()) GTEST_SKIP() << "RESTRICTED-SM TEST SKIPPED: " << why;
-  Harness h(shared(), own_first_config(DataType::kBFloat16, 1024, 1024, 8, 4, 1));
-  ASSERT_TRUE(h.alive());
-  forget_previous_round();
-  ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));  // buffers sized, kernels loaded
-  for (int free_sms : {1, 3}) {
-    SCOPED_TRACE(std::to_string(free_sms) + " free SMs");
-    std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
-    ASSERT_TRUE(hog != nullptr);
-    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
-    ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves_apart()));
+  for (const auto& [own_first, sms] : {std::pair{true, 24}, std::pair{true, 8}, std::pair{false, 8}}) {
+    SCOPED_TRACE(std::string(own_first ? "own rows first" : "rank order") + " sms=" + std::to_string(sms));
+    Harness h(shared(), rank_rows_config(DataType::kBFloat16, 1024, 1024, 8, 4, true, 1, sms, own_first));
+    ASSERT_TRUE(h.alive());
+    forget_previous_round();
+    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));  // buffers sized, kernels loaded
+    for (int free_sms : {1, 3}) {
+      SCOPED_TRACE(std::to_string(free_sms) + " free SMs");
+      std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
+      ASSERT_TRUE(hog != nullptr);
+      ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
+      ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves_apart()));
+    }
   }
 }
 
