@@ -92,6 +92,7 @@ __device__ inline void record_overflow(const Params& p, const DestinationRows& r
 // [EP fused layout], in `smem`), then this rank's counts into every rank's
 // counts region (epoch parity, NOTE [EP direct rows]) and the kCountsReady
 // signal. A bad expert id publishes zeros: nothing is sent (EpBuffer reports it).
+template <bool kOwnFirst>
 __device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, uint64_t epoch,
                                                size_t parity_offset) {
   const int W = p.world_size, E = p.num_experts;
@@ -105,7 +106,7 @@ __device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, u
     // NOTE [EP own rows first]: every token is a row at its own rank.
     const int v = bad ? 0
                       : c < E ? p.send_expert_count[c]
-                              : (c - E == p.rank && p.own_rows_first ? p.num_tokens : p.send_token_count[c - E]);
+                              : (kOwnFirst && c - E == p.rank ? p.num_tokens : p.send_token_count[c - E]);
     p.counts.at(r)[parity_offset + size_t(p.rank) * (E + W) + c] = v;
   }
   __syncthreads();

@@ -74,8 +74,9 @@ struct RankRowsTargets {
   __device__ bool overflows(const Params& p, int r) const { return rows_needed[r] > p.capacity_rows; }
 };
 
+template <bool kOwnFirst>
 __device__ void compute_rank_rows(const Params& p, const int32_t* counts, RankRowsTargets& t) {
-  compute_destination_rows(p, counts, t.rows, p.own_rows_first);  // ends with a barrier
+  compute_destination_rows(p, counts, t.rows, kOwnFirst);  // ends with a barrier
   const int W = p.world_size, E = p.num_experts;
   if (threadIdx.x < W) {
     const int r = threadIdx.x;
@@ -83,7 +84,7 @@ __device__ void compute_rank_rows(const Params& p, const int32_t* counts, RankRo
     int64_t total = 0;
     for (int s = 0; s < W; ++s) {
       const int c = counts[s * (E + W) + E + r];
-      before += source_before(s, p.rank, r, p.own_rows_first) ? c : 0;  // NOTE [EP own rows first]
+      before += source_before(s, p.rank, r, kOwnFirst) ? c : 0;  // NOTE [EP own rows first]
       total += c;
     }
     t.row_base[r] = before;
@@ -109,7 +110,7 @@ __device__ void record_rank_rows_overflow(const Params& p, const RankRowsTargets
 // One chunk of token t into its row at every destination it picked among
 // `destinations` (a rank mask); with the first chunk, the row's routing and its
 // row-list entries there.
-template <bool kQuantize>
+template <bool kQuantize, bool kOwnFirst>
 __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targets, int t, int c, int lane,
                                     unsigned destinations, uint8_t** dst, float** dst_scales) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
@@ -118,7 +119,7 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
   const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
   const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
   // NOTE [EP own rows first]: then every token has a row here, at row t.
-  const bool own_row = p.own_rows_first && lane == p.rank;
+  const bool own_row = kOwnFirst && lane == p.rank;
   const unsigned dst_mask = __ballot_sync(
       0xffffffffu,
       (slot >= 0 || own_row) && ((destinations >> lane) & 1u) && !targets.overflows(p, lane < W ? lane : 0));
@@ -129,7 +130,7 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
   for (unsigned m = dst_mask; m != 0; m &= m - 1) {
     const int r = __ffs(m) - 1;
     const int slot_there = __shfl_sync(0xffffffffu, slot, r);
-    const bool own_first_row = p.own_rows_first && r == p.rank;
+    const bool own_first_row = kOwnFirst && r == p.rank;
     const int64_t row = targets.row_base[r] + (own_first_row ? t : slot_there);
     if (c == 0 && lane < K) {
       const bool here = e >= 0 && e / Le == r;
@@ -199,7 +200,9 @@ __device__ void write_recv_offsets(const Params& p, uint64_t epoch, int64_t* off
   }
 }
 
-template <bool kQuantize, bool kOneGrid>
+// kOwnFirst: p.own_rows_first (NOTE [EP own rows first]), a template argument so
+// that the rank-order kernels compile as they did before it.
+template <bool kQuantize, bool kOneGrid, bool kOwnFirst>
 __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);
   const int W = p.world_size, E = p.num_experts;
@@ -207,12 +210,12 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
-  if (blockIdx.x == 0) publish_counts(p, send_smem, epoch, parity_offset);
+  if (blockIdx.x == 0) publish_counts<kOwnFirst>(p, send_smem, epoch, parity_offset);
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_rank_rows(p, p.counts.at(p.rank) + parity_offset, targets);
+    compute_rank_rows<kOwnFirst>(p, p.counts.at(p.rank) + parity_offset, targets);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_rank_rows_overflow(p, targets);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -227,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
                                               : (local_role ? ItemLoop(p, int(blockIdx.x) - peer_blocks, local_blocks)
                                                             : ItemLoop(p, int(blockIdx.x), peer_blocks));
       for (int item = loop.first; item < items; item += loop.stride)
-        send_rank_row_chunk<kQuantize>(p, targets, item / p.num_chunks, item % p.num_chunks, lane, destinations,
+        send_rank_row_chunk<kQuantize, kOwnFirst>(p, targets, item / p.num_chunks, item % p.num_chunks, lane, destinations,
                                        warp_dst[warp], warp_scales[warp]);
     }
   }
@@ -267,9 +270,13 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
   // NOTE [EP rank rows one grid]: not with quantizing (that kernel then spills, ptxas).
   FERRY_CHECK(!p.recv_in_send_grid || !(p.fp8_out && !p.fp8_in), Error, "one-grid rank rows do not quantize");
-  const auto kernel = p.fp8_out && !p.fp8_in ? rank_rows_send_kernel<true, false>
-                      : p.recv_in_send_grid  ? rank_rows_send_kernel<false, true>
-                                             : rank_rows_send_kernel<false, false>;
+  const bool quantize = p.fp8_out && !p.fp8_in;
+  const auto kernel = p.own_rows_first ? (quantize               ? rank_rows_send_kernel<true, false, true>
+                                          : p.recv_in_send_grid ? rank_rows_send_kernel<false, true, true>
+                                                                : rank_rows_send_kernel<false, false, true>)
+                                       : (quantize               ? rank_rows_send_kernel<true, false, false>
+                                          : p.recv_in_send_grid ? rank_rows_send_kernel<false, true, false>
+                                                                : rank_rows_send_kernel<false, false, false>);
   kernel<<<p.num_blocks, kThreads, rank_rows_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
