@@ -70,12 +70,12 @@ CallContext call_context(const EpConfig& config, const Communicator& comm) {
   return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
 }
 
-// NOTE [EP own rows first]: this call's tokens (and fp8 scales) into rows 0..T'-1 of this rank's output on
-// the copy engine, forked from `stream` before the layout so it starts at once, joined back by the end of
-// the dispatch (join_own_rows_copy).
-// Nothing else touches those rows meanwhile: peers write only the rows after them, and whatever read the
-// previous call's rows ran on `stream` before the fork. The rows' routing comes from the send kernel.
-// Rows [0, p.own_rows_copied) on the side stream.
+// NOTE [EP own rows first]: the first p.own_rows_copied tokens (and fp8 scales) of this call into the same
+// rows of this rank's output, on the copy engine: forked from `stream` before the layout so it starts at
+// once, joined back by the end of the dispatch (join_own_rows_copy). Nothing else touches those rows
+// meanwhile: peers write only the rows after this call's own ones (at offsets from the counts it publishes),
+// and whatever read the previous call's rows ran on `stream` before the fork. Their routing comes from the
+// send kernel.
 void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
   const size_t rows = static_cast<size_t>(p.own_rows_copied);
   if (rows == 0) return;
