@@ -127,3 +127,18 @@ def non_contiguous(t: torch.Tensor) -> torch.Tensor:
     nc.copy_(t)
     assert not nc.is_contiguous() and nc.shape == t.shape
     return nc
+
+
+def ep_spec(**kw):
+    """A small EpSpec for the CPU checks (device None: no device check), with kw overriding."""
+    from ferry._ep import EpSpec
+
+    args = dict(max_tokens=8, hidden=256, topk=2, num_experts=8, world_size=2, dtype=torch.bfloat16,
+                weight_dtype=torch.float32, device=None, mode="high_throughput")
+    args.update(kw)
+    return EpSpec(**args)
+
+
+def ep_spec_invalid(name, *fragments, **kw):
+    """EpSpec(**kw) rejected at construction or by validate()."""
+    return expect_invalid(lambda: ep_spec(**kw).validate(), name, *fragments)
