@@ -306,7 +306,7 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  const auto kernel = p.fp8_out && !p.fp8_in ? dispatch_send_kernel<true> : dispatch_send_kernel<false>;
+  const auto kernel = quantizes(p) ? dispatch_send_kernel<true> : dispatch_send_kernel<false>;
   kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }

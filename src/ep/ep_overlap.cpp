@@ -25,6 +25,7 @@ DispatchResult EpBuffer::dispatch(const TensorView& tokens, const TensorView& to
   // c4) the one grid of 8 SMs took 0.914 / 0.925 of the two grids' time (rank-rows dispatch bf16 / fp8),
   // but 1.050 / 1.086 at 16 SMs and 1.029 / 1.042 at 48 (24: 0.999 / 1.012).
   constexpr int kOneGridMaxSms = 8;
+  // ep::quantizes(Params) before the Params exist (fp8 input needs dispatch_type fp8, ep_args.cpp).
   const bool quantizes = config_.dispatch_type == DataType::kFloat8E4M3 && tokens.dtype != DataType::kFloat8E4M3;
   if (st.path->dispatch_one_grid && !quantizes && config_.num_sms <= kOneGridMaxSms) {
     // Rank rows: the send half writes every row in place; the receive half's little work

@@ -177,6 +177,9 @@ static_assert(layout_smem_bytes(kMaxExperts) <= kFusedLayoutSmemBytes, "a layout
 static_assert(max_fused_layout_tokens(kMaxExperts) >= kLayoutThreads, "every expert count fuses a layout block");
 constexpr size_t kDefaultSmemBytes = 48 * 1024;
 
+// The send kernel quantizes bf16 tokens into fp8 rows (fp8 input travels as is).
+inline bool quantizes(const Params& p) { return p.fp8_out && !p.fp8_in; }
+
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);

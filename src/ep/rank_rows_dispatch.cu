@@ -269,8 +269,8 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
 
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
   // NOTE [EP rank rows one grid]: not with quantizing (that kernel then spills, ptxas).
-  FERRY_CHECK(!p.recv_in_send_grid || !(p.fp8_out && !p.fp8_in), Error, "one-grid rank rows do not quantize");
-  const bool quantize = p.fp8_out && !p.fp8_in;
+  const bool quantize = quantizes(p);
+  FERRY_CHECK(!p.recv_in_send_grid || !quantize, Error, "one-grid rank rows do not quantize");
   const auto kernel = p.own_rows_first ? (quantize               ? rank_rows_send_kernel<true, false, true>
                                           : p.recv_in_send_grid ? rank_rows_send_kernel<false, true, true>
                                                                 : rank_rows_send_kernel<false, false, true>)
