@@ -49,8 +49,9 @@ namespace {
 // receive grid: the send grid gets every SM (one more send block than beside a
 // receive block), and its last block, after telling every destination it is
 // done, writes the receive half's offsets (write_recv_offsets) and waits for
-// every source's rows-written word, then advances the receive half's epoch. Both epochs move
-// once per dispatch, so the send epoch stands for the receive one. The last
+// every source's rows-written word, then advances the receive half's epoch.
+// Both epochs move once per dispatch, so the send epoch stands for the receive
+// one. The last
 // block waits only for other ranks' send grids, never for a block of its own
 // grid, so the grid progresses on any number of free SMs. The offsets come at
 // the tail here (the receive grid wrote them while rows moved): in block 0
