@@ -231,8 +231,8 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
                                               : (local_role ? ItemLoop(p, int(blockIdx.x) - peer_blocks, local_blocks)
                                                             : ItemLoop(p, int(blockIdx.x), peer_blocks));
       for (int item = loop.first; item < items; item += loop.stride)
-        send_rank_row_chunk<kQuantize, kOwnFirst>(p, targets, item / p.num_chunks, item % p.num_chunks, lane, destinations,
-                                       warp_dst[warp], warp_scales[warp]);
+        send_rank_row_chunk<kQuantize, kOwnFirst>(p, targets, item / p.num_chunks, item % p.num_chunks, lane,
+                                                  destinations, warp_dst[warp], warp_scales[warp]);
     }
   }
   // NOTE [EP rank rows]: the last block tells every destination this source is done.

@@ -100,7 +100,8 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
   const std::vector<ep::RankInput> all = ep::make_all_inputs(s);
   const ep::RankInput& mine = all[me];
   const int n = mine.num_tokens;
-  const std::string what = describe(c, s) + (c.own_rows_first ? " own_rows_first" : "") + (o.halves ? " halves" : "") + (o.graph ? " graph" : "") +
+  const std::string what = describe(c, s) + (c.own_rows_first ? " own_rows_first" : "") +
+                           (o.halves ? " halves" : "") + (o.graph ? " graph" : "") +
                            (o.sync_counts ? "" : " unsynced");
   SCOPED_TRACE(what);
   h.upload(s, mine, o.idx64);
@@ -188,7 +189,8 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
     EXPECT_EQ(r.num_rows, num_rows);
     EXPECT_EQ(r.num_index_entries, expanded.total_rows());
     EXPECT_EQ(r.host_expert_counts.size(), size_t(Le));
-    for (int le = 0; le < Le && le < int(r.host_expert_counts.size()); ++le) EXPECT_EQ(r.host_expert_counts[le], expanded.counts[le]) << "expert " << le;
+    for (int le = 0; le < Le && le < int(r.host_expert_counts.size()); ++le)
+      EXPECT_EQ(r.host_expert_counts[le], expanded.counts[le]) << "expert " << le;
   } else if (!o.graph) {
     EXPECT_EQ(r.num_rows, -1);
   }
