@@ -139,11 +139,12 @@ struct DispatchResult {
   // num_rows is source_offsets[world] when synchronized. `weights` is nullptr.
   // With EpConfig::own_rows_first, source_offsets[s] is still the first row of
   // source s, but this rank's own T' rows come first (source_offsets[rank] = 0)
-  // and the others follow in rank order: rows of source s end where the next
-  // source in that order starts (source_offsets[world] after the last).
+  // and the others follow in rank order: rows of source s are then
+  // [source_offsets[s], source_offsets[s] + source_rows[s]) (in either order).
   int32_t* row_experts = nullptr;    // device [rows, topk]: local expert id of each top-k slot, -1 if not here
   float* row_weights = nullptr;      // device [rows, topk]: its weight (0 where not here); nullptr without weights
   int64_t* source_offsets = nullptr; // device [world + 1]
+  int32_t* source_rows = nullptr;    // device [world]: rows from each source rank
   // device [index_capacity]: for local expert e, the rows that picked it,
   // ascending, at [expert_offsets[e], expert_offsets[e] + expert_counts[e]);
   // expert_offsets[e + 1] - expert_offsets[e] rounds the count up to

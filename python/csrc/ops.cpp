@@ -175,6 +175,7 @@ void bind_ep(nb::module_& m) {
       .def_prop_ro("row_experts", [](const DispatchResult& r) { return as_int(r.row_experts); })
       .def_prop_ro("row_weights", [](const DispatchResult& r) { return as_int(r.row_weights); })
       .def_prop_ro("source_offsets", [](const DispatchResult& r) { return as_int(r.source_offsets); })
+      .def_prop_ro("source_rows", [](const DispatchResult& r) { return as_int(r.source_rows); })
       .def_prop_ro("expert_rows", [](const DispatchResult& r) { return as_int(r.expert_rows); })
       .def_ro("index_capacity", &DispatchResult::index_capacity)
       .def_ro("num_index_entries", &DispatchResult::num_index_entries)

@@ -176,6 +176,8 @@ class EpLayout:
     # CUDA int64 [world + 1]: first row of each source rank, then the end (own_rows_first: this
     # rank's rows at 0, then the others in rank order; a source's rows end where the next one in that order starts)
     source_offsets: Optional[torch.Tensor] = None
+    # CUDA int32 [world]: rows from each source rank (its rows: source_offsets[s] + [0, source_rows[s]), either order)
+    source_rows: Optional[torch.Tensor] = None
     num_index_entries: int = -1                    # entries of expert_rows (expert_offsets[-1], padding included)
 
 
@@ -356,6 +358,7 @@ class EpLayer:
                 expert_rows=standalone(expert_rows[:entries]),
                 source_offsets=self._view("source_offsets", result.source_offsets, (spec.world_size + 1,),
                                           torch.int64),
+                source_rows=self._view("source_rows", result.source_rows, (spec.world_size,), torch.int32),
                 num_index_entries=result.num_index_entries)
         layout = EpLayout(
             expert_counts=self._view("expert_counts", result.expert_counts, (local,), torch.int32),

@@ -365,6 +365,7 @@ DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stre
     r.row_experts = p.out_row_experts;
     r.row_weights = st.calls.with_weights() ? p.out_row_weights : nullptr;
     r.source_offsets = p.source_offsets;
+    r.source_rows = p.recv_token_count;  // written with source_offsets (rank_rows_dispatch.cu)
     r.expert_rows = p.out_expert_rows;
     r.index_capacity = p.index_capacity;
     r.topk = p.topk;

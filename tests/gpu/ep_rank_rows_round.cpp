@@ -200,6 +200,10 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
   std::vector<int64_t> got_source(W + 1), got_offsets(Le + 1);
   std::vector<int32_t> got_counts(Le);
   CK(cudaMemcpy(got_source.data(), r.source_offsets, (W + 1) * 8, cudaMemcpyDeviceToHost));
+  std::vector<int32_t> got_source_rows(W), want_source_rows(W, 0);
+  CK(cudaMemcpy(got_source_rows.data(), r.source_rows, W * 4, cudaMemcpyDeviceToHost));
+  for (const ExpectedRow& row : rows) ++want_source_rows[row.src_rank];
+  EXPECT_EQ(got_source_rows, want_source_rows) << "source_rows";
   CK(cudaMemcpy(got_offsets.data(), r.expert_offsets, (Le + 1) * 8, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(got_counts.data(), r.expert_counts, Le * 4, cudaMemcpyDeviceToHost));
   EXPECT_EQ(got_source, source_offsets);

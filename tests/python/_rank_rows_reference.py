@@ -216,6 +216,8 @@ def dispatch_failures(p: Problem, inputs, me: int, output, weights, layout):
     ok &= _check_tensor(f, "expert_offsets", layout.expert_offsets, torch.int64, (L + 1,), torch.tensor(ref.offsets))
     ok &= _check_tensor(f, "source_offsets", layout.source_offsets, torch.int64, (W + 1,),
                         torch.tensor(ref.source_offsets))
+    source_rows = [int((ref.src[:, 0] == s).sum()) for s in range(W)]
+    ok &= _check_tensor(f, "source_rows", layout.source_rows, torch.int32, (W,), torch.tensor(source_rows))
     ok &= _check_tensor(f, "row_experts", layout.row_experts, torch.int32, (R, K), ref.row_experts)
     ok &= _check_tensor(f, "expert_rows", layout.expert_rows, torch.int32, (ref.offsets[-1],), ref.expert_rows)
     if p.with_weights:
