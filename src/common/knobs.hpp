@@ -149,6 +149,9 @@ inline constexpr Info kRegistry[] = {
         "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
     int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 16; 32 where every node peer is mapped", "blocks",
         "hierarchical AllReduce: most blocks per launch (at most 64), within the SM budget (measurements)"),
+    int_knob("FERRY_HIERARCHICAL_PIECES", "allreduce", 1, 64, "8", "", "pieces",
+        "hierarchical AllReduce where every node peer's landing and signals are mapped (UCX shared memory): pieces "
+        "per block chunk, written and read at once (NOTE [Hierarchical AllReduce in pieces]); 1: one put per block"),
     int_knob("FERRY_ONE_SHOT_PACKS_PER_THREAD", "allreduce", 0, kIntMax, "0", "built-in: 1", "packs",
         "one-shot: 16-byte packs per thread when sizing its grid (measurements)"),
     int_knob("FERRY_ONE_SHOT_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 64", "blocks",
@@ -176,7 +179,7 @@ inline constexpr Info kRegistry[] = {
         "rank-rows dispatch: send blocks that write only this rank's own rows while the others write only "
         "the peers' (SMs split by role); 0: every block writes every destination"),
     int_knob("FERRY_EP_OWN_ROWS_COPY_PERCENT", "ep", 0, 100, nullptr,
-        "100 where the send grid has at most 8 blocks, else 0", "percent",
+        "100 where the send grid has at most 10 blocks, else 0", "percent",
         "rank rows with EpConfig::own_rows_first, where nothing is quantized (bf16, or fp8 input): the share of "
         "the call's own rows (the first ones) the copy engine writes; the send kernel's SMs write the rest"),
     bool_knob("FERRY_EP_OVERLAP", "ep", "1", "",
@@ -308,6 +311,7 @@ inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("
 inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
 inline constexpr Knob<int64_t> kHierarchicalBlocks = handle<int64_t>("FERRY_HIERARCHICAL_BLOCKS");
+inline constexpr Knob<int64_t> kHierarchicalPieces = handle<int64_t>("FERRY_HIERARCHICAL_PIECES");
 inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
 inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");
 inline constexpr Knob<int64_t> kOneShotLlBlocks = handle<int64_t>("FERRY_ONE_SHOT_LL_BLOCKS");

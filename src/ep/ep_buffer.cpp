@@ -98,9 +98,11 @@ void join_own_rows_copy(EpBuffer::State& st, cudaStream_t stream) {
 // H=7168, top-8; session 18, c2-c3) it won with 7 and 8 send blocks (bf16 dispatch 368 -> 284 and
 // 334 -> 269 us) and lost from 11 (12 SMs: 258 against 252; 24: 261 against 216), whatever its share
 // (50-80%) or its pieces (1-4 streams): while it copies, the SMs' NVLink stores slow down about as
-// long as the copy takes.
+// long as the copy takes. Session 19 (c1, 9-12 SMs, so 8-11 send blocks beside one receive block):
+// bf16 334 -> 266, 303 -> 261, 273 -> 260, 253 -> 261 us; fp8 200 -> 169, 185 -> 165, 167 -> 150,
+// 156 -> 157. So up to 10 send blocks.
 int own_rows_copy_percent(int send_blocks, std::optional<int64_t> chosen) {
-  constexpr int kCopyEngineMaxSendBlocks = 8;
+  constexpr int kCopyEngineMaxSendBlocks = 10;
   if (chosen) return static_cast<int>(*chosen);
   return send_blocks <= kCopyEngineMaxSendBlocks ? 100 : 0;
 }
