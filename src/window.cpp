@@ -23,12 +23,16 @@ struct Window::State {
   uint64_t** nvl_peer_signals = nullptr;
   char** map_peer = nullptr;     // device table (NOTE [Mapped peers]); nullptr when no peer is mapped
   std::vector<char*> map_peer_host;  // the same table on the host (Window::maps_peer)
-  std::vector<void*> mapped;     // peers' landing buffers mapped here and registered with CUDA
+  uint64_t** map_peer_signals = nullptr;  // device table (NOTE [Mapped signals]); nullptr when none is mapped
+  std::vector<char*> map_peer_signals_host;  // the same table on the host (Window::maps_peer_signals)
+  std::vector<void*> mapped;     // peers' landing buffers and signal words mapped here and registered with CUDA
   bool landing_from_transport = false;  // UCX allocated `landing` (it frees it)
   bool landing_registered_here = false;  // ... and this window registered it with CUDA (unregisters it)
   char* landing = nullptr;       // staged: pinned host memory remote puts land in
   char* send_mirror = nullptr;   // staged: pinned host memory kernels copy put sources into
   uint64_t* net_signals = nullptr;  // pinned host memory remote signals land in
+  bool signals_from_transport = false;  // UCX allocated `net_signals` (it frees it)
+  bool signals_registered_here = false;  // ... and this window registered them with CUDA
   uint32_t window_id = 0;
   bool registered = false;
 };
@@ -48,7 +52,7 @@ T* device_pointer(T* host) {
   return static_cast<T*>(d);
 }
 
-// Makes the landing buffer UCX allocated readable by this GPU. Returns whether
+// Makes a buffer UCX allocated (a landing buffer, signal words) readable by this GPU. Returns whether
 // this call registered it (then the window unregisters it). UCX may have pinned
 // it already: with its cuda_copy transport loaded (UCX_TLS unset), ucp_mem_map
 // also registers host memory with CUDA, and cudaHostRegister then answers
@@ -69,7 +73,7 @@ bool register_transport_landing(char* landing, size_t bytes) {
     cudaGetLastError();
   }
   FERRY_CHECK(usable, NotSupported,
-              "Window: CUDA cannot register the landing buffer UCX allocated ("
+              "Window: CUDA cannot register the host memory UCX allocated for the window ("
                   << cudaGetErrorString(registered) << "); FERRY_UCX_SHM_DIRECT=0 (on every rank) stages "
                   << "through cudaHostAlloc'd memory instead");
   return false;
@@ -94,6 +98,17 @@ std::vector<char*> map_peer_landings(const Topology& topology, net::Transport& t
     registered.push_back(peer);
     table[r] = device_pointer(static_cast<char*>(peer));
   }
+  return table;
+}
+// The device copy of a per-peer table of device pointers (nullptr if every entry is).
+template <typename T>
+T** device_table(const std::vector<char*>& host) {
+  bool any = false;
+  for (char* entry : host) any |= entry != nullptr;
+  if (!any) return nullptr;
+  T** table = nullptr;
+  FERRY_CUDA_CHECK(cudaMalloc(&table, host.size() * sizeof(T*)));
+  FERRY_CUDA_CHECK(cudaMemcpy(table, host.data(), host.size() * sizeof(T*), cudaMemcpyHostToDevice));
   return table;
 }
 }  // namespace
@@ -160,11 +175,28 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
     // recv_ptr() and wait_signal() and never see which case applies.
     net::Transport& transport = proxy->transport();
     gpu_direct_ = transport.moves_cuda_memory();
-    s.net_signals = host_mapped<uint64_t>(signal_bytes);
+    // NOTE [Mapped peers], [Mapped signals] (channel.cuh): over UCX shared memory the
+    // landing buffer and the signal words come from UCX, so that peers on this
+    // host can map them; registered with CUDA for this GPU's reads.
+    const bool shm_direct = !gpu_direct_ && knobs::kUcxShmDirect.value();
     net::ProxyWindow pw;
     pw.bytes = bytes;
     pw.num_signals = static_cast<uint32_t>(options.num_signals);
-    pw.signal_region = transport.register_region(s.net_signals, signal_bytes, false, proxy->lock());
+    if (shm_direct) {
+      void* signals = nullptr;
+      pw.signal_region = transport.allocate_region(signal_bytes, &signals, proxy->lock());
+      s.net_signals = static_cast<uint64_t*>(signals);
+      std::memset(s.net_signals, 0, signal_bytes);
+      s.signals_from_transport = true;
+      s.signals_registered_here = register_transport_landing(reinterpret_cast<char*>(s.net_signals), signal_bytes);
+      s.map_peer_signals_host =
+          map_peer_landings(comm_.topology(), transport, world, signal_bytes, pw.signal_region, s.mapped);
+      s.map_peer_signals = device_table<uint64_t>(s.map_peer_signals_host);
+      d.map_peer_signals = s.map_peer_signals;
+    } else {
+      s.net_signals = host_mapped<uint64_t>(signal_bytes);
+      pw.signal_region = transport.register_region(s.net_signals, signal_bytes, false, proxy->lock());
+    }
     if (gpu_direct_) {
       pw.local = d.local;
       pw.local_is_cuda = true;
@@ -175,21 +207,15 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
       s.send_mirror = host_mapped<char>(bytes);
       pw.local = s.send_mirror;
       pw.local_is_cuda = false;
-      if (knobs::kUcxShmDirect.value()) {
-        // NOTE [Mapped peers] (channel.cuh): a landing buffer UCX allocates, so that
-        // peers on this host can map it; registered with CUDA for this GPU's reads.
+      if (shm_direct) {
         void* landing = nullptr;
         pw.data_region = transport.allocate_region(bytes, &landing, proxy->lock());
         s.landing = static_cast<char*>(landing);
         s.landing_from_transport = true;
         s.landing_registered_here = register_transport_landing(s.landing, bytes);
         s.map_peer_host = map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
-        if (!s.mapped.empty()) {
-          FERRY_CUDA_CHECK(cudaMalloc(&s.map_peer, world * sizeof(char*)));
-          FERRY_CUDA_CHECK(
-              cudaMemcpy(s.map_peer, s.map_peer_host.data(), world * sizeof(char*), cudaMemcpyHostToDevice));
-          d.map_peer = s.map_peer;
-        }
+        s.map_peer = device_table<char>(s.map_peer_host);
+        d.map_peer = s.map_peer;
       } else {
         s.landing = host_mapped<char>(bytes);
         pw.data_region = transport.register_region(s.landing, bytes, false, proxy->lock());
@@ -213,6 +239,12 @@ bool Window::maps_peer(int peer) const {
   return !table.empty() && table[peer] != nullptr;
 }
 
+bool Window::maps_peer_signals(int peer) const {
+  FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::maps_peer_signals: no rank " << peer);
+  const std::vector<char*>& table = state_->map_peer_signals_host;
+  return !table.empty() && table[peer] != nullptr;
+}
+
 Window::~Window() {
   State& s = *state_;
   cudaDeviceSynchronize();  // no kernel still pushes descriptors for this window
@@ -227,13 +259,15 @@ Window::~Window() {
     // CUDA lets go of the mapped memory; UCX keeps it mapped until the transport closes.
     for (void* peer : s.mapped) cudaHostUnregister(peer);
     if (s.landing_registered_here) cudaHostUnregister(s.landing);
+    if (s.signals_registered_here) cudaHostUnregister(s.net_signals);
     // The transport may still be asked (by a late peer) to write here until it
     // closes: the proxy frees this memory after the transport (UCX frees its own).
     if (!s.landing_from_transport) proxy->adopt_host_memory(s.landing);
     proxy->adopt_host_memory(s.send_mirror);
-    proxy->adopt_host_memory(s.net_signals);
+    if (!s.signals_from_transport) proxy->adopt_host_memory(s.net_signals);
   }
   if (s.map_peer != nullptr) cudaFree(s.map_peer);
+  if (s.map_peer_signals != nullptr) cudaFree(s.map_peer_signals);
   if (s.nvl_peer != nullptr) cudaFree(s.nvl_peer);
   if (s.nvl_peer_signals != nullptr) cudaFree(s.nvl_peer_signals);
   // The symmetric buffers are released with the heap (a collective release is

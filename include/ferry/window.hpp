@@ -50,6 +50,9 @@ class Window {
   // host, over UCX shared memory) straight into its landing buffer, signals
   // still through the proxy (NOTE [Mapped peers], channel.cuh).
   bool maps_peer(int peer) const;
+  // True when `peer`'s network signal words are mapped here too, so kernels that
+  // own a signal word can store its total themselves (NOTE [Mapped signals]).
+  bool maps_peer_signals(int peer) const;
   // Host views of where `peer`'s puts and signals land in this rank (for
   // checks from the host after a synchronize): device pointers, except the
   // staged network memory, which is host memory.

@@ -78,6 +78,73 @@ constexpr int kReadDepth = 4;
 //  5. Output: block b writes only its chunk of each shard, after its own
 //     threads read the input packs there (A, or B for shard l), so in == out
 //     is safe.
+__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// NOTE [Hierarchical AllReduce in pieces]
+// Where every node peer's landing buffer and signal words are mapped here (UCX
+// shared memory: NOTE [Mapped peers], [Mapped signals]; p.pieces > 1, chosen
+// alike on every rank), phase B cuts the block's chunk into p.pieces pieces,
+// and the block's two halves run apart: the first half stores piece k into
+// every node peer's landing, then (a named barrier of that half, one thread per
+// peer) stores the word's total; the second half waits for piece k of every
+// node peer and reduces it. So the GPU's writes to host memory and its reads of
+// what landed overlap (the two directions of its PCIe link), where one put per
+// block wrote everything, then waited, then read everything. Word (B, b) gets
+// p.pieces per launch that ran block b (empty pieces too): piece k of launch
+// k_b + 1 is total k_b * pieces + k + 1. Block b of this rank is the only
+// writer of its word at each peer, in stream order (NOTE [Hierarchical
+// AllReduce reuse]), so the total needs no atomic and no proxy. The reuse
+// facts hold as before: the landing slot is read only after its piece's word,
+// and the partial area is read by this block's own stores before it ends.
+template <typename T, typename Reduce>
+__device__ __forceinline__ bool exchange_in_pieces(const HierarchicalParams& p, const char* partial, size_t landing,
+                                                   size_t begin, size_t mine, uint64_t launches, uint32_t sig_b,
+                                                   int& failed, Reduce&& reduce_packs) {
+  namespace dev = ferry::device;
+  const DeviceWindow& w = p.window;
+  const int N = p.num_nodes, me_n = p.node, P = p.pieces;
+  const size_t piece = round_up((mine + P - 1) / P, kChunkAlignPacks);
+  const uint64_t before = (launches - 1) * static_cast<uint64_t>(P);
+  const unsigned half = blockDim.x / 2;
+  auto range = [&](int k, size_t& lo, size_t& hi) {
+    lo = begin + min(static_cast<size_t>(k) * piece, mine);
+    hi = begin + min(static_cast<size_t>(k + 1) * piece, mine);
+  };
+  __syncthreads();  // the partial (phase A) before any half copies it
+  if (threadIdx.x < half) {
+    const unsigned t = threadIdx.x;
+    for (int k = 0; k < P; ++k) {
+      size_t lo, hi;
+      range(k, lo, hi);
+      for (int m = 0; m < N; ++m) {
+        if (m == me_n) continue;
+        char* dst = dev::mapped_ptr(w, p.node_peers[m]) + landing +
+                    hierarchical_landing_slot(me_n, m) * p.layout.slot_bytes;
+        for (size_t j = lo + t; j < hi; j += half) dev::store16(dst + j * kPackBytes, dev::load16(partial + j * kPackBytes));
+      }
+      named_barrier(1, half);
+      if (static_cast<int>(t) < N && static_cast<int>(t) != me_n)
+        dev::store_signal_total(w, p.node_peers[t], sig_b, before + k + 1);
+    }
+  } else {
+    const unsigned t = threadIdx.x - half;
+    for (int k = 0; k < P; ++k) {
+      if (static_cast<int>(t) < N && static_cast<int>(t) != me_n &&
+          !dev::wait_signal(w, p.node_peers[t], sig_b, before + k + 1, kPhaseHierarchicalInterNode))
+        failed = 1;
+      named_barrier(2, half);
+      if (*static_cast<volatile int*>(&failed) != 0) break;
+      size_t lo, hi;
+      range(k, lo, hi);
+      reduce_packs(lo, hi, t, half);
+    }
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(&failed) == 0;
+}
+
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalParams p) {
   namespace dev = ferry::device;
@@ -170,25 +237,10 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
       if (send_partial != nullptr) dev::store16(send_partial + j * kPackBytes, packed);
     }
 
-    // ---- B: allreduce of the shard across nodes (the proxy).
-    const size_t mine = stop(me_l) > begin ? stop(me_l) - begin : 0;
-    bool pushed = true;
-    for (int m = 0; m < N; ++m) {
-      if (m == me_n) continue;
-      const int peer = p.node_peers[m];
-      if (mine > 0) {
-        pushed &= dev::put_with_signal(w, peer,
-                                       landing + hierarchical_landing_slot(me_n, m) * lay.slot_bytes + begin * kPackBytes,
-                                       lay.partial_offset + parity * lay.slot_bytes + begin * kPackBytes,
-                                       mine * kPackBytes, sig_b, 1,
-                                       mapped(peer) ? dev::SourceIn::kWindow : dev::SourceIn::kSendView);
-      } else {  // an empty chunk still counts the launch
-        __syncthreads();
-        if (threadIdx.x == 0) pushed &= dev::signal(w, peer, sig_b, 1);
-      }
-    }
-    if (!pushed) failed = 1;  // the FIFO wait timed out (thread 0)
-    if (!wait_all(p.node_peers, N, me_n, sig_b, kPhaseHierarchicalInterNode)) break;
+    // ---- B: allreduce of the shard across nodes.
+    // Reduces packs [lo, hi) of this block's chunk over the N node partials in
+    // node order (threads t = first, first + stride, ...), applies the op's
+    // final step, writes the full area (L > 1) and the output.
     // NOTE [Hierarchical read depth]
     // Over a staged window the node partials are read from host memory across
     // PCIe, and a load there takes microseconds: one 16-byte load in flight per
@@ -197,37 +249,61 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
     // loads of one node are all issued before the first is used, and the
     // accumulators (not the raw packs of every node) are what stays in
     // registers. The order of the sum is node order, as before, on every rank.
-    const size_t mine_end = stop(me_l), step = size_t(blockDim.x) * kReadDepth;
-    for (size_t j0 = begin + threadIdx.x; j0 < mine_end; j0 += step) {
-      AccPack<T> acc[kReadDepth];
+    auto reduce_packs = [&](size_t lo, size_t hi, unsigned first, unsigned stride) {
+      const size_t step = size_t(stride) * kReadDepth;
+      for (size_t j0 = lo + first; j0 < hi; j0 += step) {
+        AccPack<T> acc[kReadDepth];
+        for (int m = 0; m < N; ++m) {
+          const char* src = m == me_n ? partial
+                                      : dev::recv_ptr(w, p.node_peers[m]) + landing +
+                                            hierarchical_landing_slot(m, me_n) * lay.slot_bytes;
+          uint4 raw[kReadDepth];
+#pragma unroll
+          for (int u = 0; u < kReadDepth; ++u) {
+            const size_t j = j0 + u * size_t(stride);
+            raw[u] = make_uint4(0, 0, 0, 0);
+            if (j < hi)
+              raw[u] = m == me_n ? dev::load16(src + j * kPackBytes) : dev::load16_volatile(src + j * kPackBytes);
+          }
+#pragma unroll
+          for (int u = 0; u < kReadDepth; ++u) {
+            if (m == 0)
+              acc[u] = unpack<T>(raw[u]);
+            else
+              accumulate<T, Op>(acc[u], unpack<T>(raw[u]));
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kReadDepth; ++u) {
+          const size_t j = j0 + u * size_t(stride);
+          if (j >= hi) break;
+          const uint4 result = pack_final<T, Op>(acc[u], p.world_size);
+          if (L > 1) dev::store16(w.local + lay.full_offset + j * kPackBytes, result);
+          store_user_pack(out, me_l * shard_packs + j, p.count, p.aligned, result);
+        }
+      }
+    };
+    const size_t mine = stop(me_l) > begin ? stop(me_l) - begin : 0;
+    if (p.pieces > 1) {
+      if (!exchange_in_pieces<T>(p, partial, landing, begin, mine, expected, sig_b, failed, reduce_packs)) break;
+    } else {
+      bool pushed = true;
       for (int m = 0; m < N; ++m) {
-        const char* src = m == me_n ? partial
-                                    : dev::recv_ptr(w, p.node_peers[m]) + landing +
-                                          hierarchical_landing_slot(m, me_n) * lay.slot_bytes;
-        uint4 raw[kReadDepth];
-#pragma unroll
-        for (int u = 0; u < kReadDepth; ++u) {
-          const size_t j = j0 + u * size_t(blockDim.x);
-          raw[u] = make_uint4(0, 0, 0, 0);
-          if (j < mine_end)
-            raw[u] = m == me_n ? dev::load16(src + j * kPackBytes) : dev::load16_volatile(src + j * kPackBytes);
-        }
-#pragma unroll
-        for (int u = 0; u < kReadDepth; ++u) {
-          if (m == 0)
-            acc[u] = unpack<T>(raw[u]);
-          else
-            accumulate<T, Op>(acc[u], unpack<T>(raw[u]));
+        if (m == me_n) continue;
+        const int peer = p.node_peers[m];
+        if (mine > 0) {
+          pushed &= dev::put_with_signal(
+              w, peer, landing + hierarchical_landing_slot(me_n, m) * lay.slot_bytes + begin * kPackBytes,
+              lay.partial_offset + parity * lay.slot_bytes + begin * kPackBytes, mine * kPackBytes, sig_b, 1,
+              mapped(peer) ? dev::SourceIn::kWindow : dev::SourceIn::kSendView);
+        } else {  // an empty chunk still counts the launch
+          __syncthreads();
+          if (threadIdx.x == 0) pushed &= dev::signal(w, peer, sig_b, 1);
         }
       }
-#pragma unroll
-      for (int u = 0; u < kReadDepth; ++u) {
-        const size_t j = j0 + u * size_t(blockDim.x);
-        if (j >= mine_end) break;
-        const uint4 result = pack_final<T, Op>(acc[u], p.world_size);
-        if (L > 1) dev::store16(w.local + lay.full_offset + j * kPackBytes, result);
-        store_user_pack(out, me_l * shard_packs + j, p.count, p.aligned, result);
-      }
+      if (!pushed) failed = 1;  // the FIFO wait timed out (thread 0)
+      if (!wait_all(p.node_peers, N, me_n, sig_b, kPhaseHierarchicalInterNode)) break;
+      reduce_packs(begin, stop(me_l), threadIdx.x, blockDim.x);
     }
 
     // ---- C: all-gather inside the node.

@@ -100,6 +100,7 @@ struct HierarchicalParams {
   int32_t local_rank;
   int32_t local_peers[kMaxNodeRanks];  // global rank of each local index of this node
   int32_t node_peers[kMaxNodes];       // global rank of (node m, this local index), for every node m
+  int32_t pieces;  // 1: one put with a signal per block and node; > 1: NOTE [Hierarchical AllReduce in pieces]
 };
 
 // Blocks one launch of `count` elements of `elem_size` bytes uses (the same on every rank).

@@ -73,6 +73,17 @@ int hierarchical_max_blocks(Communicator& comm, const Window& window, const Hier
   return max_blocks;
 }
 
+// Collective: NOTE [Hierarchical AllReduce in pieces] where every rank maps the
+// landing buffer and the signal words of each of its node peers, else 1 (one
+// put with a signal per block and node, through the proxy where it must).
+int hierarchical_pieces(Communicator& comm, const Window& window, const HierarchicalParams& p) {
+  int32_t pieces = static_cast<int32_t>(knobs::kHierarchicalPieces.value());
+  for (int m = 0; m < p.num_nodes; ++m)
+    if (m != p.node && !(window.maps_peer(p.node_peers[m]) && window.maps_peer_signals(p.node_peers[m]))) pieces = 1;
+  for (int32_t c : comm.bootstrap().all_gather_value(pieces)) pieces = std::min(pieces, c);
+  return pieces;
+}
+
 // NOTE [Hierarchical AllReduce setup]
 // Only a communicator whose ranks span nodes (of equal size) gets the window, so
 // a single-node AllReduce allocates exactly what it did before. Every rank must
@@ -121,6 +132,7 @@ std::unique_ptr<AlgorithmState> setup_hierarchical(Communicator& comm, size_t ma
     FERRY_CHECK(p.node_peers[m] >= 0, Error,
                 "AllReduce: node " << m << " has no rank with local index " << topology.local_rank);
   state->max_blocks = hierarchical_max_blocks(comm, *state->window, p, options);
+  p.pieces = hierarchical_pieces(comm, *state->window, p);
   return state;
 }
 

@@ -223,11 +223,12 @@ TEST_P(WindowExchange, SignalsNeverOvertakeData) {
   EXPECT_EQ(window.uses_proxy(), spans_nodes);
   if (spans_nodes) {
     EXPECT_GT(comm.proxy()->retired(), 0u);
-    int mapped = 0, remote = 0;
+    int mapped = 0, mapped_signals = 0, remote = 0;
     for (int r = 0; r < world; ++r) {
       if (comm.topology().same_node(r)) continue;
       ++remote;
       mapped += window.maps_peer(r) ? 1 : 0;
+      mapped_signals += window.maps_peer_signals(r) ? 1 : 0;
     }
     if (mpi_rank() == 0)
       std::printf("[ferry] %d nodes; proxy transport: %s; remote puts land in %s memory; %d of %d remote peers "
@@ -236,7 +237,10 @@ TEST_P(WindowExchange, SignalsNeverOvertakeData) {
                   window.network_writes_device_memory() ? "device" : "staged host", mapped, remote);
     // The device script sets this where UCX runs over shared memory (UCX_TLS=sm): the fast path must be taken.
     const char* expect = std::getenv("FERRY_TEST_EXPECT_MAPPED_PEERS");
-    if (expect != nullptr && std::string(expect) == "1") EXPECT_EQ(mapped, remote) << "every remote peer mapped";
+    if (expect != nullptr && std::string(expect) == "1") {
+      EXPECT_EQ(mapped, remote) << "every remote peer mapped";
+      EXPECT_EQ(mapped_signals, remote) << "every remote peer's signal words mapped (NOTE [Mapped signals])";
+    }
   }
   EXPECT_TRUE(all_ranks(host_counters[0] == 0 && host_failed == 0));
   cudaStreamDestroy(stream);
@@ -306,6 +310,93 @@ TEST(Window, CollectivesTakeTheirCrossNodePaths) {
   ASSERT_TRUE(ar.has_value());
   EXPECT_NE(ar->find("hierarchical"), std::string::npos) << *ar;
   cudaFree(buffer);
+  comm.bootstrap().barrier();
+}
+
+// NOTE [Mapped signals]: a block stores a random-sized pattern into a mapped
+// peer's landing buffer, then its thread 0 stores the word's total (no proxy);
+// the peer's receiving block waits for the total, checks every byte, and acks
+// the same way. A total seen before its data (one system fence after a block
+// barrier is all the ordering there is) shows up as mismatches.
+struct MappedSignalParams {
+  ferry::DeviceWindow w;
+  int peer;
+  int rounds;
+  uint32_t max_bytes;
+  unsigned long long* mismatches;
+  int* failed_waits;
+};
+constexpr uint32_t kDataWord = 1, kAckWord = 2;
+
+__device__ uint8_t round_byte(int sender, int round, uint64_t pos) {
+  return static_cast<uint8_t>(mix64((uint64_t(sender) << 48) ^ (uint64_t(round) << 32) ^ pos));
+}
+__device__ uint32_t round_bytes(int sender, int round, uint32_t max_bytes) {
+  return 1 + static_cast<uint32_t>(mix64((uint64_t(sender) << 40) ^ uint64_t(round)) % max_bytes);
+}
+
+__global__ void mapped_signal_kernel(MappedSignalParams p) {
+  namespace dev = ferry::device;
+  const ferry::DeviceWindow& w = p.w;
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  const int me = w.rank;
+  for (int r = 0; r < p.rounds && !failed; ++r) {
+    if (blockIdx.x == 0) {  // send round r, then wait for its ack
+      char* dst = dev::mapped_ptr(w, p.peer);
+      const uint32_t n = round_bytes(me, r, p.max_bytes);
+      for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = static_cast<char>(round_byte(me, r, i));
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        dev::store_signal_total(w, p.peer, kDataWord, r + 1);
+        if (!dev::wait_signal(w, p.peer, kAckWord, r + 1)) failed = 1;
+      }
+    } else {  // check the peer's round r, then ack it
+      if (threadIdx.x == 0 && !dev::wait_signal(w, p.peer, kDataWord, r + 1)) failed = 1;
+      __syncthreads();
+      const char* src = dev::recv_ptr(w, p.peer);
+      const uint32_t n = round_bytes(p.peer, r, p.max_bytes);
+      unsigned long long bad = 0;
+      for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+        bad += static_cast<uint8_t>(reinterpret_cast<const volatile char*>(src)[i]) != round_byte(p.peer, r, i);
+      if (bad != 0) atomicAdd(p.mismatches, bad);
+      __syncthreads();
+      if (threadIdx.x == 0) dev::store_signal_total(w, p.peer, kAckWord, r + 1);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && failed) atomicAdd(p.failed_waits, 1);
+}
+
+TEST(Window, MappedSignalsFollowTheirData) {
+  FERRY_REQUIRE_GPUS();
+  ferry::Communicator comm(std::make_shared<ferry::MpiBootstrap>());
+  if (mpi_size() != 2 || comm.topology().num_nodes != 2) GTEST_SKIP() << "needs 2 ranks as 2 virtual nodes";
+  constexpr uint32_t kMaxBytes = 256 << 10;
+  ferry::Window window(comm, kMaxBytes, ferry::WindowOptions{4});
+  const int peer = 1 - mpi_rank();
+  if (!all_ranks(window.maps_peer(peer) && window.maps_peer_signals(peer)))
+    GTEST_SKIP() << "the peer's landing or signal words are not mapped (UCX_TLS=sm,self maps them)";
+  MappedSignalParams p{window.device(), peer, 300, kMaxBytes, nullptr, nullptr};
+  FERRY_CUDA_CHECK(cudaMalloc(&p.mismatches, sizeof(unsigned long long)));
+  FERRY_CUDA_CHECK(cudaMalloc(&p.failed_waits, sizeof(int)));
+  FERRY_CUDA_CHECK(cudaMemset(p.mismatches, 0, sizeof(unsigned long long)));
+  FERRY_CUDA_CHECK(cudaMemset(p.failed_waits, 0, sizeof(int)));
+  mapped_signal_kernel<<<2, 512>>>(p);
+  comm.synchronize(nullptr);
+  unsigned long long mismatches = 0;
+  int failed = 0;
+  FERRY_CUDA_CHECK(cudaMemcpy(&mismatches, p.mismatches, sizeof(mismatches), cudaMemcpyDeviceToHost));
+  FERRY_CUDA_CHECK(cudaMemcpy(&failed, p.failed_waits, sizeof(failed), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(mismatches, 0ull) << "bytes read after their signal that were not the round's";
+  EXPECT_EQ(failed, 0);
+  // The words hold their totals: every round was signalled without the proxy.
+  EXPECT_EQ(window.signals_from(peer)[kDataWord], 300u);
+  EXPECT_EQ(window.signals_from(peer)[kAckWord], 300u);
+  EXPECT_TRUE(all_ranks(mismatches == 0 && failed == 0));
+  cudaFree(p.mismatches);
+  cudaFree(p.failed_waits);
   comm.bootstrap().barrier();
 }
 

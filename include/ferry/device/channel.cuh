@@ -39,6 +39,16 @@
 // writer per word, totals in order). The receiver is unchanged: it reads the
 // landing buffer (recv_ptr) after the signal, as for any proxied put.
 //
+// NOTE [Mapped signals]
+// Over the same transports a peer's network signal words are UCX memory too,
+// mapped here (map_peer_signals). A kernel that is the only writer of signal
+// word (this rank, index) at such a peer, in stream order, and knows the word's
+// running total may store the total itself (store_signal_total): no descriptor,
+// no proxy hop. Its block's data stores come first (a block barrier, then the
+// storing thread's system fence: the word is never seen before the data). Such
+// a word must never also be signalled through the proxy, which keeps its own
+// totals (NOTE [Network signals]). The receiver waits as for any signal.
+//
 // NOTE [Window data]
 // put copies `bytes` from this rank's window at src_offset to the peer's window
 // at dst_offset. The receiver reads what a peer put through recv_ptr(peer):
@@ -165,6 +175,8 @@ struct DeviceWindow {
   char* const* map_peer;           // [world]: a peer's landing buffer mapped here (NOTE [Mapped peers]); the
                                    // table or an entry nullptr: puts to that peer go through the proxy
   uint64_t* const* nvl_peer_signals;  // [world]: a peer's nvl_signals mapped here; nullptr: another node
+  uint64_t* const* map_peer_signals;  // [world]: a peer's net_signals mapped here (NOTE [Mapped signals]); the
+                                      // table or an entry nullptr: signals to that peer go through the proxy
   FifoHandle fifo;                 // the proxy FIFO (unused when every peer is in the node)
   uint64_t bytes;
   uint32_t window_id;
@@ -191,6 +203,11 @@ __device__ __forceinline__ char* mapped_ptr(const DeviceWindow& w, int peer) {
 }
 __device__ __forceinline__ bool is_mapped_peer(const DeviceWindow& w, int peer) {
   return w.map_peer != nullptr && w.map_peer[peer] != nullptr;
+}
+
+// `peer`'s network signal words mapped here (NOTE [Mapped signals]); nullptr: not mapped.
+__device__ __forceinline__ uint64_t* mapped_signals(const DeviceWindow& w, int peer) {
+  return w.map_peer_signals != nullptr ? w.map_peer_signals[peer] : nullptr;
 }
 
 // Where this rank's kernels may store straight into `peer`'s side: its window
@@ -247,6 +264,14 @@ __device__ __forceinline__ bool signal(const DeviceWindow& w, int peer, uint32_t
   __threadfence_system();  // the data before the descriptor the proxy reads
   return fifo_push(w.fifo, make_fifo_entry(FifoOp::kSignal, w.window_id, peer, 0, 0, 0, index, value), w.wait) !=
          ~0ull;
+}
+
+// One thread: sets signal word `index` of this rank at `peer` (its signal words
+// mapped here, mapped_signals) to `total`, after every store this thread made
+// before and, through the caller's barrier, its group's (NOTE [Mapped signals]).
+__device__ __forceinline__ void store_signal_total(const DeviceWindow& w, int peer, uint32_t index, uint64_t total) {
+  __threadfence_system();
+  st_relaxed_sys(signal_word(w.map_peer_signals[peer], w, w.rank, index), total);
 }
 
 // Group scope (the threads [rank, rank + count) of a warp or block, all calling
