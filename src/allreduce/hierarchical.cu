@@ -85,55 +85,83 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 // NOTE [Hierarchical AllReduce in pieces]
 // Where every node peer's landing buffer and signal words are mapped here (UCX
 // shared memory: NOTE [Mapped peers], [Mapped signals]; p.pieces > 1, chosen
-// alike on every rank), phase B cuts the block's chunk into p.pieces pieces,
-// and the block's two halves run apart: the first half stores piece k into
-// every node peer's landing, then (a named barrier of that half, one thread per
-// peer) stores the word's total; the second half waits for piece k of every
-// node peer and reduces it. So the GPU's writes to host memory and its reads of
-// what landed overlap (the two directions of its PCIe link), where one put per
-// block wrote everything, then waited, then read everything. Word (B, b) gets
-// p.pieces per launch that ran block b (empty pieces too): piece k of launch
-// k_b + 1 is total k_b * pieces + k + 1. Block b of this rank is the only
-// writer of its word at each peer, in stream order (NOTE [Hierarchical
-// AllReduce reuse]), so the total needs no atomic and no proxy. The reuse
-// facts hold as before: the landing slot is read only after its piece's word,
-// and the partial area is read by this block's own stores before it ends.
+// alike on every rank), phase B stores data and signals itself, with no proxy.
+// A chunk above kWholeChunkBytes is cut into pieces of at least kMinPieceBytes
+// (at most p.pieces), and the block's two halves run apart: the first half
+// stores piece k into every node peer's landing, then (a named barrier of that
+// half, one thread per peer) stores the word's total; the second half waits for
+// piece k of every node peer and reduces it. So the GPU's writes to host memory
+// and its reads of what landed overlap (the two directions of its PCIe link),
+// where one put per block wrote everything, then waited, then read everything.
+// A smaller chunk is one piece, written and then read by the whole block (each
+// piece costs a signal and a wait of host-memory latency: 8 pieces of 8 KiB lost
+// 10-46% at 256 KiB-1 MiB on 2x H100, 16 KiB pieces won 15-21% from 4 MiB).
+// Word (B, b) grows by p.pieces per launch that ran block b, whatever the
+// chunk: piece k < last of launch k_b + 1 sets k_b * pieces + k + 1, the last
+// piece (k_b + 1) * pieces. Block b of this rank is the only writer of its word
+// at each peer, in stream order (NOTE [Hierarchical AllReduce reuse]), so the
+// total needs no atomic and no proxy. The reuse facts hold as before: a landing
+// slot is read only after its piece's word, and the partial area is read by
+// this block's own stores before it ends.
+constexpr size_t kWholeChunkBytes = size_t{64} << 10;
+constexpr size_t kMinPieceBytes = size_t{16} << 10;
+
 template <typename T, typename Reduce>
 __device__ __forceinline__ bool exchange_in_pieces(const HierarchicalParams& p, const char* partial, size_t landing,
                                                    size_t begin, size_t mine, uint64_t launches, uint32_t sig_b,
                                                    int& failed, Reduce&& reduce_packs) {
   namespace dev = ferry::device;
   const DeviceWindow& w = p.window;
-  const int N = p.num_nodes, me_n = p.node, P = p.pieces;
-  const size_t piece = round_up((mine + P - 1) / P, kChunkAlignPacks);
-  const uint64_t before = (launches - 1) * static_cast<uint64_t>(P);
-  const unsigned half = blockDim.x / 2;
+  const int N = p.num_nodes, me_n = p.node;
+  const size_t mine_bytes = mine * kPackBytes;
+  const size_t by_size = mine_bytes / kMinPieceBytes;
+  const int pieces = mine_bytes <= kWholeChunkBytes ? 1
+                     : by_size < 2                   ? 2
+                                                     : static_cast<int>(min(by_size, static_cast<size_t>(p.pieces)));
+  const size_t piece = round_up((mine + pieces - 1) / pieces, kChunkAlignPacks);
+  const uint64_t before = (launches - 1) * static_cast<uint64_t>(p.pieces);
+  auto total_after = [&](int k) { return k + 1 == pieces ? before + p.pieces : before + k + 1; };
   auto range = [&](int k, size_t& lo, size_t& hi) {
     lo = begin + min(static_cast<size_t>(k) * piece, mine);
     hi = begin + min(static_cast<size_t>(k + 1) * piece, mine);
   };
-  __syncthreads();  // the partial (phase A) before any half copies it
-  if (threadIdx.x < half) {
-    const unsigned t = threadIdx.x;
-    for (int k = 0; k < P; ++k) {
-      size_t lo, hi;
-      range(k, lo, hi);
-      for (int m = 0; m < N; ++m) {
-        if (m == me_n) continue;
-        char* dst = dev::mapped_ptr(w, p.node_peers[m]) + landing +
-                    hierarchical_landing_slot(me_n, m) * p.layout.slot_bytes;
-        for (size_t j = lo + t; j < hi; j += half) dev::store16(dst + j * kPackBytes, dev::load16(partial + j * kPackBytes));
-      }
+  // Threads [first, first + count) store piece k into every node peer's landing.
+  auto store_piece = [&](int k, unsigned t, unsigned count) {
+    size_t lo, hi;
+    range(k, lo, hi);
+    for (int m = 0; m < N; ++m) {
+      if (m == me_n) continue;
+      char* dst = dev::mapped_ptr(w, p.node_peers[m]) + landing + hierarchical_landing_slot(me_n, m) * p.layout.slot_bytes;
+      for (size_t j = lo + t; j < hi; j += count) dev::store16(dst + j * kPackBytes, dev::load16(partial + j * kPackBytes));
+    }
+  };
+  auto wait_piece = [&](int k, unsigned t) {
+    if (static_cast<int>(t) < N && static_cast<int>(t) != me_n &&
+        !dev::wait_signal(w, p.node_peers[t], sig_b, total_after(k), kPhaseHierarchicalInterNode))
+      failed = 1;
+  };
+  auto signal_piece = [&](int k, unsigned t) {
+    if (static_cast<int>(t) < N && static_cast<int>(t) != me_n)
+      dev::store_signal_total(w, p.node_peers[t], sig_b, total_after(k));
+  };
+  __syncthreads();  // the partial (phase A) before any thread copies it
+  if (pieces == 1) {
+    store_piece(0, threadIdx.x, blockDim.x);
+    __syncthreads();
+    signal_piece(0, threadIdx.x);
+    wait_piece(0, threadIdx.x);
+    __syncthreads();
+    if (*static_cast<volatile int*>(&failed) == 0) reduce_packs(begin, begin + mine, threadIdx.x, blockDim.x);
+  } else if (const unsigned half = blockDim.x / 2; threadIdx.x < half) {
+    for (int k = 0; k < pieces; ++k) {
+      store_piece(k, threadIdx.x, half);
       named_barrier(1, half);
-      if (static_cast<int>(t) < N && static_cast<int>(t) != me_n)
-        dev::store_signal_total(w, p.node_peers[t], sig_b, before + k + 1);
+      signal_piece(k, threadIdx.x);
     }
   } else {
     const unsigned t = threadIdx.x - half;
-    for (int k = 0; k < P; ++k) {
-      if (static_cast<int>(t) < N && static_cast<int>(t) != me_n &&
-          !dev::wait_signal(w, p.node_peers[t], sig_b, before + k + 1, kPhaseHierarchicalInterNode))
-        failed = 1;
+    for (int k = 0; k < pieces; ++k) {
+      wait_piece(k, t);
       named_barrier(2, half);
       if (*static_cast<volatile int*>(&failed) != 0) break;
       size_t lo, hi;
