@@ -95,7 +95,8 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 // where one put per block wrote everything, then waited, then read everything.
 // A smaller chunk is one piece, written and then read by the whole block (each
 // piece costs a signal and a wait of host-memory latency: 8 pieces of 8 KiB lost
-// 10-46% at 256 KiB-1 MiB on 2x H100, 16 KiB pieces won 15-21% from 4 MiB).
+// 10-46% at 256 KiB-1 MiB on 2x H100, 16 KiB pieces won 15-21% from 4 MiB;
+// session 19 c4 swept 8/16/32 pieces at 32 and 64 blocks: 16 by default).
 // Word (B, b) grows by p.pieces per launch that ran block b, whatever the
 // chunk: piece k < last of launch k_b + 1 sets k_b * pieces + k + 1, the last
 // piece (k_b + 1) * pieces. Block b of this rank is the only writer of its word
@@ -365,7 +366,7 @@ template <typename Fn> void for_each_kernel(DataType type, ReduceOp op, Fn&& fn)
 
 void launch_hierarchical(const HierarchicalParams& p, DataType type, ReduceOp op, int max_blocks,
                          cudaStream_t stream) {
-  const int blocks = hierarchical_blocks(p.count, dtype_size(type), p.local_size, max_blocks);
+  const int blocks = hierarchical_blocks(p.count, dtype_size(type), p.local_size, max_blocks, p.pieces > 1);
   for_each_kernel(type, op, [&](auto kernel) {
     kernel<<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();

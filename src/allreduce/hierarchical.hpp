@@ -25,8 +25,11 @@ constexpr int kMaxNodes = 16;
 // node, not one per block (every rank computes the same number from the call).
 constexpr int kHierarchicalMaxBlocks = 64;      // signal words per phase (FERRY_HIERARCHICAL_BLOCKS)
 constexpr int kHierarchicalDefaultBlocks = 16;  // most blocks per launch unless the knob says,
-constexpr int kHierarchicalMappedBlocks = 32;   // and where every node peer is mapped (setup_hierarchical)
+constexpr int kHierarchicalMappedBlocks = 32;   // and where every node peer is mapped (setup_hierarchical),
+constexpr int kHierarchicalPiecesBlocks = 64;   // and where the launch goes in pieces (p.pieces > 1)
 constexpr size_t kHierarchicalBlockBytes = size_t{64} << 10;
+// In pieces, blocks past kHierarchicalMappedBlocks come one per this many bytes.
+constexpr size_t kHierarchicalPiecesBlockBytes = size_t{128} << 10;
 // Signal words per source rank in the window: one per (phase, block).
 constexpr int kHierarchicalSignals = 3 * kHierarchicalMaxBlocks;
 // The window stays within this many bytes (and as many again of pinned host
@@ -104,9 +107,15 @@ struct HierarchicalParams {
 };
 
 // Blocks one launch of `count` elements of `elem_size` bytes uses (the same on every rank).
-inline int hierarchical_blocks(size_t count, size_t elem_size, int local_size, int max_blocks) {
+inline int hierarchical_blocks(size_t count, size_t elem_size, int local_size, int max_blocks, bool in_pieces) {
   const size_t shard_bytes = (packs_of(count, elem_size) + local_size - 1) / local_size * kPackBytes;
-  const size_t want = (shard_bytes + kHierarchicalBlockBytes - 1) / kHierarchicalBlockBytes;
+  size_t want = (shard_bytes + kHierarchicalBlockBytes - 1) / kHierarchicalBlockBytes;
+  // In pieces (NOTE [Hierarchical AllReduce in pieces]) a chunk of at least 128 KiB keeps its pieces:
+  // 32 blocks up to a 4 MiB shard, then one block per 128 KiB (2x H100 over UCX shared memory, session
+  // 19 c4: 64 blocks took 8-16 MiB in 0.90-0.93 of 32's time, 4 MiB in 1.10).
+  if (in_pieces)
+    want = std::max(std::min<size_t>(want, kHierarchicalMappedBlocks),
+                    (shard_bytes + kHierarchicalPiecesBlockBytes - 1) / kHierarchicalPiecesBlockBytes);
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, static_cast<size_t>(max_blocks))));
 }
 

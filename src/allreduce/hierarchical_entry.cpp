@@ -54,25 +54,6 @@ std::string hierarchical_unsupported(const CommShape& comm) {
   return why.str();
 }
 
-// Collective: blocks per launch, the same on every rank (the smallest choice).
-// Where every node peer's landing is mapped here (stores over PCIe, NOTE
-// [Mapped peers]), more blocks keep more host-memory reads in flight: 32
-// measured 0.93-0.95 of 16's time over UCX shared memory on 2x H100 (1-64 MB).
-// Where the proxy moves the data, each block is one more put per launch: 16.
-int hierarchical_max_blocks(Communicator& comm, const Window& window, const HierarchicalParams& p,
-                            const AllReduceOptions& options) {
-  bool all_mapped = true;
-  for (int m = 0; m < p.num_nodes; ++m)
-    if (m != p.node && !window.maps_peer(p.node_peers[m])) all_mapped = false;
-  const int64_t blocks_knob = knobs::kHierarchicalBlocks.value();
-  const int most = blocks_knob > 0 ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
-                                   : (all_mapped ? kHierarchicalMappedBlocks : kHierarchicalDefaultBlocks);
-  int max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
-  if (options.max_blocks > 0) max_blocks = std::min(max_blocks, options.max_blocks);
-  for (int32_t c : comm.bootstrap().all_gather_value(int32_t{max_blocks})) max_blocks = std::min<int>(max_blocks, c);
-  return max_blocks;
-}
-
 // Collective: NOTE [Hierarchical AllReduce in pieces] where every rank maps the
 // landing buffer and the signal words of each of its node peers, else 1 (one
 // put with a signal per block and node, through the proxy where it must).
@@ -82,6 +63,28 @@ int hierarchical_pieces(Communicator& comm, const Window& window, const Hierarch
     if (m != p.node && !(window.maps_peer(p.node_peers[m]) && window.maps_peer_signals(p.node_peers[m]))) pieces = 1;
   for (int32_t c : comm.bootstrap().all_gather_value(pieces)) pieces = std::min(pieces, c);
   return pieces;
+}
+
+// Collective: blocks per launch, the same on every rank (the smallest choice).
+// Where every node peer's landing is mapped here (stores over PCIe, NOTE
+// [Mapped peers]), more blocks keep more host-memory reads in flight: 32
+// measured 0.93-0.95 of 16's time over UCX shared memory on 2x H100 (1-64 MB),
+// and in pieces 64 (hierarchical_blocks). Where the proxy moves the data, each
+// block is one more put per launch: 16.
+int hierarchical_max_blocks(Communicator& comm, const Window& window, const HierarchicalParams& p,
+                            const AllReduceOptions& options) {
+  bool all_mapped = true;
+  for (int m = 0; m < p.num_nodes; ++m)
+    if (m != p.node && !window.maps_peer(p.node_peers[m])) all_mapped = false;
+  const int64_t blocks_knob = knobs::kHierarchicalBlocks.value();
+  const int most = blocks_knob > 0   ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
+                   : p.pieces > 1    ? kHierarchicalPiecesBlocks
+                   : all_mapped      ? kHierarchicalMappedBlocks
+                                     : kHierarchicalDefaultBlocks;
+  int max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
+  if (options.max_blocks > 0) max_blocks = std::min(max_blocks, options.max_blocks);
+  for (int32_t c : comm.bootstrap().all_gather_value(int32_t{max_blocks})) max_blocks = std::min<int>(max_blocks, c);
+  return max_blocks;
 }
 
 // NOTE [Hierarchical AllReduce setup]
@@ -131,8 +134,8 @@ std::unique_ptr<AlgorithmState> setup_hierarchical(Communicator& comm, size_t ma
   for (int m = 0; m < num_nodes; ++m)
     FERRY_CHECK(p.node_peers[m] >= 0, Error,
                 "AllReduce: node " << m << " has no rank with local index " << topology.local_rank);
-  state->max_blocks = hierarchical_max_blocks(comm, *state->window, p, options);
   p.pieces = hierarchical_pieces(comm, *state->window, p);
+  state->max_blocks = hierarchical_max_blocks(comm, *state->window, p, options);
   return state;
 }
 
