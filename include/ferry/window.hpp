@@ -48,7 +48,8 @@ class Window {
   bool uses_proxy() const { return device_.fifo.entries != nullptr; }
   // True when this rank's kernels store puts to `peer` (of another node on this
   // host, over UCX shared memory) straight into its landing buffer, signals
-  // still through the proxy (NOTE [Mapped peers], channel.cuh).
+  // through the proxy unless the kernel stores them too (NOTE [Mapped peers],
+  // [Mapped signals], channel.cuh).
   bool maps_peer(int peer) const;
   // True when `peer`'s network signal words are mapped here too, so kernels that
   // own a signal word can store its total themselves (NOTE [Mapped signals]).

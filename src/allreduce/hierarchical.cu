@@ -126,7 +126,7 @@ __device__ __forceinline__ bool exchange_in_pieces(const HierarchicalParams& p, 
     lo = begin + min(static_cast<size_t>(k) * piece, mine);
     hi = begin + min(static_cast<size_t>(k + 1) * piece, mine);
   };
-  // Threads [first, first + count) store piece k into every node peer's landing.
+  // Threads t, t + count, ... of the group store piece k into every node peer's landing.
   auto store_piece = [&](int k, unsigned t, unsigned count) {
     size_t lo, hi;
     range(k, lo, hi);
