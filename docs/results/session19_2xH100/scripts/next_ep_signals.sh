@@ -1,8 +1,9 @@
 # Prepared in session 19 for the next one (not run; the device time ran out): what branch exp/ep-mapped-signals
 # (EP's direct-path signals stored by the GPU over mapped peers, NOTE [EP across nodes: signals stored by the GPU])
 # needs before a merge (its tip 392f3c6: call 7's 350fcf9 rebased on main, plus the call epoch from shared memory
-# for the thread completing a range, which cut the dispatch send's spills). Call 7 ran its Ep* suite over sm (57 passed) and a short A/B over sm (LL 2 rounds: combine
-# 0.962, dispatch bf16 0.958, fp8 1.027; HT 1 round: 0.887-0.961). Missing: 2x2 direct (NVLink and mapped peers in
+# for the thread completing a range, which cut the dispatch send's spills). Call 7 ran its Ep* suite over sm
+# (57 passed) and a short A/B over sm (LL 2 rounds: combine 0.962, dispatch bf16 0.958, fp8 1.027; HT 1 round:
+# 0.887-0.961). Missing: 2x2 direct (NVLink and mapped peers in
 # one window), killed peers, memcheck/racecheck, and an A/B with enough rounds to tell LL fp8's 1.027 from noise.
 # Before: rm -rf .ab; for t in base:main new:exp/ep-mapped-signals; do d=.ab/${t%%:*}; mkdir -p $d;
 #         git archive ${t#*:} | tar -x -C $d; done
