@@ -84,7 +84,7 @@ bool register_transport_landing(char* landing, size_t bytes) {
 // registers gets its device pointer in the returned table (appended to
 // `registered`); any other peer (tcp, RDMA, a refused registration) keeps
 // nullptr, so the proxy. Local: each rank decides for its own puts.
-std::vector<char*> map_peer_landings(const Topology& topology, net::Transport& transport, int world, size_t bytes,
+std::vector<char*> map_peer_regions(const Topology& topology, net::Transport& transport, int world, size_t bytes,
                                      int region, std::vector<void*>& registered) {
   std::vector<char*> table(world, nullptr);
   for (int r = 0; r < world; ++r) {
@@ -190,7 +190,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
       s.signals_from_transport = true;
       s.signals_registered_here = register_transport_landing(reinterpret_cast<char*>(s.net_signals), signal_bytes);
       s.map_peer_signals_host =
-          map_peer_landings(comm_.topology(), transport, world, signal_bytes, pw.signal_region, s.mapped);
+          map_peer_regions(comm_.topology(), transport, world, signal_bytes, pw.signal_region, s.mapped);
       s.map_peer_signals = device_table<uint64_t>(s.map_peer_signals_host);
       d.map_peer_signals = s.map_peer_signals;
     } else {
@@ -213,7 +213,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
         s.landing = static_cast<char*>(landing);
         s.landing_from_transport = true;
         s.landing_registered_here = register_transport_landing(s.landing, bytes);
-        s.map_peer_host = map_peer_landings(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
+        s.map_peer_host = map_peer_regions(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
         s.map_peer = device_table<char>(s.map_peer_host);
         d.map_peer = s.map_peer;
       } else {

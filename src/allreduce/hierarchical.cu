@@ -78,10 +78,6 @@ constexpr int kReadDepth = 4;
 //  5. Output: block b writes only its chunk of each shard, after its own
 //     threads read the input packs there (A, or B for shard l), so in == out
 //     is safe.
-__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // NOTE [Hierarchical AllReduce in pieces]
 // Where every node peer's landing buffer and signal words are mapped here (UCX
 // shared memory: NOTE [Mapped peers], [Mapped signals]; p.pieces > 1, chosen
@@ -107,7 +103,7 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 constexpr size_t kWholeChunkBytes = size_t{64} << 10;
 constexpr size_t kMinPieceBytes = size_t{16} << 10;
 
-template <typename T, typename Reduce>
+template <typename Reduce>
 __device__ __forceinline__ bool exchange_in_pieces(const HierarchicalParams& p, const char* partial, size_t landing,
                                                    size_t begin, size_t mine, uint64_t launches, uint32_t sig_b,
                                                    int& failed, Reduce&& reduce_packs) {
@@ -156,14 +152,14 @@ __device__ __forceinline__ bool exchange_in_pieces(const HierarchicalParams& p, 
   } else if (const unsigned half = blockDim.x / 2; threadIdx.x < half) {
     for (int k = 0; k < pieces; ++k) {
       store_piece(k, threadIdx.x, half);
-      named_barrier(1, half);
+      dev::named_barrier(1, half);
       signal_piece(k, threadIdx.x);
     }
   } else {
     const unsigned t = threadIdx.x - half;
     for (int k = 0; k < pieces; ++k) {
       wait_piece(k, t);
-      named_barrier(2, half);
+      dev::named_barrier(2, half);
       if (*static_cast<volatile int*>(&failed) != 0) break;
       size_t lo, hi;
       range(k, lo, hi);
@@ -314,7 +310,7 @@ __global__ void __launch_bounds__(kThreads) hierarchical_kernel(HierarchicalPara
     };
     const size_t mine = stop(me_l) > begin ? stop(me_l) - begin : 0;
     if (p.pieces > 1) {
-      if (!exchange_in_pieces<T>(p, partial, landing, begin, mine, expected, sig_b, failed, reduce_packs)) break;
+      if (!exchange_in_pieces(p, partial, landing, begin, mine, expected, sig_b, failed, reduce_packs)) break;
     } else {
       bool pushed = true;
       for (int m = 0; m < N; ++m) {

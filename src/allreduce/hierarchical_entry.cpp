@@ -54,37 +54,43 @@ std::string hierarchical_unsupported(const CommShape& comm) {
   return why.str();
 }
 
-// Collective: NOTE [Hierarchical AllReduce in pieces] where every rank maps the
+// Collective, one all-gather: the pieces and the most blocks per launch, the
+// same on every rank (the smallest choices).
+// Pieces (NOTE [Hierarchical AllReduce in pieces]) where every rank maps the
 // landing buffer and the signal words of each of its node peers, else 1 (one
 // put with a signal per block and node, through the proxy where it must).
-int hierarchical_pieces(Communicator& comm, const Window& window, const HierarchicalParams& p) {
-  int32_t pieces = static_cast<int32_t>(knobs::kHierarchicalPieces.value());
-  for (int m = 0; m < p.num_nodes; ++m)
-    if (m != p.node && !(window.maps_peer(p.node_peers[m]) && window.maps_peer_signals(p.node_peers[m]))) pieces = 1;
-  for (int32_t c : comm.bootstrap().all_gather_value(pieces)) pieces = std::min(pieces, c);
-  return pieces;
-}
-
-// Collective: blocks per launch, the same on every rank (the smallest choice).
-// Where every node peer's landing is mapped here (stores over PCIe, NOTE
+// Blocks: where every node peer's landing is mapped here (stores over PCIe, NOTE
 // [Mapped peers]), more blocks keep more host-memory reads in flight: 32
 // measured 0.93-0.95 of 16's time over UCX shared memory on 2x H100 (1-64 MB),
 // and in pieces 64 (hierarchical_blocks). Where the proxy moves the data, each
-// block is one more put per launch: 16.
-int hierarchical_max_blocks(Communicator& comm, const Window& window, const HierarchicalParams& p,
-                            const AllReduceOptions& options) {
-  bool all_mapped = true;
-  for (int m = 0; m < p.num_nodes; ++m)
-    if (m != p.node && !window.maps_peer(p.node_peers[m])) all_mapped = false;
+// block is one more put per launch: 16. A rank that would go in pieces alone
+// maps everything, so its 64 never outlives another rank's 32 or 16.
+struct LaunchShape {
+  int32_t pieces;
+  int32_t max_blocks;
+};
+LaunchShape hierarchical_launch_shape(Communicator& comm, const Window& window, const HierarchicalParams& p,
+                                      const AllReduceOptions& options) {
+  bool data_mapped = true, signals_mapped = true;
+  for (int m = 0; m < p.num_nodes; ++m) {
+    if (m == p.node) continue;
+    data_mapped &= window.maps_peer(p.node_peers[m]);
+    signals_mapped &= window.maps_peer_signals(p.node_peers[m]);
+  }
+  LaunchShape mine{data_mapped && signals_mapped ? static_cast<int32_t>(knobs::kHierarchicalPieces.value()) : 1, 0};
   const int64_t blocks_knob = knobs::kHierarchicalBlocks.value();
-  const int most = blocks_knob > 0   ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
-                   : p.pieces > 1    ? kHierarchicalPiecesBlocks
-                   : all_mapped      ? kHierarchicalMappedBlocks
-                                     : kHierarchicalDefaultBlocks;
-  int max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
-  if (options.max_blocks > 0) max_blocks = std::min(max_blocks, options.max_blocks);
-  for (int32_t c : comm.bootstrap().all_gather_value(int32_t{max_blocks})) max_blocks = std::min<int>(max_blocks, c);
-  return max_blocks;
+  const int most = blocks_knob > 0      ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
+                   : mine.pieces > 1    ? kHierarchicalPiecesBlocks
+                   : data_mapped        ? kHierarchicalMappedBlocks
+                                        : kHierarchicalDefaultBlocks;
+  mine.max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
+  if (options.max_blocks > 0) mine.max_blocks = std::min(mine.max_blocks, options.max_blocks);
+  LaunchShape all = mine;
+  for (const LaunchShape& c : comm.bootstrap().all_gather_value(mine)) {
+    all.pieces = std::min(all.pieces, c.pieces);
+    all.max_blocks = std::min(all.max_blocks, c.max_blocks);
+  }
+  return all;
 }
 
 // NOTE [Hierarchical AllReduce setup]
@@ -134,8 +140,9 @@ std::unique_ptr<AlgorithmState> setup_hierarchical(Communicator& comm, size_t ma
   for (int m = 0; m < num_nodes; ++m)
     FERRY_CHECK(p.node_peers[m] >= 0, Error,
                 "AllReduce: node " << m << " has no rank with local index " << topology.local_rank);
-  p.pieces = hierarchical_pieces(comm, *state->window, p);
-  state->max_blocks = hierarchical_max_blocks(comm, *state->window, p, options);
+  const LaunchShape shape = hierarchical_launch_shape(comm, *state->window, p, options);
+  p.pieces = shape.pieces;
+  state->max_blocks = shape.max_blocks;
   return state;
 }
 

@@ -10,6 +10,7 @@
 
 #include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
+#include "ferry/device/sync.cuh"
 
 namespace ferry::allreduce {
 
@@ -28,10 +29,6 @@ constexpr int kUnroll = 4;  // packs in flight per thread in a step's copy
 constexpr size_t kMaxLaunchBytes = size_t{32} << 20;
 constexpr size_t kSlotAlign = 256;
 constexpr unsigned kStepBits = 20;
-
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // NOTE [Pipelined one-shot]
 // Rank p's packs of launch e land in parity (e & 1) of the peer's scratch, at
@@ -100,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) 
           if (i < b1) device::store16(remote + i * kPackBytes, v[u]);
         }
       }
-      named_barrier(kPushBarrier, kPushThreads);
+      device::named_barrier(kPushBarrier, kPushThreads);
       if (t == 0) {
         p.flags.signal(peer, row + me, flag_of(s));
         atomicExch(&pushed, static_cast<unsigned>(s + 1));
@@ -116,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_pipelined_kernel(Params p) 
         while (atomicAdd(&pushed, 0u) <= s) {
         }
       }
-      named_barrier(kReduceBarrier, kReduceThreads);
+      device::named_barrier(kReduceBarrier, kReduceThreads);
       if (*static_cast<volatile int*>(&failed) != 0) break;
       size_t b0, b1;
       step_range(s, &b0, &b1);

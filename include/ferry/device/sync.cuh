@@ -34,6 +34,12 @@ __device__ __forceinline__ unsigned count_block_acq_rel(unsigned* counter) {
   return old;
 }
 
+// Barrier `id` (1..15; 0 is __syncthreads) of `threads` threads of the block
+// (a multiple of 32): lets two groups of one block run apart.
+__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Waits until the signal reaches `expected` (signals only grow).
 __device__ __forceinline__ bool signal_wait_geq(const uint64_t* signal, uint64_t expected,
                                                 WaitContext ctx, int32_t peer,
