@@ -8,12 +8,14 @@
 #include "ep/ep_args.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
+#include "common/expect_error.hpp"
 
 namespace {
 
 using ferry::EpConfig;
 using ferry::EpLayout;
 using ferry::EpMode;
+using ferry::testing::error_message;
 
 EpConfig rank_rows_config() {
   EpConfig c;
@@ -51,34 +53,22 @@ TEST(EpRankRowsConfig, OwnRowsFirstRules) {
   c.max_recv_rows = 4096;
   EXPECT_NO_THROW(ferry::ep::validate_config(c, 2));
   c.max_recv_rows = 4095;
-  try {
-    ferry::ep::validate_config(c, 2);
-    FAIL() << "own_rows_first with max_recv_rows below max_tokens_per_rank was accepted";
-  } catch (const ferry::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("max_recv_rows (4095)"), std::string::npos) << e.what();
-  }
+  const std::string below = error_message<ferry::InvalidArgument>([&] { ferry::ep::validate_config(c, 2); });
+  EXPECT_NE(below.find("max_recv_rows (4095)"), std::string::npos) << below;
   c = rank_rows_config();
   c.own_rows_first = true;
   c.layout = EpLayout::kExpanded;
-  try {
-    ferry::ep::validate_config(c, 2);
-    FAIL() << "own_rows_first with the expanded layout was accepted";
-  } catch (const ferry::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("own_rows_first"), std::string::npos) << e.what();
-  }
+  const std::string expanded = error_message<ferry::InvalidArgument>([&] { ferry::ep::validate_config(c, 2); });
+  EXPECT_NE(expanded.find("own_rows_first"), std::string::npos) << expanded;
 }
 
 TEST(EpRankRowsConfig, LowLatencyAndUnknownLayoutsAreRefused) {
   EpConfig c = rank_rows_config();
   c.mode = EpMode::kLowLatency;
   c.expert_alignment = 1;
-  try {
-    ferry::ep::validate_config(c, 2);
-    FAIL() << "rank rows in low-latency mode was accepted";
-  } catch (const ferry::NotSupported& e) {
-    EXPECT_NE(std::string(e.what()).find("rank_rows"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("low_latency"), std::string::npos) << e.what();
-  }
+  const std::string ll = error_message<ferry::NotSupported>([&] { ferry::ep::validate_config(c, 2); });
+  EXPECT_NE(ll.find("rank_rows"), std::string::npos) << ll;
+  EXPECT_NE(ll.find("low_latency"), std::string::npos) << ll;
   c = rank_rows_config();
   c.layout = static_cast<EpLayout>(7);
   EXPECT_THROW(ferry::ep::validate_config(c, 2), ferry::InvalidArgument);
@@ -105,13 +95,10 @@ TEST(EpPaths, OneEntryPerPathAndLayout) {
   EXPECT_TRUE(rank_rows.dispatch_one_grid);
   EXPECT_FALSE(intranode.dispatch_one_grid || direct.dispatch_one_grid || hierarchical.dispatch_one_grid);
   for (bool hier : {false, true}) {
-    try {
-      choose_path(true, hier, EpLayout::kRankRows, 8, 2);
-      FAIL() << "rank rows across nodes was accepted";
-    } catch (const ferry::NotSupported& e) {
-      EXPECT_NE(std::string(e.what()).find("2 nodes"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("expanded"), std::string::npos) << e.what();
-    }
+    const std::string across =
+        error_message<ferry::NotSupported>([&] { choose_path(true, hier, EpLayout::kRankRows, 8, 2); });
+    EXPECT_NE(across.find("2 nodes"), std::string::npos) << across;
+    EXPECT_NE(across.find("expanded"), std::string::npos) << across;
   }
 }
 
