@@ -18,6 +18,7 @@ constexpr int kUnroll = kCombineUnroll;
 template <bool kPipelined>  // = np.lay.pipelined (high throughput; see place_dispatch_records)
 struct NetTarget {
   const NetParams& np;
+  uint64_t epoch;
   int parity;
   const int32_t* token_count;  // rows from each home this call (load_recv_counts)
   int slot = 0;                // of the item in flight (row() comes before written())
@@ -35,7 +36,7 @@ struct NetTarget {
     const int W = np.p.world_size;
     const size_t row_bytes = size_t(np.p.hidden) * 2, offset = size_t(k) * per_range * row_bytes;
     send_range(np, s, kSigCombineRange + k, combine_in(np.lay, W, parity, np.p.rank) + offset,
-               combine_out(np.lay, W, parity, s) + offset, size_t(rows) * row_bytes);
+               combine_out(np.lay, W, parity, s) + offset, size_t(rows) * row_bytes, epoch);
   }
 };
 
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
                                          kRelayCombineConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
-    NetTarget<kPipelined> target{np, parity, token_count};
+    NetTarget<kPipelined> target{np, epoch, parity, token_count};
     combine_send_items(p, token_count, max_token_count, target);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 2);
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
       const size_t bytes = size_t(token_count[s]) * row_bytes;
       if (dev::direct_ptr(w, s) != nullptr || bytes == 0) {  // stored in place, or nothing to send
         __syncthreads();
-        if (threadIdx.x == 0) dev::signal(w, s, kSigCombineData, 1);
+        if (threadIdx.x == 0) signal_call(w, s, kSigCombineData, epoch);
       } else {
         dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
                              kSigCombineData, 1, dev::SourceIn::kSendView);
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
     const int per_range = int(lay.combine_range_rows), max_ranges = int(lay.combine_max_ranges);
     for (int i = threadIdx.x; i < W * max_ranges; i += blockDim.x) {
       const int s = i / max_ranges, k = i % max_ranges;
-      if (k >= (token_count[s] + per_range - 1) / per_range) dev::signal(w, s, kSigCombineRange + k, 1);
+      if (k >= (token_count[s] + per_range - 1) / per_range) signal_call(w, s, kSigCombineRange + k, epoch);
       np.relay.combine_range_written[size_t(s) * kMaxNetRanges + k] = 0;
     }
   }
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kCombineRecv)) return;
   // Every block is done reading the partials: the expert ranks may reuse them.
-  if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, 1);
+  if (ok && threadIdx.x < W) signal_call(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, epoch);
   advance_epoch(p, kCombineRecv, epoch);
 }
 

@@ -211,13 +211,32 @@ __device__ inline bool count_range_item(uint32_t* counter, unsigned expected) {
   return true;
 }
 
+// NOTE [EP across nodes: signals stored by the GPU]
+// Every signal word of the direct path gets exactly one signal per call, of 1:
+// kSigDispatchData / kSigCombineData per destination (one thread of one block),
+// each range word (the warp that completes the range, else the last block for
+// a range the call did not use), the consumed words (the receive half's last
+// block). So after call e a word reads e, the epoch of the half that signals it,
+// and where the peer's signal words are mapped here (NOTE [Mapped signals]: UCX
+// shared memory) the signalling thread stores e itself, after its data, with no
+// proxy hop; elsewhere it signals 1 as before. Successive calls' stores to one
+// word come in order: a send kernel is launched after the previous call's
+// receive grid, which waited for its own send grid to end, and a receive grid
+// starts after its call's send kernel started (halves on one stream, in order).
+__device__ inline void signal_call(const DeviceWindow& w, int peer, uint32_t index, uint64_t epoch) {
+  if (dev::mapped_signals(w, peer) != nullptr)
+    dev::store_signal_total(w, peer, index, epoch);
+  else
+    dev::signal(w, peer, index, 1);
+}
+
 // A complete range of a box for `peer`: only the signal where it was stored in
 // place (NVLink, a mapped landing buffer), else a put of its bytes from the
-// outbox (send view) with the signal. One thread.
+// outbox (send view) with the signal. One thread; `epoch`: the call's.
 __device__ inline void send_range(const NetParams& np, int peer, uint32_t signal, size_t in_offset,
-                                  size_t out_offset, size_t bytes) {
+                                  size_t out_offset, size_t bytes, uint64_t epoch) {
   if (dev::direct_ptr(np.w, peer) != nullptr) {
-    dev::signal(np.w, peer, signal, 1);
+    signal_call(np.w, peer, signal, epoch);
     return;
   }
   dev::put_group(np.w, peer, in_offset, out_offset, bytes, true, signal, 1, 0u, 1u, [] {}, dev::SourceIn::kSendView);

@@ -17,7 +17,8 @@ FERRY_EP_TRACE_DEFINE(g_trace_net_dispatch_recv)
 // One (token, chunk) item of destination d's record at `slot` is written (by
 // this thread's warp, before a __syncwarp): counts it; the count that completes
 // the range sends it (NOTE [EP across nodes: pipelined ranges]).
-__device__ void count_dispatch_item(const NetParams& np, int d, int slot, int parity) {
+__device__ void count_dispatch_item(const NetParams& np, int d, int slot, uint64_t epoch) {
+  const int parity = static_cast<int>(epoch & 1);
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int per_range = int(lay.range_records), k = slot / per_range;
@@ -26,14 +27,15 @@ __device__ void count_dispatch_item(const NetParams& np, int d, int slot, int pa
     return;
   const size_t offset = lay.header_bytes + size_t(k) * per_range * lay.record_bytes;
   send_range(np, d, kSigDispatchRange + k, dispatch_in(lay, p.world_size, parity, p.rank) + offset,
-             dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes);
+             dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes, epoch);
 }
 
 // Every destination's box header (its token count, then this rank's rows for every expert) and the
 // signal kSigDispatchData: only the signal where the box is stored in place (NVLink, a mapped landing
 // buffer; the header before it by the block barrier, the records by every block's arrival before the
 // last block calls this), else one put of the header and, with_records, of the used records. One block.
-__device__ void send_dispatch_headers(const NetParams& np, int parity, bool bad, bool with_records) {
+__device__ void send_dispatch_headers(const NetParams& np, uint64_t epoch, bool bad, bool with_records) {
+  const int parity = static_cast<int>(epoch & 1);
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int W = p.world_size;
@@ -45,7 +47,7 @@ __device__ void send_dispatch_headers(const NetParams& np, int parity, bool bad,
       header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
     if (dev::direct_ptr(np.w, d) != nullptr) {
       __syncthreads();
-      if (threadIdx.x == 0) dev::signal(np.w, d, kSigDispatchData, 1);
+      if (threadIdx.x == 0) signal_call(np.w, d, kSigDispatchData, epoch);
     } else {
       const size_t bytes = lay.header_bytes + (with_records ? size_t(tokens) * lay.record_bytes : 0);
       dev::put_with_signal(np.w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d), bytes,
@@ -57,7 +59,8 @@ __device__ void send_dispatch_headers(const NetParams& np, int parity, bool bad,
 // Chunk c of token t into its record at every destination it picked.
 template <bool kQuantize, bool kPipelined>
 __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t** dst, float** dst_scales,
-                           int parity) {
+                           uint64_t epoch) {
+  const int parity = static_cast<int>(epoch & 1);
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
@@ -93,7 +96,7 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
   __syncwarp();  // dst / dst_scales are rewritten by the next item; the warp's stores before the counts
   // NOTE [EP across nodes: pipelined ranges]: lane r counts this item into its range at destination r.
   if constexpr (kPipelined)
-    if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
+    if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, epoch);
 }
 
 // kPipelined = np.lay.pipelined (high throughput), a template parameter (see place_dispatch_records).
@@ -117,27 +120,27 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
   // The headers first (NOTE [EP across nodes: pipelined ranges]): the destinations size their output
   // from them while the records are still being packed. Else the last block sends each box whole.
-  if (kPipelined && ok && blockIdx.x == 0) send_dispatch_headers(np, parity, bad, /*with_records=*/false);
+  if (kPipelined && ok && blockIdx.x == 0) send_dispatch_headers(np, epoch, bad, /*with_records=*/false);
   if (ok && !bad) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
     for (int item = loop.first; item < items; item += loop.stride)
       pack_chunk<kQuantize, kPipelined>(np, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
-                                        warp_scales[warp], parity);
+                                        warp_scales[warp], epoch);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchSend)) return;
   if (ok && !kPipelined) {
-    send_dispatch_headers(np, parity, bad, /*with_records=*/true);
+    send_dispatch_headers(np, epoch, bad, /*with_records=*/true);
   } else if (ok) {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
     for (int i = threadIdx.x; i < W * int(lay.max_ranges); i += blockDim.x) {
       const int d = i / int(lay.max_ranges), k = i % int(lay.max_ranges);
       const int tokens = bad ? 0 : p.send_token_count[d];
       const int used = (tokens + int(lay.range_records) - 1) / int(lay.range_records);
-      if (k >= used) dev::signal(w, d, kSigDispatchRange + k, 1);
+      if (k >= used) signal_call(w, d, kSigDispatchRange + k, epoch);
       np.relay.range_written[size_t(d) * kMaxNetRanges + k] = 0;
     }
   }
@@ -163,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kDispatchRecv)) return;
   // Every block is done reading the inboxes: the sources may reuse them (NOTE [EP across nodes: reuse]).
-  if (ok && threadIdx.x < W) dev::signal(w, static_cast<int>(threadIdx.x), kSigDispatchConsumed, 1);
+  if (ok && threadIdx.x < W) signal_call(w, static_cast<int>(threadIdx.x), kSigDispatchConsumed, epoch);
   advance_epoch(p, kDispatchRecv, epoch);
 }
 
