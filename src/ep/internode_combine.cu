@@ -15,10 +15,11 @@ constexpr int kUnroll = kCombineUnroll;
 // parity's outbox (or, over NVLink or a mapped landing, the source's inbox);
 // each written (row, chunk) item is counted into its range, and the count that
 // completes a range sends it (NOTE [EP across nodes: pipelined ranges]).
+__shared__ uint64_t combine_send_epoch;  // as dispatch_send_epoch (internode_dispatch.cu)
+
 template <bool kPipelined>  // = np.lay.pipelined (high throughput; see place_dispatch_records)
 struct NetTarget {
   const NetParams& np;
-  uint64_t epoch;
   int parity;
   const int32_t* token_count;  // rows from each home this call (load_recv_counts)
   int slot = 0;                // of the item in flight (row() comes before written())
@@ -36,7 +37,7 @@ struct NetTarget {
     const int W = np.p.world_size;
     const size_t row_bytes = size_t(np.p.hidden) * 2, offset = size_t(k) * per_range * row_bytes;
     send_range(np, s, kSigCombineRange + k, combine_in(np.lay, W, parity, np.p.rank) + offset,
-               combine_out(np.lay, W, parity, s) + offset, size_t(rows) * row_bytes, epoch);
+               combine_out(np.lay, W, parity, s) + offset, size_t(rows) * row_bytes, combine_send_epoch);
   }
 };
 
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   __shared__ int32_t token_count[kMaxRanks];
   __shared__ int32_t max_token_count;
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
+  if (threadIdx.x == 0) combine_send_epoch = epoch;  // read after the wait's block barrier
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 0);
   load_recv_counts(p, token_count, max_token_count);
   // NOTE [EP across nodes: reuse] (3): the slots of this parity were read in combine epoch - 2.
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
                                          kRelayCombineConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
-    NetTarget<kPipelined> target{np, epoch, parity, token_count};
+    NetTarget<kPipelined> target{np, parity, token_count};
     combine_send_items(p, token_count, max_token_count, target);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 2);

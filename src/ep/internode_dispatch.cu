@@ -17,8 +17,11 @@ FERRY_EP_TRACE_DEFINE(g_trace_net_dispatch_recv)
 // One (token, chunk) item of destination d's record at `slot` is written (by
 // this thread's warp, before a __syncwarp): counts it; the count that completes
 // the range sends it (NOTE [EP across nodes: pipelined ranges]).
-__device__ void count_dispatch_item(const NetParams& np, int d, int slot, uint64_t epoch) {
-  const int parity = static_cast<int>(epoch & 1);
+// The send kernel's call epoch, for the rare thread that completes a range (a block-wide copy
+// instead of a 64-bit value carried through the item loop, whose registers are tight).
+__shared__ uint64_t dispatch_send_epoch;
+
+__device__ void count_dispatch_item(const NetParams& np, int d, int slot, int parity) {
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int per_range = int(lay.range_records), k = slot / per_range;
@@ -27,7 +30,8 @@ __device__ void count_dispatch_item(const NetParams& np, int d, int slot, uint64
     return;
   const size_t offset = lay.header_bytes + size_t(k) * per_range * lay.record_bytes;
   send_range(np, d, kSigDispatchRange + k, dispatch_in(lay, p.world_size, parity, p.rank) + offset,
-             dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes, epoch);
+             dispatch_out(lay, p.world_size, parity, d) + offset, size_t(records) * lay.record_bytes,
+             dispatch_send_epoch);
 }
 
 // Every destination's box header (its token count, then this rank's rows for every expert) and the
@@ -59,8 +63,7 @@ __device__ void send_dispatch_headers(const NetParams& np, uint64_t epoch, bool 
 // Chunk c of token t into its record at every destination it picked.
 template <bool kQuantize, bool kPipelined>
 __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t** dst, float** dst_scales,
-                           uint64_t epoch) {
-  const int parity = static_cast<int>(epoch & 1);
+                           int parity) {
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
@@ -96,7 +99,7 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
   __syncwarp();  // dst / dst_scales are rewritten by the next item; the warp's stores before the counts
   // NOTE [EP across nodes: pipelined ranges]: lane r counts this item into its range at destination r.
   if constexpr (kPipelined)
-    if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, epoch);
+    if (lane < W && slot >= 0) count_dispatch_item(np, lane, slot, parity);
 }
 
 // kPipelined = np.lay.pipelined (high throughput), a template parameter (see place_dispatch_records).
@@ -111,6 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
+  if (threadIdx.x == 0) dispatch_send_epoch = epoch;  // read after the wait's block barrier
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 0);
   // NOTE [EP across nodes: reuse] (1, 2): the slots of this parity were read in call epoch - 2.
   const bool ok = wait_all_ranks_relayed(np, kSigDispatchConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpDispatch,
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
     const ItemLoop loop(p);
     for (int item = loop.first; item < items; item += loop.stride)
       pack_chunk<kQuantize, kPipelined>(np, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
-                                        warp_scales[warp], epoch);
+                                        warp_scales[warp], parity);
   }
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
