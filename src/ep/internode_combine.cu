@@ -60,9 +60,10 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   if (threadIdx.x == 0) combine_send_epoch = epoch;  // read after the wait's block barrier
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 0);
   load_recv_counts(p, token_count, max_token_count);
-  // NOTE [EP across nodes: reuse] (3): the slots of this parity were read in combine epoch - 2.
-  const bool ok = wait_all_ranks_relayed(np, kSigCombineConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpCombine,
-                                         kRelayCombineConsumed);
+  // NOTE [EP across nodes: reuse] (3): with ranges, the slots of this parity were read in combine epoch - 2;
+  // one box per home (low latency): free by the call order, only the block barrier (the counts, the epoch).
+  const bool ok = wait_all_ranks_relayed(np, kSigCombineConsumed, kPipelined && epoch > 2 ? epoch - 2 : 0,
+                                         kPhaseEpCombine, kRelayCombineConsumed);
   FERRY_EP_TRACE_POINT(g_trace_net_combine_send, 1);
   if (ok) {
     NetTarget<kPipelined> target{np, parity, token_count};
@@ -72,17 +73,16 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_send, "net_combine_send", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineSend)) return;
   if (ok && !kPipelined) {
-    // One put of the used rows (or only the signal) per home.
+    // One put of the used rows per home, or only the signal where they were stored in place or there are
+    // none (one thread per home, at once; every block's rows are before the last block's arrival).
     const size_t row_bytes = size_t(p.hidden) * 2;
+    const auto in_place = [&](int s) { return dev::direct_ptr(w, s) != nullptr || token_count[s] == 0; };
+    if (int(threadIdx.x) < W && in_place(int(threadIdx.x)))
+      signal_call(w, int(threadIdx.x), kSigCombineData, epoch);
     for (int s = 0; s < W; ++s) {
-      const size_t bytes = size_t(token_count[s]) * row_bytes;
-      if (dev::direct_ptr(w, s) != nullptr || bytes == 0) {  // stored in place, or nothing to send
-        __syncthreads();
-        if (threadIdx.x == 0) signal_call(w, s, kSigCombineData, epoch);
-      } else {
-        dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
-                             kSigCombineData, 1, dev::SourceIn::kSendView);
-      }
+      if (in_place(s)) continue;
+      dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s),
+                           size_t(token_count[s]) * row_bytes, kSigCombineData, 1, dev::SourceIn::kSendView);
     }
   } else if (ok) {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
@@ -170,8 +170,9 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_recv, "net_combine_recv", p, epoch, 3);
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kCombineRecv)) return;
-  // Every block is done reading the partials: the expert ranks may reuse them.
-  if (ok && threadIdx.x < W) signal_call(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, epoch);
+  // Every block is done reading the partials: the expert ranks may reuse them (with ranges; one box per
+  // expert rank: they know it by the call order, NOTE [EP across nodes: reuse]).
+  if (pipelined && ok && threadIdx.x < W) signal_call(w, static_cast<int>(threadIdx.x), kSigCombineConsumed, epoch);
   advance_epoch(p, kCombineRecv, epoch);
 }
 

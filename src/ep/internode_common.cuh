@@ -35,8 +35,7 @@
 //    (for combine). From the headers every rank also knows every rank's rows,
 //    so a high-throughput overflow (max_recv_rows) is seen by every rank, which
 //    records it naming the lowest such rank (NOTE [EP overflow is collective]);
-//    the overflowed rank writes nothing. The last block signals
-//    kSigDispatchConsumed to every source.
+//    the overflowed rank writes nothing.
 //  - combine send: per received (source, slot, chunk), the weighted sum of the
 //    token's expert outputs at this rank (fp32, bf16 on the wire) at the slot's
 //    row of the home's combine inbox (NVLink: directly; else this rank's
@@ -45,7 +44,8 @@
 //  - combine receive: once the ranges holding a token's slots have landed,
 //    out[t] = sum over the ranks the token went to, in rank order
 //    (fp32), of the partial at that rank's slot for t; zeros for a token with no
-//    expert. The last block signals kSigCombineConsumed to every expert rank.
+//    expert. With ranges, the last block signals kSigCombineConsumed to every
+//    expert rank (NOTE [EP across nodes: reuse]).
 // Every wait goes through wait_signal (the timeout primitive). No block waits
 // for another block of its grid (the last block is elected by a counter), so a
 // grid needs no co-residency; EpBuffer keeps the grids small enough that the
@@ -56,22 +56,31 @@
 // peer holds n (NOTE [Window signals]); epochs are device counters (NOTE [EP
 // epochs]), so low-latency calls need no host bookkeeping and capture in graphs.
 //  1. Dispatch inbox of (destination d, source s, parity n & 1): s writes it in
-//     call n (NVLink stores or a put). d reads it in its receive n and then
-//     signals kSigDispatchConsumed (its n-th). s's send n waits for that word
-//     >= n - 2 from every d before its first store: the slot of the same parity
-//     was last read in call n - 2. Call n - 1 uses the other parity, because d
-//     may still be reading n - 1's predecessor when s sends n - 1 (a dispatch
-//     may follow a dispatch directly, NOTE [EpBuffer call order]).
+//     call n (stores or a put); d reads it in its receive n. The slot of the
+//     same parity was last read in d's receive n - 2, and s knows that one is
+//     over without a signal of its own, by the call order (NOTE [EpBuffer call
+//     order]: each half on the device after the one before it): s's receive
+//     n - 1, which runs before s's send n, waited for d's kSigDispatchData of
+//     n - 1 (every source signals every destination each call, also with no
+//     tokens), which d's send n - 1 gives, which starts only after d's receive
+//     n - 2 has ended. So no kSigDispatchConsumed on this path, and no wait at
+//     the start of a send (a poll of host memory and a relay: ~4 us of a
+//     low-latency call over shared memory, 2 H100s, session 20's trace).
+//     Parities: call n - 1 writes the other one while d may still be in
+//     receive n - 2.
 //  2. Dispatch outbox of (s, d, parity): the proxy copies a put's source
 //     asynchronously (staging, or the NIC reading GPU memory), so the outbox
-//     is busy until d has the data. d's consumed signal of call n - 2 comes
-//     after d saw the data signal of n - 2, which the proxy issues after the
-//     data (NOTE [Network signals]); so the wait in (1) also frees the outbox of
-//     parity n & 1.
-//  3. Combine inbox/outbox of (home h, expert rank d, parity m & 1): the same
-//     argument with kSigCombineData / kSigCombineConsumed and the combine count
-//     m (several combines per dispatch): d's combine send m waits for h's
-//     consumed >= m - 2 from every h.
+//     is busy until d has the data. d saw the data signal of n - 2, which the
+//     proxy issues after the data (NOTE [Network signals]), in its receive
+//     n - 2, so the chain of (1) frees the outbox of parity n & 1 too.
+//  3. Combine inbox/outbox of (home h, expert rank d, parity m & 1), m the
+//     combine count (several combines per dispatch). One box per home (low
+//     latency): the chain of (1) with kSigCombineData, since d's combine
+//     receive m - 1 waits for every expert rank's box, h's included. With
+//     ranges (high throughput) a combine receive waits only for the ranges
+//     holding its own tokens, so h may have sent d nothing d waited for: there
+//     h's combine receive signals kSigCombineConsumed (its m-th) and d's combine
+//     send m waits for >= m - 2 from every h.
 //  4. The local arrays (layout, slot rows, output) follow the stream order and
 //     the call-order rules of the API, as inside a node.
 // Every rank makes the same calls in the same order, so the n of a kind agrees

@@ -34,29 +34,37 @@ __device__ void count_dispatch_item(const NetParams& np, int d, int slot, int pa
              dispatch_send_epoch);
 }
 
-// Every destination's box header (its token count, then this rank's rows for every expert) and the
-// signal kSigDispatchData: only the signal where the box is stored in place (NVLink, a mapped landing
-// buffer; the header before it by the block barrier, the records by every block's arrival before the
-// last block calls this), else one put of the header and, with_records, of the used records. One block.
+// Every destination's box header: its token count, then this rank's rows for every expert. Block scope,
+// no barrier at the end. Written when the send starts (the slot is free then, NOTE [EP across nodes:
+// reuse]), so the call's tail only signals (or puts) it.
+__device__ void write_dispatch_headers(const NetParams& np, int parity, bool bad) {
+  const Params& p = np.p;
+  for (int d = 0; d < p.world_size; ++d) {
+    int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
+    if (threadIdx.x == 0) header[kHeaderTokens] = bad ? 0 : p.send_token_count[d];
+    for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
+      header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
+  }
+}
+
+// The signal kSigDispatchData to every destination, after the headers (and, with_records, the records)
+// written by this block or before its barrier (the other blocks' arrivals at the last block): only the
+// signal where the box is stored in place (NVLink, a mapped landing buffer; one thread per destination,
+// at once), else one put of the header and, with_records, of the used records. One block.
 __device__ void send_dispatch_headers(const NetParams& np, uint64_t epoch, bool bad, bool with_records) {
   const int parity = static_cast<int>(epoch & 1);
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
   const int W = p.world_size;
-  for (int d = 0; d < W; ++d) {
-    int32_t* header = reinterpret_cast<int32_t*>(dispatch_target(np, d, parity));
-    const int tokens = bad ? 0 : p.send_token_count[d];
-    if (threadIdx.x == 0) header[kHeaderTokens] = tokens;
-    for (int e = threadIdx.x; e < p.num_experts; e += blockDim.x)
-      header[kHeaderCounts + e] = bad ? 0 : p.send_expert_count[e];
-    if (dev::direct_ptr(np.w, d) != nullptr) {
-      __syncthreads();
-      if (threadIdx.x == 0) signal_call(np.w, d, kSigDispatchData, epoch);
-    } else {
-      const size_t bytes = lay.header_bytes + (with_records ? size_t(tokens) * lay.record_bytes : 0);
-      dev::put_with_signal(np.w, d, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, d), bytes,
-                           kSigDispatchData, 1, dev::SourceIn::kSendView);
-    }
+  __syncthreads();  // the headers
+  const int d = static_cast<int>(threadIdx.x);
+  if (d < W && dev::direct_ptr(np.w, d) != nullptr) signal_call(np.w, d, kSigDispatchData, epoch);
+  for (int r = 0; r < W; ++r) {
+    if (dev::direct_ptr(np.w, r) != nullptr) continue;
+    const int tokens = bad ? 0 : p.send_token_count[r];
+    const size_t bytes = lay.header_bytes + (with_records ? size_t(tokens) * lay.record_bytes : 0);
+    dev::put_with_signal(np.w, r, dispatch_in(lay, W, parity, p.rank), dispatch_out(lay, W, parity, r), bytes,
+                         kSigDispatchData, 1, dev::SourceIn::kSendView);
   }
 }
 
@@ -114,18 +122,21 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
-  if (threadIdx.x == 0) dispatch_send_epoch = epoch;  // read after the wait's block barrier
+  if (threadIdx.x == 0) dispatch_send_epoch = epoch;
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 0);
-  // NOTE [EP across nodes: reuse] (1, 2): the slots of this parity were read in call epoch - 2.
-  const bool ok = wait_all_ranks_relayed(np, kSigDispatchConsumed, epoch > 2 ? epoch - 2 : 0, kPhaseEpDispatch,
-                                         kRelayDispatchConsumed);
+  // NOTE [EP across nodes: reuse] (1, 2): no wait; the slots of this parity are free by the call order.
+  __syncthreads();  // dispatch_send_epoch, for the thread that completes a range
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 1);
   // A bad expert id in this call's routing: send nothing (EpBuffer reports it).
   const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-  // The headers first (NOTE [EP across nodes: pipelined ranges]): the destinations size their output
-  // from them while the records are still being packed. Else the last block sends each box whole.
-  if (kPipelined && ok && blockIdx.x == 0) send_dispatch_headers(np, epoch, bad, /*with_records=*/false);
-  if (ok && !bad) {
+  // The headers first: with ranges (NOTE [EP across nodes: pipelined ranges]) they go at once, and the
+  // destinations size their output from them while the records are still being packed; else the last
+  // block sends each box whole.
+  if (blockIdx.x == 0) {
+    write_dispatch_headers(np, parity, bad);
+    if constexpr (kPipelined) send_dispatch_headers(np, epoch, bad, /*with_records=*/false);
+  }
+  if (!bad) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
@@ -136,9 +147,9 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_send_kernel(NetParam
   FERRY_EP_TRACE_POINT(g_trace_net_dispatch_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_send, "net_dispatch_send", p, epoch, 3);
   if (!arrive_last<true>(p, kDispatchSend)) return;
-  if (ok && !kPipelined) {
+  if (!kPipelined) {
     send_dispatch_headers(np, epoch, bad, /*with_records=*/true);
-  } else if (ok) {
+  } else {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
     for (int i = threadIdx.x; i < W * int(lay.max_ranges); i += blockDim.x) {
       const int d = i / int(lay.max_ranges), k = i % int(lay.max_ranges);
@@ -169,8 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kDispatchRecv)) return;
-  // Every block is done reading the inboxes: the sources may reuse them (NOTE [EP across nodes: reuse]).
-  if (ok && threadIdx.x < W) signal_call(w, static_cast<int>(threadIdx.x), kSigDispatchConsumed, epoch);
+  // No signal that the inboxes were read: the sources know it by the call order (NOTE [EP across nodes: reuse]).
   advance_epoch(p, kDispatchRecv, epoch);
 }
 

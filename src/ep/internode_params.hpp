@@ -21,9 +21,9 @@ namespace ferry::ep {
 // call of a kind a word holds n.
 enum NetSignal : uint32_t {
   kSigDispatchData = 0,      // source -> destination: its dispatch records are in the inbox
-  kSigDispatchConsumed = 1,  // destination -> source: done reading that source's dispatch inbox
+  kSigDispatchConsumed = 1,  // destination -> source: done reading that source's dispatch inbox (hierarchical path)
   kSigCombineData = 2,       // expert rank -> home: its partial sums are in the home's inbox
-  kSigCombineConsumed = 3,   // home -> expert rank: done reading that rank's partial sums
+  kSigCombineConsumed = 3,   // home -> expert rank: done reading that rank's partial sums (not direct low latency)
   kSigDispatchRange = 4,     // + k: source -> destination: range k of its dispatch records is in the inbox
                              // (NOTE [EP across nodes: pipelined ranges])
   kSigCombineRange = kSigDispatchRange + 64,  // + k: expert rank -> home: range k of its partial sums
@@ -71,12 +71,11 @@ void set_net_ranges(NetLayout& layout, const Params& p, uint64_t min_range_bytes
 // device memory through which block 0 hands what it waited for, or the headers
 // it read, to the other blocks of its grid.
 enum NetRelay : int {
-  kRelayDispatchConsumed = 0,
-  kRelayDispatchData = 1,
-  kRelayDispatchHeaders = 2,
-  kRelayCombineConsumed = 3,
-  kRelayCombineData = 4,
-  kRelayRanges = 5,  // + source: (epoch << 32) | ranges landed from that source (NOTE [EP across nodes: pipelined ranges])
+  kRelayDispatchData = 0,
+  kRelayDispatchHeaders = 1,
+  kRelayCombineConsumed = 2,
+  kRelayCombineData = 3,
+  kRelayRanges = 4,  // + source: (epoch << 32) | ranges landed from that source (NOTE [EP across nodes: pipelined ranges])
   kRelayCombineRanges = kRelayRanges + kMaxRanks,  // + expert rank: the same for combine's partial sums
   kNumRelays = kRelayCombineRanges + kMaxRanks,
 };
