@@ -73,16 +73,17 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_send_kernel(NetParams
   FERRY_EP_TRACE_REPORT(g_trace_net_combine_send, "net_combine_send", p, epoch, 3);
   if (!arrive_last<true>(p, kCombineSend)) return;
   if (ok && !kPipelined) {
-    // One put of the used rows per home, or only the signal where they were stored in place or there are
-    // none (one thread per home, at once; every block's rows are before the last block's arrival).
+    // One put of the used rows (or only the signal) per home.
     const size_t row_bytes = size_t(p.hidden) * 2;
-    const auto in_place = [&](int s) { return dev::direct_ptr(w, s) != nullptr || token_count[s] == 0; };
-    if (int(threadIdx.x) < W && in_place(int(threadIdx.x)))
-      signal_call(w, int(threadIdx.x), kSigCombineData, epoch);
     for (int s = 0; s < W; ++s) {
-      if (in_place(s)) continue;
-      dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s),
-                           size_t(token_count[s]) * row_bytes, kSigCombineData, 1, dev::SourceIn::kSendView);
+      const size_t bytes = size_t(token_count[s]) * row_bytes;
+      if (dev::direct_ptr(w, s) != nullptr || bytes == 0) {  // stored in place, or nothing to send
+        __syncthreads();
+        if (threadIdx.x == 0) signal_call(w, s, kSigCombineData, epoch);
+      } else {
+        dev::put_with_signal(w, s, combine_in(lay, W, parity, p.rank), combine_out(lay, W, parity, s), bytes,
+                             kSigCombineData, 1, dev::SourceIn::kSendView);
+      }
     }
   } else if (ok) {
     // NOTE [EP across nodes: pipelined ranges]: the ranges this call did not use, then the counters.
