@@ -33,7 +33,8 @@
 // allocated) gets its put data stored straight into that buffer by the
 // kernel's threads, in host memory registered with CUDA on both sides: one copy
 // instead of three (host mirror, the proxy's UCX copy, none of the landing).
-// Its signals still go through the proxy, one descriptor after a system fence:
+// Its signals go through the proxy (unless its signal words are mapped too,
+// NOTE [Mapped signals]), one descriptor after a system fence:
 // the data is in host memory before the proxy reads the descriptor, and the
 // proxy's put of the signal's total keeps NOTE [Network signals] as it is (one
 // writer per word, totals in order). The receiver is unchanged: it reads the
