@@ -1,13 +1,12 @@
-# Session 20, call 1: branch exp/ep-mapped-signals (26d7c73, = 392f3c6 rebased on main 0b6667f) against main.
-# (EP's direct-path signals stored by the GPU over mapped peers, NOTE [EP across nodes: signals stored by the GPU])
-# needs before a merge (its tip 392f3c6: call 7's 350fcf9 rebased on main, plus the call epoch from shared memory
-# for the thread completing a range, which cut the dispatch send's spills). Call 7 ran its Ep* suite over sm
-# (57 passed) and a short A/B over sm (LL 2 rounds: combine 0.962, dispatch bf16 0.958, fp8 1.027; HT 1 round:
-# 0.887-0.961). Missing: 2x2 direct (NVLink and mapped peers in
-# one window), killed peers, memcheck/racecheck, and an A/B with enough rounds to tell LL fp8's 1.027 from noise.
+# Session 20, call 1 (session 19's next_ep_signals.sh; only these comment lines edited since it ran): branch
+# exp/ep-mapped-signals (26d7c73 = 392f3c6 rebased on main 0b6667f; EP's direct-path signals stored by the GPU over
+# mapped peers, NOTE [EP across nodes: signals stored by the GPU]) against main: what it needed before a merge. Session
+# 19's call 7 ran its Ep* suite over sm (57 passed) and a short A/B over sm (LL 2 rounds: combine 0.962, dispatch
+# bf16 0.958, fp8 1.027; HT 1 round: 0.887-0.961). Here: 2x2 direct (NVLink and mapped peers in one window), tcp,
+# killed peers, memcheck, and an A/B with enough rounds to tell LL fp8's 1.027 from noise.
 # Before: rm -rf .ab; for t in base:main new:exp/ep-mapped-signals; do d=.ab/${t%%:*}; mkdir -p $d;
 #         git archive ${t#*:} | tar -x -C $d; done
-# run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session19_2xH100/scripts/next_ep_signals.sh
+# run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session20_2xH100/scripts/c1.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin c1 560
