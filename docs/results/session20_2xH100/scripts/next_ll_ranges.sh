@@ -1,15 +1,16 @@
-# Prepared in session 20 for the next one (not run; the device time ran out): branch exp/net-ll-overlap (the
-# low-latency halves across nodes overlap in dispatch() and combine(): the receive grid is launched while the send
-# grid runs and waits for whole boxes; session 20's trace had it start 9 us after the send's last report at T=1 over
-# sm). The split is num_sms / 2 each (FERRY_EP_DISPATCH_RECV_BLOCKS / FERRY_EP_COMBINE_RECV_BLOCKS), unmeasured for
-# low latency: the A/B's knob runs try 1/3 and 2/3 too. Needs: the suites with shared GPUs (2x2, restricted SMs),
-# sanitizers, and an A/B over sm, tcp and cuda_ipc.
-# Before: rm -rf .ab; for t in base:main new:exp/net-ll-overlap; do d=.ab/${t%%:*}; mkdir -p $d;
+# Prepared in session 20 for the next one (not run; the device time ran out): branch exp/net-ll-ranges, two commits
+# on main: (1) the low-latency halves across nodes overlap in dispatch() and combine() (the receive grid launched
+# while the send grid runs; session 20's trace had it start 9 us after the send's last report at T=1 over sm);
+# (2) low latency takes ranges where every peer of another node is stored to (landing and signal words mapped:
+# over sm), 128 KiB by default, so the receive reads host memory while the send still writes it (at T=128 each
+# half alone moves ~1.8 MB over PCIe in ~35 us, one after the other now). Over tcp and cuda_ipc only (1) applies.
+# The receive share (num_sms / 2) and the range size are unmeasured for low latency: knob runs below.
+# Before: rm -rf .ab; for t in base:main new:exp/net-ll-ranges; do d=.ab/${t%%:*}; mkdir -p $d;
 #         git archive ${t#*:} | tar -x -C $d; done
-# run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session20_2xH100/scripts/next_ll_overlap.sh
+# run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session20_2xH100/scripts/next_ll_ranges.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
-call_begin next_ll_overlap 570
+call_begin next_ll_ranges 575
 call_build_trees ferry-bench base new+ferry_gpu_tests,ferry_gpu_fault_tests
 B=.ab/base/build/bench/ferry-bench; N=.ab/new/build/bench/ferry-bench
 M="mpirun --allow-run-as-root --bind-to none"; T=.ab/new/build/tests/ferry_gpu_tests; F=.ab/new/build/tests/ferry_gpu_fault_tests
@@ -27,9 +28,11 @@ call_run san_racecheck 60 $M -np 2 $SM $SAN --tool racecheck --error-exitcode 86
 call_ab ll_ 4 $B $N "$SM -x NCCL_P2P_DISABLE=1" ep --layout expanded --mode ll --tokens 1,128,512
 call_ab tcpll_ 2 $B $N "$TCP -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1" ep --layout expanded --mode ll --tokens 1,128
 call_ab ipcll_ 2 $B $N "$IPC" ep --layout expanded --mode ll --tokens 1,128 --no-nccl
-for share in 44 88; do  # receive blocks of 132: 1/3, 2/3 (the default: 66)
-  call_run knob_recv$share 40 $M -np 2 $SM -x NCCL_P2P_DISABLE=1 -x FERRY_EP_DISPATCH_RECV_BLOCKS=$share \
-    -x FERRY_EP_COMBINE_RECV_BLOCKS=$share $N ep --layout expanded --mode ll --tokens 1,128,512
-  grep -a -E "^ll " $CALL_DIR/knob_recv$share.log
+for knob in FERRY_EP_NET_RANGE_BYTES=65536 FERRY_EP_NET_RANGE_BYTES=524288 FERRY_EP_NET_RANGE_BYTES=1073741824 \
+  FERRY_EP_DISPATCH_RECV_BLOCKS=44 FERRY_EP_DISPATCH_RECV_BLOCKS=88; do  # range 64K / 512K / one per box; receive 1/3, 2/3
+  tag=${knob#FERRY_EP_}; tag=${tag//=/_}
+  call_run knob_$tag 40 $M -np 2 $SM -x NCCL_P2P_DISABLE=1 -x $knob $N ep --layout expanded --mode ll \
+    --tokens 1,128,512
+  grep -a -E "^ll " $CALL_DIR/knob_$tag.log
 done
 call_end
