@@ -58,16 +58,16 @@ T* device_pointer(T* host) {
 // also registers host memory with CUDA, and cudaHostRegister then answers
 // "already registered" (seen on 2x2 virtual nodes). That registration serves as
 // well, if the GPU can address the whole range; UCX drops it when it frees the memory.
-bool register_transport_landing(char* landing, size_t bytes) {
+bool register_transport_memory(char* memory, size_t bytes) {
   const cudaError_t registered =
-      cudaHostRegister(landing, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+      cudaHostRegister(memory, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
   if (registered == cudaSuccess) return true;
   cudaGetLastError();
   bool usable = false;
   if (registered == cudaErrorHostMemoryAlreadyRegistered) {
     cudaPointerAttributes first{}, last{};
-    usable = cudaPointerGetAttributes(&first, landing) == cudaSuccess &&
-             cudaPointerGetAttributes(&last, landing + bytes - 1) == cudaSuccess &&
+    usable = cudaPointerGetAttributes(&first, memory) == cudaSuccess &&
+             cudaPointerGetAttributes(&last, memory + bytes - 1) == cudaSuccess &&
              first.type == cudaMemoryTypeHost && last.type == cudaMemoryTypeHost && first.devicePointer != nullptr &&
              static_cast<char*>(last.devicePointer) == static_cast<char*>(first.devicePointer) + (bytes - 1);
     cudaGetLastError();
@@ -188,7 +188,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
       s.net_signals = static_cast<uint64_t*>(signals);
       std::memset(s.net_signals, 0, signal_bytes);
       s.signals_from_transport = true;
-      s.signals_registered_here = register_transport_landing(reinterpret_cast<char*>(s.net_signals), signal_bytes);
+      s.signals_registered_here = register_transport_memory(reinterpret_cast<char*>(s.net_signals), signal_bytes);
       s.map_peer_signals_host =
           map_peer_regions(comm_.topology(), transport, world, signal_bytes, pw.signal_region, s.mapped);
       s.map_peer_signals = device_table<uint64_t>(s.map_peer_signals_host);
@@ -212,7 +212,7 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
         pw.data_region = transport.allocate_region(bytes, &landing, proxy->lock());
         s.landing = static_cast<char*>(landing);
         s.landing_from_transport = true;
-        s.landing_registered_here = register_transport_landing(s.landing, bytes);
+        s.landing_registered_here = register_transport_memory(s.landing, bytes);
         s.map_peer_host = map_peer_regions(comm_.topology(), transport, world, bytes, pw.data_region, s.mapped);
         s.map_peer = device_table<char>(s.map_peer_host);
         d.map_peer = s.map_peer;
@@ -233,16 +233,20 @@ Window::Window(Communicator& comm, size_t bytes, WindowOptions options) : comm_(
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-bool Window::maps_peer(int peer) const {
-  FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::maps_peer: no rank " << peer);
-  const std::vector<char*>& table = state_->map_peer_host;
+namespace {
+// Whether a per-peer table of mapped regions (map_peer_regions; empty: none mapped) has `peer`'s.
+bool table_maps(const std::vector<char*>& table, int peer, int world, const char* where) {
+  FERRY_ARG_CHECK(peer >= 0 && peer < world, where << ": no rank " << peer);
   return !table.empty() && table[peer] != nullptr;
+}
+}  // namespace
+
+bool Window::maps_peer(int peer) const {
+  return table_maps(state_->map_peer_host, peer, device_.world_size, "Window::maps_peer");
 }
 
 bool Window::maps_peer_signals(int peer) const {
-  FERRY_ARG_CHECK(peer >= 0 && peer < device_.world_size, "Window::maps_peer_signals: no rank " << peer);
-  const std::vector<char*>& table = state_->map_peer_signals_host;
-  return !table.empty() && table[peer] != nullptr;
+  return table_maps(state_->map_peer_signals_host, peer, device_.world_size, "Window::maps_peer_signals");
 }
 
 Window::~Window() {
