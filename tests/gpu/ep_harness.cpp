@@ -525,7 +525,8 @@ bool Harness::round(const ep::Spec& s, const std::vector<ep::RankInput>& all, co
   if (!all_ranks(error.empty())) return false;
 
   const ep::ExpertKind kind = c_quantized(s) ? ep::ExpertKind::kQuantized : ep::ExpertKind::kStandIn;
-  const uint64_t ohash = verify_combine(out, guard, ep::combine_reference(s, mine, kind), n, cfg_.hidden, what);
+  const uint64_t ohash = verify_combine(out, guard, ep::combine_reference(s, mine, kind, buf_->hierarchical()), n,
+                                        cfg_.hidden, what);
   verify_inputs_unchanged(s, mine, o.idx64, !o.reuse || o.reuse_passes_idx, what);
   if (outcome) *outcome = Outcome{dhash, ohash, r.handle};
   return true;
