@@ -44,6 +44,7 @@ const char* type_label(DataType type) { return type == DataType::kFloat8E4M3 ? "
 struct FerryMeasurement {
   double dispatch_us = 0;
   double combine_us = 0;
+  double dispatch_routed_us = 0;   // --route-ahead: dispatch() reusing that layout
   bool used_graph = true;
   bool check_failed = false;
 };
@@ -151,6 +152,28 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
       std::printf("  %s halves (us): dispatch_send %.1f  dispatch_recv %.1f  combine_send %.1f  combine_recv %.1f"
                   "  dispatch_send reusing the layout %.1f\n",
                   case_name.c_str(), h.step_us[0], h.step_us[1], h.step_us[2], h.step_us[3], h.step_us[4]);
+  }
+
+  if (options.route_ahead) {
+    // The layout made ahead (EpBuffer::route), then the dispatch reusing it: each timed alone.
+    EpHandle routed;
+    TimedSequence ahead;
+    ahead.name = case_name + " route ahead";
+    ahead.steps = {
+        [&](cudaStream_t s) { routed = ep.route(topk_idx, s); },
+        [&](cudaStream_t s) {
+          DispatchOptions reuse = no_sync;
+          reuse.reuse = &routed;
+          last = ep.dispatch(tokens, TensorView(), topk_weights, scales, s, reuse);
+        },
+        [&](cudaStream_t s) { ep.combine(expert_view, last.handle, out_view, s); },
+    };
+    ahead.synchronize = sequence.synchronize;
+    const SequenceTimingResult r = time_sequence(ahead, stream, bootstrap, timing_options(options));
+    m.dispatch_routed_us = r.step_us[1];
+    if (bootstrap.rank() == 0)
+      std::printf("  %s route ahead (us): route %.1f  dispatch reusing it %.1f  combine %.1f\n", case_name.c_str(),
+                  r.step_us[0], r.step_us[1], r.step_us[2]);
   }
 
   if (options.stages_settle_us > 0) {
@@ -347,6 +370,10 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           rows.push_back({std::string("dispatch ") + type_label(type), bytes_per_token(type, options.hidden),
                           m.dispatch_us, m.used_graph, m.check_failed,
                           baseline ? std::optional<double>(baseline->forward_us) : std::nullopt});
+          if (options.route_ahead)  // the same dispatch, its layout made ahead by EpBuffer::route
+            rows.push_back({std::string("dispatch ") + type_label(type) + " routed", bytes_per_token(type, options.hidden),
+                            m.dispatch_routed_us, m.used_graph, m.check_failed,
+                            baseline ? std::optional<double>(baseline->forward_us) : std::nullopt});
           if (!combine || type == DataType::kBFloat16) {
             combine = Row{"combine bf16", bytes_per_token(DataType::kBFloat16, options.hidden), m.combine_us,
                           m.used_graph, m.check_failed,

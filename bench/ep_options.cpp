@@ -60,6 +60,7 @@ Options parse_ep_options(std::vector<std::string> args) {
   options.use_nccl = !parser.take_flag("--no-nccl");
   options.check = parser.take_flag("--check");
   options.halves = parser.take_flag("--halves");
+  options.route_ahead = parser.take_flag("--route-ahead");
   options.own_rows_first = parser.take_flag("--own-rows-first");
   if (parser.take_flag("--stages")) options.stages_settle_us = 20000;
   if (auto v = parser.take_value("--stages-settle-us"))
@@ -115,6 +116,9 @@ void print_ep_usage(std::FILE* out) {
       "  --no-nccl            skip the NCCL baseline\n"
       "  --halves             also time dispatch_send, dispatch_recv, combine_send, combine_recv one\n"
       "                       after another (no overlap), and dispatch_send reusing the layout\n"
+      "  --route-ahead        also time EpBuffer::route, then dispatch() reusing its layout, then\n"
+      "                       combine: the dispatch with its routing layout made ahead (as DeepEP's\n"
+      "                       get_dispatch_layout, which its dispatch timing leaves out)\n"
       "  --stages             also time the halves one by one, each receive half started after\n"
       "                       every rank's send half finished and 20 ms more (--stages-settle-us US):\n"
       "                       its local work without the wait for the data (with --halves: the wait\n"

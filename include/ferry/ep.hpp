@@ -162,7 +162,8 @@ struct DispatchOptions {
   // counts. Low-latency mode never synchronizes.
   bool sync_counts = true;
   // Re-dispatch new tokens (and weights) with the routing of this handle (the
-  // latest one): skips the layout step; topk_idx may be empty and is ignored.
+  // latest one, from a dispatch or from EpBuffer::route): skips the layout step;
+  // topk_idx may be empty and is ignored.
   const EpHandle* reuse = nullptr;
 };
 
@@ -188,6 +189,18 @@ class EpBuffer {
   DispatchResult dispatch(const TensorView& tokens, const TensorView& topk_idx,
                           const TensorView& topk_weights, const TensorView& scales,
                           cudaStream_t stream, const DispatchOptions& options = {});
+
+  // The routing layout of topk_idx ([T', K] int32 or int64) alone, on `stream`:
+  // the first step of a dispatch, run ahead of it (DeepEP's
+  // get_dispatch_layout). A dispatch or dispatch_send of T' tokens with
+  // DispatchOptions::reuse = &handle then skips that step, so the layout can run
+  // as soon as the router is done, e.g. beside other work on a side stream (the
+  // dispatch's stream must then wait for it). It replaces the buffer's layout:
+  // the previous dispatch's handle is stale afterwards, and on the device it
+  // must come after the previous combine (combine_recv) on this buffer. Not
+  // between a send half and its receive half. A bad expert id is reported by
+  // the dispatch that reuses the handle, which then sends nothing.
+  EpHandle route(const TensorView& topk_idx, cudaStream_t stream);
 
   // out[T', H] bf16 = sum over each token's experts of weight * expert_outputs[row].
   // expert_outputs: bf16 in the dispatch output's layout ([rows, H] or

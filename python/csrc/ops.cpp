@@ -44,6 +44,7 @@ constexpr ep::ArgNames kEpLayerNames{
     .dispatch_type = "the EpLayer's dtype",
     .with_weights = "with_weights",
     .owner = "EpLayer",
+    .route = "EpLayer.route",
 };
 
 // The same for EpLayer's halves (dispatch_send ... combine_recv), each named as itself.
@@ -196,6 +197,13 @@ void bind_ep(nb::module_& m) {
           },
           nb::arg("tokens"), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("scales"), nb::arg("stream"),
           nb::arg("sync_counts") = true, nb::arg("reuse") = nb::none())
+      .def(
+          "route",
+          [](EpBuffer& b, const TensorView& topk_idx, uintptr_t stream) {
+            const ep::ScopedArgNames names(kEpLayerNames);
+            return b.route(topk_idx, as_stream(stream));
+          },
+          nb::arg("topk_idx"), nb::arg("stream"))
       .def(
           "combine",
           [](EpBuffer& b, const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out,

@@ -33,7 +33,7 @@ from ._C import (AbortedError, BootstrapError, CudaError, Error, InvalidArgument
                  TimeoutError)
 from ._allreduce import AllReduce
 from ._comm import Communicator, init
-from ._ep import EpDispatchHandle, EpLayer, EpLayout  # noqa: E402
+from ._ep import EpDispatchHandle, EpLayer, EpLayout, EpRouting  # noqa: E402
 
 
 def ucx_versions() -> "_C.UcxVersions":
@@ -54,7 +54,7 @@ def nccl_shim_path():
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "EpDispatchHandle", "ucx_versions", "nccl_shim_path",
+    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "EpRouting", "EpDispatchHandle", "ucx_versions", "nccl_shim_path",
     "Error", "InvalidArgument", "TimeoutError", "AbortedError", "MismatchError", "NotSupported",
     "BootstrapError", "CudaError", "__version__",
 ]

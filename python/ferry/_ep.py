@@ -182,6 +182,14 @@ class EpLayout:
 
 
 @dataclasses.dataclass(frozen=True)
+class EpRouting:
+    """What EpLayer.route returns: the routing layout of exp_indices, made ahead of the
+    dispatch that takes it as reuse=."""
+    handle: "_C.EpHandle" = dataclasses.field(repr=False)
+    num_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
 class EpDispatchHandle:
     """What EpLayer.dispatch_send returns and dispatch_recv takes."""
     handle: "_C.EpHandle" = dataclasses.field(repr=False)
@@ -258,15 +266,26 @@ class EpLayer:
         return cached[1]
 
     # ---------------------------------------------------------------- operations
+    def route(self, exp_indices: torch.Tensor) -> EpRouting:
+        """The routing layout of exp_indices alone, on the current stream: the first step of a
+        dispatch, run ahead of it (e.g. on a side stream beside other work once the router is
+        done; the dispatch's stream must wait for it). dispatch(..., reuse=routing) then skips
+        that step. It replaces the layer's layout: the previous dispatch's layout is stale
+        afterwards, and on the GPU route must come after the previous combine."""
+        buffer = self._live("route")
+        view = tensor_view(exp_indices, "EpLayer.route", "exp_indices", required=True)
+        handle = buffer.route(view, current_stream(self.device))
+        return EpRouting(handle, int(exp_indices.shape[0]))
+
     def dispatch(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
                  exp_indices: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None, *, sync: bool = True,
-                 reuse: Optional[EpLayout] = None):
+                 reuse: Optional[Union[EpLayout, EpRouting]] = None):
         """-> (output, weights, layout). See docs/python.md for the shapes per mode and layout.
         sync=False (high-throughput): no host synchronization, so the call can be captured in a
         CUDA graph; the outputs then span the layer's capacity and the counts stay on the GPU
         (NOTE [EpLayer dispatch without sync]). reuse=layout (the latest one): new tokens and
         weights with that dispatch's routing, skipping the routing step (exp_indices is ignored
-        and may be None)."""
+        and may be None); reuse=routing (what route returned): that routing, made ahead."""
         buffer = self._live("dispatch")
         synced = self._synced(sync, "dispatch")
         num_tokens, views = self._send_views(input, exp_indices, weight, reuse)
@@ -277,7 +296,7 @@ class EpLayer:
 
     def dispatch_send(self, input: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]],
                       exp_indices: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None, *,
-                      reuse: Optional[EpLayout] = None) -> "EpDispatchHandle":
+                      reuse: Optional[Union[EpLayout, EpRouting]] = None) -> "EpDispatchHandle":
         """The send half of dispatch: queues the writes to the peers and returns; other work may
         run on the stream before dispatch_recv. Order on one layer: dispatch_send, dispatch_recv,
         combine_send, combine_recv."""
@@ -304,9 +323,9 @@ class EpLayer:
     def _reused(self, reuse, where: str):
         if reuse is None:
             return None
-        if not isinstance(reuse, EpLayout):
-            raise InvalidArgument(f"EpLayer.{where}: reuse must be the EpLayout of this layer's latest dispatch, "
-                                  f"got {type(reuse).__name__}")
+        if not isinstance(reuse, (EpLayout, EpRouting)):
+            raise InvalidArgument(f"EpLayer.{where}: reuse must be the EpLayout of this layer's latest dispatch "
+                                  f"or the EpRouting of its latest route, got {type(reuse).__name__}")
         return reuse.handle
 
     def _send_views(self, input, exp_indices, weight, reuse):
@@ -431,4 +450,4 @@ class EpLayer:
             self.comm = None  # type: ignore[assignment]
 
 
-__all__ = ["EpDispatchHandle", "EpLayer", "EpLayout", "EpSpec", "check_dispatch_args", "check_combine_args"]
+__all__ = ["EpDispatchHandle", "EpLayer", "EpLayout", "EpRouting", "EpSpec", "check_dispatch_args", "check_combine_args"]

@@ -99,6 +99,21 @@ void check_tensor(const char* where, const char* name, const TensorView& t, Data
                                            << strides_text(t) << " for " << t.describe());
 }
 
+// topk_idx int32 or int64 [num_tokens, K] (num_tokens < 0: any count up to max_tokens_per_rank), contiguous;
+// true for int64.
+bool check_topk_idx(const CallContext& ctx, const char* where, const TensorView& idx, int64_t num_tokens) {
+  const EpConfig& c = ctx.config;
+  const ArgNames& n = ctx.names;
+  FERRY_ARG_CHECK(idx.given(), where << ": " << n.topk_idx << " is missing");
+  FERRY_ARG_CHECK(idx.dtype == DataType::kInt32 || idx.dtype == DataType::kInt64,
+                  where << ": " << n.topk_idx << " must be int32 or int64, got " << idx.describe());
+  check_tensor(where, n.topk_idx, idx, idx.dtype, {num_tokens, c.topk});
+  FERRY_ARG_CHECK(idx.shape[0] <= c.max_tokens_per_rank, where << ": " << n.topk_idx << " has " << idx.shape[0]
+                                                                << " tokens, more than " << n.max_tokens << " ("
+                                                                << c.max_tokens_per_rank << ")");
+  return idx.dtype == DataType::kInt64;
+}
+
 DispatchCall check_dispatch_tensors(const CallContext& ctx, const DispatchArgs& a) {
   const EpConfig& c = ctx.config;
   const ArgNames& n = ctx.names;
@@ -133,14 +148,7 @@ DispatchCall check_dispatch_tensors(const CallContext& ctx, const DispatchArgs& 
                                              << ", got " << a.scales.describe());
   }
   // Reusing a layout: topk_idx may be omitted (it is ignored), but if given it must fit.
-  if (!reusing || a.topk_idx.given()) {
-    const TensorView& idx = a.topk_idx;
-    FERRY_ARG_CHECK(idx.given(), where << ": " << n.topk_idx << " is missing");
-    FERRY_ARG_CHECK(idx.dtype == DataType::kInt32 || idx.dtype == DataType::kInt64,
-                    where << ": " << n.topk_idx << " must be int32 or int64, got " << idx.describe());
-    check_tensor(where, n.topk_idx, idx, idx.dtype, {num_tokens, c.topk});
-    call.idx_is_int64 = idx.dtype == DataType::kInt64;
-  }
+  if (!reusing || a.topk_idx.given()) call.idx_is_int64 = check_topk_idx(ctx, where, a.topk_idx, num_tokens);
   call.has_weights = a.topk_weights.given();
   if (call.has_weights) {
     FERRY_ARG_CHECK(c.with_weights, where << ": " << n.topk_weights << " given, but " << n.with_weights
@@ -263,6 +271,16 @@ void check_device(const char* where, const char* name, const TensorView& t, cons
 DispatchCall validate_dispatch(const CallContext& ctx, const CallState& calls, const DispatchArgs& args) {
   calls.check_dispatch_send(ctx.names, args.reuse);
   return check_dispatch_tensors(ctx, args);
+}
+
+DispatchCall validate_route(const CallContext& ctx, const CallState& calls, const TensorView& topk_idx) {
+  const char* where = ctx.names.route;
+  calls.check_dispatch_send(ctx.names, nullptr);
+  DispatchCall call;
+  call.idx_is_int64 = check_topk_idx(ctx, where, topk_idx, -1);
+  call.num_tokens = static_cast<int>(topk_idx.shape[0]);
+  check_device(where, ctx.names.topk_idx, topk_idx, ctx.device);
+  return call;
 }
 
 void validate_dispatch_recv(const CallContext& ctx, const CallState& calls, const EpHandle& handle) {

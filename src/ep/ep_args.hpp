@@ -56,6 +56,7 @@ struct ArgNames {
   const char* dispatch_type = "EpConfig::dispatch_type";
   const char* with_weights = "EpConfig::with_weights";
   const char* owner = "EpBuffer";  // what a handle belongs to
+  const char* route = "EpBuffer::route";  // last: the names are also given in order (tests)
 };
 // The names in effect on this thread.
 const ArgNames& arg_names();
@@ -111,6 +112,9 @@ struct DispatchCall {
 // dispatch_send: the call order and the reused handle, then every tensor
 // (type, shape, contiguity, T' <= max_tokens_per_rank, then device).
 DispatchCall validate_dispatch(const CallContext& ctx, const CallState& calls, const DispatchArgs& args);
+// EpBuffer::route: no half-done call, then topk_idx (int32/int64 [T', K],
+// T' <= max_tokens_per_rank, contiguous, on the device). call.has_weights stays false.
+DispatchCall validate_route(const CallContext& ctx, const CallState& calls, const TensorView& topk_idx);
 // dispatch_recv: a dispatch_send to receive, and its handle.
 void validate_dispatch_recv(const CallContext& ctx, const CallState& calls, const EpHandle& handle);
 // combine_send: the latest dispatch's handle, after its receive half; expert_outputs

@@ -338,6 +338,18 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   return st.calls.dispatch_send_done(reusing, call.num_tokens, call.has_weights);
 }
 
+EpHandle EpBuffer::route(const TensorView& topk_idx, cudaStream_t stream) {
+  check_errors();
+  State& st = *state_;
+  const ep::DispatchCall call = ep::validate_route(ep::call_context(config_, comm_), st.calls, topk_idx);
+  Params p = st.base;
+  p.num_tokens = call.num_tokens;
+  p.idx_int64 = call.idx_is_int64;
+  p.topk_idx = topk_idx.data;
+  ep::launch_layout(p, stream);  // what dispatch_send runs when it does not fuse the layout
+  return st.calls.route_done(call.num_tokens);
+}
+
 DispatchResult EpBuffer::dispatch_recv(const EpHandle& handle, cudaStream_t stream, const DispatchOptions& options) {
   comm_.check();  // an aborted communicator refuses the call before anything launches
   State& st = *state_;

@@ -35,14 +35,24 @@ void CallState::check_reused_tokens(const ArgNames& names, const EpHandle& reuse
                                                                  << names.tokens);
 }
 
+void CallState::new_layout(int num_tokens) {
+  const uint64_t count = ((generation_ & kCountMask) + 1) & kCountMask;
+  generation_ = owner_ | (count == 0 ? 1 : count);
+  num_tokens_ = num_tokens;
+}
+
 EpHandle CallState::dispatch_send_done(bool reusing, int num_tokens, bool with_weights) {
-  if (!reusing) {
-    const uint64_t count = ((generation_ & kCountMask) + 1) & kCountMask;
-    generation_ = owner_ | (count == 0 ? 1 : count);
-    num_tokens_ = num_tokens;
-  }
+  if (!reusing) new_layout(num_tokens);
   with_weights_ = with_weights;
   stage_ = Stage::kDispatchSent;
+  synced_rows_ = -1;
+  return EpHandle{generation_, num_tokens_, with_weights_};
+}
+
+EpHandle CallState::route_done(int num_tokens) {
+  new_layout(num_tokens);
+  with_weights_ = false;  // set by the dispatch that reuses it
+  stage_ = Stage::kIdle;
   synced_rows_ = -1;
   return EpHandle{generation_, num_tokens_, with_weights_};
 }

@@ -36,6 +36,9 @@ class CallState {
   static void check_reused_tokens(const ArgNames& names, const EpHandle& reuse, int num_tokens);
   // A new layout (unless reusing) of num_tokens tokens; returns its handle.
   EpHandle dispatch_send_done(bool reusing, int num_tokens, bool with_weights);
+  // EpBuffer::route: a new layout of num_tokens tokens and no dispatch yet (the
+  // previous dispatch cannot be combined any more); returns its handle.
+  EpHandle route_done(int num_tokens);
 
   void check_dispatch_recv(const ArgNames& names, const EpHandle& handle) const;
   void dispatch_recv_done() { stage_ = Stage::kDispatched; }
@@ -57,6 +60,7 @@ class CallState {
   int64_t synced_rows() const { return synced_rows_; }
 
  private:
+  void new_layout(int num_tokens);  // the next generation, of num_tokens tokens
   uint64_t owner_;       // this buffer's id, shifted into the high bits (NOTE [EP handle owner])
   uint64_t generation_;  // of the current layout; owner_ alone: none yet
   int num_tokens_ = 0;   // of the current layout

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -436,13 +437,37 @@ void Harness::verify_inputs_unchanged(const ep::Spec& s, const ep::RankInput& in
   EXPECT_TRUE(sc == in.scales) << "scales input modified: " << what;
 }
 
+EpHandle route_on_side_stream(EpBuffer& buf, const TensorView& idx, cudaStream_t stream) {
+  cudaStream_t side;
+  cudaEvent_t ready, routed;
+  CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&routed, cudaEventDisableTiming));
+  CK(cudaEventRecord(ready, stream));  // the inputs uploaded on `stream`, the previous combine done
+  CK(cudaStreamWaitEvent(side, ready, 0));
+  EpHandle handle;
+  std::string error;
+  try {
+    handle = buf.route(idx, side);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CK(cudaEventRecord(routed, side));
+  CK(cudaStreamWaitEvent(stream, routed, 0));
+  CK(cudaEventDestroy(ready));
+  CK(cudaEventDestroy(routed));
+  CK(cudaStreamDestroy(side));  // released once its work is done
+  if (!error.empty()) throw std::runtime_error("EpBuffer::route threw: " + error);
+  return handle;
+}
+
 bool Harness::round(const ep::Spec& s, const std::vector<ep::RankInput>& all, const Options& o, Outcome* outcome) {
   const int me = mpi_rank();
   const ep::RankInput& mine = all[me];
   const int n = mine.num_tokens;
   const std::string what = describe(cfg_, s) + (o.idx64 ? " idx int64" : " idx int32") +
                            (o.halves ? " send/recv halves" : "") + (o.sync_counts ? "" : " sync_counts=false") +
-                           (o.reuse ? " reuse" : "");
+                           (o.reuse ? " reuse" : "") + (o.route_ahead ? " route ahead" : "");
   DispatchResult r;
   std::string error;
   try {
@@ -451,7 +476,12 @@ bool Harness::round(const ep::Spec& s, const std::vector<ep::RankInput>& all, co
     DispatchOptions dopt;
     dopt.sync_counts = o.sync_counts;
     dopt.reuse = o.reuse;
-    const TensorView idx = o.reuse && !o.reuse_passes_idx ? TensorView() : idx_view(s, n, o.idx64);
+    EpHandle routed;
+    if (o.route_ahead) {
+      routed = route_on_side_stream(*buf_, idx_view(s, n, o.idx64), s_.stream);
+      dopt.reuse = &routed;
+    }
+    const TensorView idx = dopt.reuse && !o.reuse_passes_idx ? TensorView() : idx_view(s, n, o.idx64);
     if (o.halves) {
       const EpHandle h = buf_->dispatch_send(tokens_view(s, n), idx, weights_view(s, n), scales_view(s, n), s_.stream, dopt);
       r = buf_->dispatch_recv(h, s_.stream, dopt);
@@ -459,6 +489,7 @@ bool Harness::round(const ep::Spec& s, const std::vector<ep::RankInput>& all, co
     } else {
       r = buf_->dispatch(tokens_view(s, n), idx, weights_view(s, n), scales_view(s, n), s_.stream, dopt);
     }
+    if (o.route_ahead) EXPECT_EQ(r.handle.generation, routed.generation) << what;
     s_.comm->synchronize(s_.stream);
   } catch (const std::exception& e) {
     error = e.what();
@@ -494,7 +525,8 @@ bool Harness::round(const ep::Spec& s, const std::vector<ep::RankInput>& all, co
   if (!all_ranks(error.empty())) return false;
 
   const ep::ExpertKind kind = c_quantized(s) ? ep::ExpertKind::kQuantized : ep::ExpertKind::kStandIn;
-  const uint64_t ohash = verify_combine(out, guard, ep::combine_reference(s, mine, kind), n, cfg_.hidden, what);
+  const uint64_t ohash = verify_combine(out, guard, ep::combine_reference(s, mine, kind, buf_->hierarchical()), n,
+                                        cfg_.hidden, what);
   verify_inputs_unchanged(s, mine, o.idx64, !o.reuse || o.reuse_passes_idx, what);
   if (outcome) *outcome = Outcome{dhash, ohash, r.handle};
   return true;

@@ -117,6 +117,10 @@ const char* dtype_id(DataType t);
 // high-throughput, several nodes of several ranks each, unless FERRY_EP_HIERARCHICAL=0.
 bool expect_hierarchical(const Communicator& comm, EpMode mode);
 
+// EpBuffer::route of idx on a new stream that waits for `stream` first; `stream` then waits
+// for it (an event): how a caller runs the layout beside other work. Returns route's handle.
+EpHandle route_on_side_stream(EpBuffer& buf, const TensorView& idx, cudaStream_t stream);
+
 EpConfig make_config(EpMode mode, DataType dispatch_type, int tokens, int hidden, int topk, int local_experts,
                      bool with_weights = true, int alignment = 1);
 
@@ -164,6 +168,7 @@ class Harness {
     bool poison = true;                 // poison the previous dispatch output (sync + barrier first)
     const EpHandle* reuse = nullptr;    // re-dispatch with this handle's routing
     bool reuse_passes_idx = false;      // ... still passing topk_idx (it must match)
+    bool route_ahead = false;           // EpBuffer::route on a side stream, then the dispatch reuses it
     // Runs between dispatch and combine (all ranks): e.g. bad combine calls.
     std::function<void(const DispatchResult&, const TensorView& expert_outputs, const TensorView& out)> before_combine;
   };

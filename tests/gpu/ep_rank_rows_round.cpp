@@ -166,12 +166,19 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
     } else {
+      EpHandle routed;
+      if (o.route_ahead) {
+        routed = route_on_side_stream(buf, idx, st);
+        opts.reuse = &routed;
+      }
+      const TensorView dispatch_idx = o.route_ahead ? TensorView() : idx;
       if (o.halves) {
-        const EpHandle handle = buf.dispatch_send(tokens, idx, weights, scales, st, opts);
+        const EpHandle handle = buf.dispatch_send(tokens, dispatch_idx, weights, scales, st, opts);
         r = buf.dispatch_recv(handle, st, opts);
       } else {
-        r = buf.dispatch(tokens, idx, weights, scales, st, opts);
+        r = buf.dispatch(tokens, dispatch_idx, weights, scales, st, opts);
       }
+      if (o.route_ahead) EXPECT_EQ(r.handle.generation, routed.generation);
     }
   } catch (const std::exception& e) {
     error = e.what();

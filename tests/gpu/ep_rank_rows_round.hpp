@@ -24,6 +24,7 @@ struct RoundOptions {
   bool halves = false;
   bool graph = false;  // dispatch + combine captured in one CUDA graph, then replayed
   bool fp8_input = false;
+  bool route_ahead = false;  // EpBuffer::route on a side stream first, then the dispatch reuses its handle
 };
 
 // A round whose halves (dispatch_send ... combine_recv) run one after the other.

@@ -97,6 +97,103 @@ TEST(Ep, HandleReuse) {
   }
 }
 
+// EpBuffer::route ahead of the dispatch (on a side stream, joined by an event):
+// a fresh routing each round (-1 slots, skew, ranks with no tokens, several
+// layout blocks), the dispatch and its halves reusing route's handle, checked
+// like any round; plain dispatches and routed ones mixed on one buffer.
+TEST(Ep, RouteAhead) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    // 1100 tokens: several layout blocks (kLayoutThreads tokens each) where the mode allows it.
+    const int T = mode == EpMode::kHighThroughput ? 1100 : 128;
+    Harness h(shared(), make_config(mode, DataType::kBFloat16, T, 2048, 4, 3));
+    ASSERT_TRUE(h.alive());
+    Harness::Options ahead;
+    ahead.route_ahead = true;
+    Harness::Options ahead_halves = ahead;
+    ahead_halves.halves = true;
+    ahead_halves.idx64 = true;
+    ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, ahead));
+    ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kSomeZero, ahead_halves));
+    ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));  // a plain dispatch between
+    ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull, ahead));
+    ASSERT_TRUE(run_case(h, ep::Routing::kNone, ep::TokenCounts::kVaried, ahead));
+  }
+  {  // fp8 input, high throughput
+    Harness h(shared(), make_config(EpMode::kHighThroughput, DataType::kFloat8E4M3, 96, 2048, 4, 3));
+    ASSERT_TRUE(h.alive());
+    Harness::Options ahead;
+    ahead.route_ahead = true;
+    ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, ahead, /*fp8_input=*/true));
+  }
+}
+
+// route replaces the buffer's layout: the previous dispatch's handle is stale
+// (its combine is refused), route is refused between a send half and its receive
+// half and with a bad topk_idx, a dispatch reusing route's handle must pass as
+// many tokens; the buffer stays usable.
+TEST(Ep, RouteReplacesTheLayout) {
+  REQUIRE_EP();
+  for (EpMode mode : kModes) {
+    SCOPED_TRACE(mode_id(mode));
+    constexpr int T = 32, H = 1024, K = 4;
+    Harness h(shared(), make_config(mode, DataType::kBFloat16, T, H, K, 2));
+    ASSERT_TRUE(h.alive());
+    std::string error;
+    try {
+      const ep::Spec s = make_spec(h.config(), shared().next_seed(), ep::Routing::kUniform, ep::TokenCounts::kFull);
+      const auto in = ep::make_input(s, mpi_rank());
+      h.upload(s, in, false);
+      const int n = in.num_tokens;
+      const TensorView idx = h.idx_view(s, n, false);
+      const DispatchResult r =
+          h.buf().dispatch(h.tokens_view(s, n), idx, h.weights_view(s, n), TensorView(), h.stream());
+      const EpHandle routed = h.buf().route(idx, h.stream());
+      EXPECT_NE(routed.generation, r.handle.generation);
+      EXPECT_EQ(routed.num_tokens, n);
+      std::string msg = error_message<ferry::InvalidArgument>(
+          [&] { h.buf().combine(h.expert_view(r, r.tokens, true), r.handle, h.out_view(n), h.stream()); });
+      EXPECT_TRUE(contains_ci(msg, "older")) << msg;
+      msg = error_message<ferry::InvalidArgument>(
+          [&] { h.buf().route(TensorView(idx.data, DataType::kInt32, {n, K - 1}), h.stream()); });
+      EXPECT_TRUE(contains_ci(user_part(msg), "topk_idx")) << msg;
+      msg = error_message<ferry::InvalidArgument>(
+          [&] { h.buf().route(TensorView(idx.data, DataType::kFloat32, {n, K}), h.stream()); });
+      EXPECT_TRUE(contains_ci(user_part(msg), "topk_idx")) << msg;
+      msg = error_message<ferry::InvalidArgument>(
+          [&] { h.buf().route(TensorView(idx.data, DataType::kInt32, {T + 1, K}), h.stream()); });
+      EXPECT_TRUE(contains_ci(user_part(msg), "max_tokens_per_rank")) << msg;
+      DispatchOptions reuse;
+      reuse.reuse = &routed;
+      if (n > 1) {
+        msg = error_message<ferry::InvalidArgument>([&] {
+          return h.buf().dispatch(TensorView(h.tokens_mem().get(), DataType::kBFloat16, {n - 1, H}), TensorView(),
+                                  TensorView(h.weights_view(s, n).data, DataType::kFloat32, {n - 1, K}), TensorView(),
+                                  h.stream(), reuse).num_rows;
+        });
+        EXPECT_TRUE(contains_ci(msg, "reused handle")) << msg;
+      }
+      // Between the halves: refused, then the dispatch completes.
+      const EpHandle sent =
+          h.buf().dispatch_send(h.tokens_view(s, n), TensorView(), h.weights_view(s, n), TensorView(), h.stream(), reuse);
+      EXPECT_EQ(sent.generation, routed.generation);
+      msg = error_message<ferry::InvalidArgument>([&] { h.buf().route(idx, h.stream()); });
+      EXPECT_TRUE(contains_ci(msg, "half done")) << msg;
+      const DispatchResult again = h.buf().dispatch_recv(sent, h.stream());
+      h.buf().combine(h.expert_view(again, again.tokens, true), again.handle, h.out_view(n), h.stream());
+      shared().comm->synchronize(h.stream());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_TRUE(error.empty()) << error;
+    ASSERT_TRUE(all_ranks(error.empty()));
+    Harness::Options ahead;
+    ahead.route_ahead = true;
+    ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, ahead));
+  }
+}
+
 // A handle from an older dispatch (or none) is rejected by combine and the
 // halves; the buffer stays usable.
 TEST(Ep, StaleHandleIsRejected) {

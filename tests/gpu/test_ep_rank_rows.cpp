@@ -115,6 +115,41 @@ TEST(EpRankRowsCases, SkewZeroTokensFp8InputManyTokens) {
   }
 }
 
+// EpBuffer::route ahead of rank-rows dispatches (a side stream joined by an
+// event): skewed and -1 routing, zero-token ranks, the halves, fp8 input, several
+// layout blocks, own rows first; each round checked in full.
+TEST(EpRankRowsCases, RouteAhead) {
+  REQUIRE_EP();
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
+  RoundOptions ahead;
+  ahead.route_ahead = true;
+  {
+    Harness h(shared(), rank_rows_config(DataType::kBFloat16, 1000, 2048, 8, 4, true, 8));
+    ASSERT_TRUE(h.alive());
+    forget_previous_round();
+    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, ahead));
+    RoundOptions halves = halves_apart();
+    halves.route_ahead = true;
+    ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kSomeZero, halves));
+    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull));  // a plain dispatch between
+    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, ahead));
+  }
+  {
+    Harness h(shared(), rank_rows_config(DataType::kFloat8E4M3, 96, 2048, 4, 3, true, 1));
+    ASSERT_TRUE(h.alive());
+    forget_previous_round();
+    RoundOptions fp8 = ahead;
+    fp8.fp8_input = true;
+    ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, fp8));
+  }
+  {
+    Harness h(shared(), rank_rows_config(DataType::kBFloat16, 200, 2048, 8, 4, true, 1, 8, /*own_rows_first=*/true));
+    ASSERT_TRUE(h.alive());
+    forget_previous_round();
+    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, ahead));
+  }
+}
+
 // NOTE [EP rank rows by role]: the send blocks split into peer-row and own-row
 // groups (the default where 8 blocks remain for the peers: 20 SMs), every block
 // writing every destination (FERRY_EP_RANK_ROWS_LOCAL_BLOCKS=0, and the default

@@ -121,7 +121,7 @@ TEST(Ep, LowLatencyGraphReplayWithNewRouting) {
       // The handle captured reports the capture's token count (T, as every replay).
       verify_dispatch(captured, rx, cfg, s, all, ex, what);
       const ep::ExpertKind kind = variant == 0 ? ep::ExpertKind::kIdentity : ep::ExpertKind::kStandIn;
-      verify_combine(out, guard, ep::combine_reference(s, all[me], kind), T, H, what);
+      verify_combine(out, guard, ep::combine_reference(s, all[me], kind, h.buf().hierarchical()), T, H, what);
     }
     if (exec) cudaGraphExecDestroy(exec);
     EXPECT_TRUE(alive);
@@ -212,7 +212,8 @@ TEST(Ep, LowLatencyGraphAfterEagerCallsWithoutBarriers) {
     DispatchExpect ex;
     ex.sync_counts = false;
     verify_dispatch(captured, rx, cfg, s, inputs[rep], ex, what);
-    verify_combine(out, guard, ep::combine_reference(s, inputs[rep][me], ep::ExpertKind::kIdentity), T, H, what);
+    verify_combine(out, guard, ep::combine_reference(s, inputs[rep][me], ep::ExpertKind::kIdentity, h.buf().hierarchical()), T,
+                   H, what);
   }
   if (exec) cudaGraphExecDestroy(exec);
   cudaStreamDestroy(capture);
@@ -282,7 +283,8 @@ void back_to_back(EpMode mode, int calls, int every) {
     DispatchExpect ex;
     ex.sync_counts = false;
     verify_dispatch(r, rx, cfg, s, inputs[set], ex, what);
-    verify_combine(out, guard, ep::combine_reference(s, inputs[set][me], ep::ExpertKind::kIdentity), n, H, what);
+    verify_combine(out, guard, ep::combine_reference(s, inputs[set][me], ep::ExpertKind::kIdentity, h.buf().hierarchical()), n,
+                   H, what);
     ++checked;
     if (!all_ranks(!::testing::Test::HasFailure())) break;  // one failing check is enough (decided together)
   }
@@ -369,7 +371,7 @@ TEST(Ep, DispatchesBackToBackThenSeveralCombines) {
     DispatchExpect ex;
     ex.sync_counts = false;
     verify_dispatch(r, rx, cfg, s, inputs.back(), ex, what);
-    const ep::CombineRef ref = ep::combine_reference(s, mine, ep::ExpertKind::kIdentity);
+    const ep::CombineRef ref = ep::combine_reference(s, mine, ep::ExpertKind::kIdentity, h.buf().hierarchical());
     for (int j = 0; j < kCombines; ++j)
       verify_combine(got[j], guard[j], ref, n, H, what + ", combine " + std::to_string(j));
     ASSERT_TRUE(all_ranks(!::testing::Test::HasFailure()));

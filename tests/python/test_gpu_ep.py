@@ -66,16 +66,25 @@ def gather_inputs(mine):
 
 
 def run_round(layer, p: Problem, env, mode, alignment=1, out_given=False, keep=None, halves=False, reuse=None,
-              mine=None):
+              mine=None, route_ahead=False):
     """One dispatch + stand-in expert + combine on every rank; returns failures
     (and puts the layout in keep["layout"] when `keep` is given). halves: through
     dispatch_send/dispatch_recv and combine_send/combine_recv, with other work
     queued on the stream between each pair. reuse: the layout whose routing the
-    dispatch reuses (mine, this rank's input, then carries that routing)."""
+    dispatch reuses (mine, this rank's input, then carries that routing). route_ahead:
+    layer.route on a side stream first, the dispatch reusing its routing."""
     mine = make_input(p, env.rank) if mine is None else mine
     inputs = gather_inputs(mine)
     x, idx, w = mine.api_args(env.device, p.idx_dtype)
     before = [t.clone() for t in (x if isinstance(x, tuple) else (x,)) + (idx,) + ((w,) if w is not None else ())]
+    if route_ahead:
+        side = torch.cuda.Stream(device=env.device)
+        side.wait_stream(torch.cuda.current_stream(env.device))
+        with torch.cuda.stream(side):
+            reuse = layer.route(idx)
+        torch.cuda.current_stream(env.device).wait_stream(side)
+        if reuse.num_tokens != mine.num_tokens:
+            return [f"route: num_tokens {reuse.num_tokens}, expected {mine.num_tokens}"]
     if halves:
         handle = layer.dispatch_send(x, None if reuse is not None else idx, w, reuse=reuse)
         busy = torch.randn(256, 256, device=env.device)
@@ -246,6 +255,35 @@ def test_reuse_routing(layers, dist_env, mode, halves):
     p3 = problem(env, routing="skewed", seed=stable_seed("reuse", mode, halves, 3))
     failures += [f"after: {m}" for m in run_round(layer, p3, env, mode)]
     check_all_ranks(failures, f"{mode} reuse ({'halves' if halves else 'whole'})")
+
+
+@pytest.mark.parametrize("halves", [False, True], ids=["whole", "halves"])
+@pytest.mark.parametrize("mode", MODES)
+def test_route_ahead(layers, dist_env, mode, halves):
+    """layer.route(exp_indices) on a side stream, then dispatch(reuse=routing) with
+    exp_indices None: a fresh routing each round (drops, skewed, ranks with no tokens),
+    checked like any round; a combine with the layout of the dispatch before a route
+    raises; a plain dispatch works after."""
+    env, layer = dist_env, layers(mode)
+    failures = []
+    keep = {}
+    for i, (routing, counts) in enumerate((("drops", "varied"), ("skewed", "some_zero"), ("uniform", "full"))):
+        p = problem(env, routing=routing, counts=counts, seed=stable_seed("route ahead", mode, halves, i))
+        failures += [f"round {i} ({routing}): {m}"
+                     for m in run_round(layer, p, env, mode, halves=halves, route_ahead=True, keep=keep)]
+    stale = keep["layout"]
+    layer.route(make_input(p, env.rank).api_args(env.device, p.idx_dtype)[1])
+    y = torch.zeros((max(stale.num_rows, 0), p.hidden) if mode == "high_throughput"
+                    else (stale.local_experts, env.world * p.max_tokens, p.hidden), dtype=BF16, device=env.device)
+    try:
+        layer.combine(y, stale)
+        failures.append("combine with the layout of the dispatch before a route did not raise")
+    except ferry.InvalidArgument as e:
+        if "older" not in str(e):
+            failures.append(f"combine with a stale layout: unexpected message: {e}")
+    p = problem(env, routing="drops", seed=stable_seed("route ahead", mode, halves, "after"))
+    failures += [f"after: {m}" for m in run_round(layer, p, env, mode)]
+    check_all_ranks(failures, f"{mode} route ahead ({'halves' if halves else 'whole'})")
 
 
 def test_high_throughput_cuda_graph_without_sync(layers, dist_env):
