@@ -275,7 +275,7 @@ DispatchCall validate_dispatch(const CallContext& ctx, const CallState& calls, c
 
 DispatchCall validate_route(const CallContext& ctx, const CallState& calls, const TensorView& topk_idx) {
   const char* where = ctx.names.route;
-  calls.check_dispatch_send(ctx.names, nullptr);
+  calls.check_not_half_done(where);
   DispatchCall call;
   call.idx_is_int64 = check_topk_idx(ctx, where, topk_idx, -1);
   call.num_tokens = static_cast<int>(topk_idx.shape[0]);

@@ -22,10 +22,14 @@ uint64_t next_owner() {
 
 CallState::CallState() : owner_(next_owner()), generation_(owner_) {}
 
-void CallState::check_dispatch_send(const ArgNames& names, const EpHandle* reuse) const {
+void CallState::check_not_half_done(const char* where) const {
   FERRY_ARG_CHECK(stage_ != Stage::kDispatchSent && stage_ != Stage::kCombineSent,
-                  names.dispatch << ": called while a " << (stage_ == Stage::kDispatchSent ? "dispatch" : "combine")
-                                 << " is half done (call its receive half first)");
+                  where << ": called while a " << (stage_ == Stage::kDispatchSent ? "dispatch" : "combine")
+                        << " is half done (call its receive half first)");
+}
+
+void CallState::check_dispatch_send(const ArgNames& names, const EpHandle* reuse) const {
+  check_not_half_done(names.dispatch);
   if (reuse != nullptr) check_handle(names.dispatch, "the reused handle", names.owner, *reuse);
 }
 

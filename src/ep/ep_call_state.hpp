@@ -32,6 +32,8 @@ class CallState {
   // dispatch_send, before the tensors are checked: no half-done call, and a
   // reused handle is the latest layout.
   void check_dispatch_send(const ArgNames& names, const EpHandle* reuse) const;
+  // No send half waiting for its receive half (`where` names the call).
+  void check_not_half_done(const char* where) const;
   // dispatch_send with a reused handle, once the tokens are counted.
   static void check_reused_tokens(const ArgNames& names, const EpHandle& reuse, int num_tokens);
   // A new layout (unless reusing) of num_tokens tokens; returns its handle.

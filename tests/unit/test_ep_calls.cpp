@@ -55,6 +55,42 @@ TEST(EpCalls, TensorsMustBeOnTheBuffersDevice) {
       unchecked, {TensorView(kHost, kBf16, {n, kH}), TensorView(kHost, kI32, {n, kK}), wts(n), TensorView()}));
 }
 
+// ---------------------------------------------------------------- route (the layout ahead)
+// EpBuffer::route's checks (the topk_idx it takes, named as route's), and what it does
+// to the call state: a new layout whose handle a dispatch may reuse; the previous
+// dispatch's handle turns stale; refused while a send half waits for its receive half.
+TEST(EpCalls, RouteChecksAndReplacesTheLayout) {
+  const EpConfig c = config(kT, kH, kK, 16);
+  const int n = 8;
+  Dispatched d(n);
+  auto route = [&](const TensorView& i) { return ferry::ep::validate_route(ctx(c), d.calls, i); };
+  for (auto [bad, name] : {std::pair{TensorView(kIdx, DataType::kFloat32, {n, kK}), "int32 or int64"},
+                           std::pair{TensorView(kIdx, kI32, {n, kK + 1}), "topk_idx"},
+                           std::pair{TensorView(kIdx, kI32, {kT + 1, kK}), "max_tokens_per_rank"},
+                           std::pair{TensorView(), "missing"}, std::pair{TensorView(kHost, kI32, {n, kK}), "device 0"}}) {
+    const std::string msg = rejected([&] { return route(bad).num_tokens; }, {name});
+    EXPECT_TRUE(contains_ci(user_part(msg), "EpBuffer::route")) << msg;
+  }
+  const auto call = route(TensorView(kIdx, DataType::kInt64, {n - 1, kK}));
+  EXPECT_EQ(call.num_tokens, n - 1);
+  EXPECT_TRUE(call.idx_is_int64);
+  const EpHandle routed = d.calls.route_done(call.num_tokens);
+  EXPECT_NE(routed.generation, d.handle.generation);
+  EXPECT_EQ(routed.num_tokens, n - 1);
+  // The previous dispatch cannot be combined any more; a dispatch reusing route's handle can start.
+  rejected(
+      [&] { ferry::ep::validate_combine_send(ctx(c), d.calls, d.handle, TensorView(kIdx, kBf16, {n * kK, kH})); },
+      {"older"});
+  EXPECT_NO_THROW(ferry::ep::validate_dispatch(ctx(c), d.calls, {tok(n - 1), TensorView(), wts(n - 1), TensorView(), &routed}));
+  rejected([&] { return ferry::ep::validate_dispatch(ctx(c), d.calls, {tok(n), TensorView(), wts(n), TensorView(), &routed}); },
+           {"reused handle"});
+  // Between a send half and its receive half: refused, naming route.
+  const EpHandle sent = d.calls.dispatch_send_done(true, n - 1, true);
+  EXPECT_EQ(sent.generation, routed.generation);
+  const std::string half = rejected([&] { return route(idx(n)).num_tokens; }, {"half done"});
+  EXPECT_TRUE(contains_ci(user_part(half), "EpBuffer::route")) << half;
+}
+
 // ---------------------------------------------------------------- call order and handles
 // The checks take the call state read-only: a rejected call leaves the buffer
 // where it was, and the right call is accepted next.
