@@ -367,13 +367,14 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           }
           failed |= m.check_failed;
           const auto& baseline = nccl_results[i];
-          rows.push_back({std::string("dispatch ") + type_label(type), bytes_per_token(type, options.hidden),
-                          m.dispatch_us, m.used_graph, m.check_failed,
-                          baseline ? std::optional<double>(baseline->forward_us) : std::nullopt});
-          if (options.route_ahead)  // the same dispatch, its layout made ahead by EpBuffer::route
-            rows.push_back({std::string("dispatch ") + type_label(type) + " routed", bytes_per_token(type, options.hidden),
-                            m.dispatch_routed_us, m.used_graph, m.check_failed,
+          auto dispatch_row = [&](const char* suffix, double us) {
+            rows.push_back({std::string("dispatch ") + type_label(type) + suffix, bytes_per_token(type, options.hidden),
+                            us, m.used_graph, m.check_failed,
                             baseline ? std::optional<double>(baseline->forward_us) : std::nullopt});
+          };
+          dispatch_row("", m.dispatch_us);
+          // The same dispatch, its layout made ahead by EpBuffer::route.
+          if (options.route_ahead) dispatch_row(" routed", m.dispatch_routed_us);
           if (!combine || type == DataType::kBFloat16) {
             combine = Row{"combine bf16", bytes_per_token(DataType::kBFloat16, options.hidden), m.combine_us,
                           m.used_graph, m.check_failed,

@@ -54,7 +54,8 @@ def nccl_shim_path():
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "EpRouting", "EpDispatchHandle", "ucx_versions", "nccl_shim_path",
+    "init", "Communicator", "AllReduce", "EpLayer", "EpLayout", "EpRouting", "EpDispatchHandle", "ucx_versions",
+    "nccl_shim_path",
     "Error", "InvalidArgument", "TimeoutError", "AbortedError", "MismatchError", "NotSupported",
     "BootstrapError", "CudaError", "__version__",
 ]

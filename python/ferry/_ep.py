@@ -450,4 +450,5 @@ class EpLayer:
             self.comm = None  # type: ignore[assignment]
 
 
-__all__ = ["EpDispatchHandle", "EpLayer", "EpLayout", "EpRouting", "EpSpec", "check_dispatch_args", "check_combine_args"]
+__all__ = ["EpDispatchHandle", "EpLayer", "EpLayout", "EpRouting", "EpSpec", "check_dispatch_args",
+           "check_combine_args"]

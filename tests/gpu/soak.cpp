@@ -191,8 +191,9 @@ void ep_soak(EpMode mode) {
     DispatchExpect ex;
     ex.sync_counts = false;
     verify_dispatch(r, rx, cfg, es.spec, es.inputs, ex, what);
-    verify_combine(out, guard, ep::combine_reference(es.spec, es.inputs[me], ep::ExpertKind::kIdentity, h.buf().hierarchical()), n,
-                   H, what);
+    const ep::CombineRef ref =
+        ep::combine_reference(es.spec, es.inputs[me], ep::ExpertKind::kIdentity, h.buf().hierarchical());
+    verify_combine(out, guard, ref, n, H, what);
     ++sum.checks;
     sum.failed_checks += failed_parts() > failed_before;
     if (!all_ranks(sum.failed_checks < kMaxFailedChecks)) break;

@@ -175,8 +175,8 @@ TEST(Ep, RouteReplacesTheLayout) {
         EXPECT_TRUE(contains_ci(msg, "reused handle")) << msg;
       }
       // Between the halves: refused, then the dispatch completes.
-      const EpHandle sent =
-          h.buf().dispatch_send(h.tokens_view(s, n), TensorView(), h.weights_view(s, n), TensorView(), h.stream(), reuse);
+      const EpHandle sent = h.buf().dispatch_send(h.tokens_view(s, n), TensorView(), h.weights_view(s, n), TensorView(),
+                                                  h.stream(), reuse);
       EXPECT_EQ(sent.generation, routed.generation);
       msg = error_message<ferry::InvalidArgument>([&] { h.buf().route(idx, h.stream()); });
       EXPECT_TRUE(contains_ci(msg, "half done")) << msg;

@@ -212,8 +212,9 @@ TEST(Ep, LowLatencyGraphAfterEagerCallsWithoutBarriers) {
     DispatchExpect ex;
     ex.sync_counts = false;
     verify_dispatch(captured, rx, cfg, s, inputs[rep], ex, what);
-    verify_combine(out, guard, ep::combine_reference(s, inputs[rep][me], ep::ExpertKind::kIdentity, h.buf().hierarchical()), T,
-                   H, what);
+    const bool hierarchical = h.buf().hierarchical();
+    verify_combine(out, guard, ep::combine_reference(s, inputs[rep][me], ep::ExpertKind::kIdentity, hierarchical), T, H,
+                   what);
   }
   if (exec) cudaGraphExecDestroy(exec);
   cudaStreamDestroy(capture);
@@ -283,8 +284,9 @@ void back_to_back(EpMode mode, int calls, int every) {
     DispatchExpect ex;
     ex.sync_counts = false;
     verify_dispatch(r, rx, cfg, s, inputs[set], ex, what);
-    verify_combine(out, guard, ep::combine_reference(s, inputs[set][me], ep::ExpertKind::kIdentity, h.buf().hierarchical()), n,
-                   H, what);
+    const bool hierarchical = h.buf().hierarchical();
+    verify_combine(out, guard, ep::combine_reference(s, inputs[set][me], ep::ExpertKind::kIdentity, hierarchical), n, H,
+                   what);
     ++checked;
     if (!all_ranks(!::testing::Test::HasFailure())) break;  // one failing check is enough (decided together)
   }

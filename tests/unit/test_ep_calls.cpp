@@ -67,7 +67,8 @@ TEST(EpCalls, RouteChecksAndReplacesTheLayout) {
   for (auto [bad, name] : {std::pair{TensorView(kIdx, DataType::kFloat32, {n, kK}), "int32 or int64"},
                            std::pair{TensorView(kIdx, kI32, {n, kK + 1}), "topk_idx"},
                            std::pair{TensorView(kIdx, kI32, {kT + 1, kK}), "max_tokens_per_rank"},
-                           std::pair{TensorView(), "missing"}, std::pair{TensorView(kHost, kI32, {n, kK}), "device 0"}}) {
+                           std::pair{TensorView(), "missing"},
+                           std::pair{TensorView(kHost, kI32, {n, kK}), "device 0"}}) {
     const std::string msg = rejected([&] { return route(bad).num_tokens; }, {name});
     EXPECT_TRUE(contains_ci(user_part(msg), "EpBuffer::route")) << msg;
   }
@@ -81,9 +82,12 @@ TEST(EpCalls, RouteChecksAndReplacesTheLayout) {
   rejected(
       [&] { ferry::ep::validate_combine_send(ctx(c), d.calls, d.handle, TensorView(kIdx, kBf16, {n * kK, kH})); },
       {"older"});
-  EXPECT_NO_THROW(ferry::ep::validate_dispatch(ctx(c), d.calls, {tok(n - 1), TensorView(), wts(n - 1), TensorView(), &routed}));
-  rejected([&] { return ferry::ep::validate_dispatch(ctx(c), d.calls, {tok(n), TensorView(), wts(n), TensorView(), &routed}); },
-           {"reused handle"});
+  auto dispatch = [&](int tokens) {
+    const ferry::ep::DispatchArgs args{tok(tokens), TensorView(), wts(tokens), TensorView(), &routed};
+    return ferry::ep::validate_dispatch(ctx(c), d.calls, args);
+  };
+  EXPECT_NO_THROW(dispatch(n - 1));
+  rejected([&] { return dispatch(n).num_tokens; }, {"reused handle"});
   // Between a send half and its receive half: refused, naming route.
   const EpHandle sent = d.calls.dispatch_send_done(true, n - 1, true);
   EXPECT_EQ(sent.generation, routed.generation);
