@@ -1,7 +1,12 @@
-// What ferry asks of UCX's configuration before ucp_init (ucx_transport.cpp).
+// What ferry asks of UCX's configuration and how it reads UCX's transports (ucx_transport.cpp).
 #include "net/ucx_config.hpp"
 
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
 
 #include "ferry/error.hpp"
 
@@ -31,6 +36,63 @@ std::string set_tcp_segments(ucp_config_t* config) {
                                           << ucs_status_string(status) << ")");
   }
   return size + " B";
+}
+
+// NOTE [Peer-failure handling and tcp]
+// Endpoints ask UCX for peer-failure handling (UCP_ERR_HANDLING_MODE_PEER) so
+// that a dead peer fails its requests instead of the process. RDMA transports
+// (rc/dc) support the mode in hardware and should keep their zero-copy puts
+// (not measured here: no RDMA NIC). UCX's tcp transport does not: it then runs
+// every put as "software emulation" (active messages through the target's
+// progress), 3-5x slower than its zero-copy tcp put (1 MiB on the 2-core CI
+// machine: 1137 vs 5288 MB/s as ucx_perftest prints them, `-e` vs plain; on the
+// H100 box 1.59 vs 5.30 GB/s). Shared memory refuses the mode altogether (then
+// it is dropped: UcxTransport::start).
+// FERRY_UCX_PEER_FAILURE=0 turns it off for users who want tcp's zero-copy puts;
+// a dead peer then shows up as failed requests (tcp: "Connection reset by
+// remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
+// guarantees neither. Default: on.
+bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
+
+// NOTE [Shared memory refuses peer-failure handling, quietly]
+// An endpoint asked for peer-failure handling over shared memory fails with
+// UCS_ERR_UNREACHABLE, and UCX logs it as an error ("no active messages
+// transport to ...: sysv/memory - no peer failure handler, ..."), once per
+// endpoint, before ferry connects again without the mode (below). That error is
+// expected, so while the first attempt runs a UCX log handler drops error lines
+// that name "no peer failure handler"; every other line goes on to UCX's own
+// handlers, and a failure of the retry is logged as usual. UCX calls handlers
+// newest first (ucs_log_push_handler), so this one sees each line first.
+namespace {
+ucs_log_func_rc_t drop_peer_failure_refusal(const char*, unsigned, const char*, ucs_log_level_t level,
+                                            const ucs_log_component_config_t*, const char* format, va_list ap) {
+  if (level != UCS_LOG_LEVEL_ERROR) return UCS_LOG_FUNC_RC_CONTINUE;
+  char text[1024];
+  va_list copy;
+  va_copy(copy, ap);
+  std::vsnprintf(text, sizeof(text), format, copy);
+  va_end(copy);
+  return std::strstr(text, "no peer failure handler") != nullptr ? UCS_LOG_FUNC_RC_STOP : UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+}  // namespace
+
+void push_peer_failure_refusal_filter() { ucs_log_push_handler(&drop_peer_failure_refusal); }
+void pop_peer_failure_refusal_filter() { ucs_log_pop_handler(); }
+
+// RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
+// (GPUDirect), so windows are registered in GPU memory. cuda_ipc only reaches
+// processes of the same host, so it counts only with FERRY_UCX_GPU_MEMORY=on
+// (the same-host stand-in for GPUDirect). Its first run segfaulted: UCX typed
+// the CUDA source as host memory (NOTE [GPU-memory puts]).
+bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
+  static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5",
+                                       "rc_x",     "dc_x",    "ud_x",    "gga_mlx5"};
+  if (mode == knobs::UcxGpuMemory::kOff) return false;
+  if (mode == knobs::UcxGpuMemory::kOn && transport == "cuda_ipc") return true;
+  for (const char* name : kNames)
+    if (transport == name) return true;
+  return false;
 }
 
 }  // namespace ferry::net

@@ -1,4 +1,4 @@
-// What ferry asks of UCX's configuration before ucp_init (ucx_config.cpp).
+// What ferry asks of UCX's configuration and how it reads UCX's transports (ucx_config.cpp).
 // No UCX header here: ferry-bench, built with or without UCX, asks the same rule.
 #pragma once
 
@@ -23,5 +23,16 @@ inline uint64_t tcp_segment_bytes() {
 // Sets tcp_segment_bytes() as both of UCX's tcp segment sizes in `config`
 // (nothing for 0); returns what it set ("" for nothing), for describe().
 std::string set_tcp_segments(ucp_config* config);
+
+// Whether endpoints ask UCX for peer-failure handling (NOTE [Peer-failure handling and tcp]).
+bool peer_failure_mode_from_env();
+
+// While pushed, UCX's expected refusal of peer-failure handling over shared
+// memory is not logged (NOTE [Shared memory refuses peer-failure handling, quietly]).
+void push_peer_failure_refusal_filter();
+void pop_peer_failure_refusal_filter();
+
+// Whether UCX transport `transport` (UCX's name) moves CUDA memory in `mode`.
+bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode);
 
 }  // namespace ferry::net

@@ -2,14 +2,13 @@
 // tcp or shared memory here). Worker addresses and remote keys travel through
 // ferry's bootstrap.
 #include <ucp/api/ucp.h>
-#include <ucs/debug/log_def.h>
 
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/knobs.hpp"
@@ -44,57 +43,6 @@ struct AddressFrame {
   uint32_t bytes;
   char address[kMaxWorkerAddress];
 };
-
-// NOTE [Peer-failure handling and tcp]
-// Endpoints ask UCX for peer-failure handling (UCP_ERR_HANDLING_MODE_PEER) so
-// that a dead peer fails its requests instead of the process. RDMA transports
-// (rc/dc) support the mode in hardware and should keep their zero-copy puts
-// (not measured here: no RDMA NIC). UCX's tcp transport does not: it then runs
-// every put as "software emulation" (active messages through the target's
-// progress), 3-5x slower than its zero-copy tcp put (1 MiB on the 2-core CI
-// machine: 1137 vs 5288 MB/s as ucx_perftest prints them, `-e` vs plain; on the
-// H100 box 1.59 vs 5.30 GB/s). Shared memory refuses the mode altogether (then
-// it is dropped, below).
-// FERRY_UCX_PEER_FAILURE=0 turns it off for users who want tcp's zero-copy puts;
-// a dead peer then shows up as failed requests (tcp: "Connection reset by
-// remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
-// guarantees neither. Default: on.
-bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
-
-// NOTE [Shared memory refuses peer-failure handling, quietly]
-// An endpoint asked for peer-failure handling over shared memory fails with
-// UCS_ERR_UNREACHABLE, and UCX logs it as an error ("no active messages
-// transport to ...: sysv/memory - no peer failure handler, ..."), once per
-// endpoint, before ferry connects again without the mode (below). That error is
-// expected, so while the first attempt runs a UCX log handler drops error lines
-// that name "no peer failure handler"; every other line goes on to UCX's own
-// handlers, and a failure of the retry is logged as usual. UCX calls handlers
-// newest first (ucs_log_push_handler), so this one sees each line first.
-ucs_log_func_rc_t drop_peer_failure_refusal(const char*, unsigned, const char*, ucs_log_level_t level,
-                                            const ucs_log_component_config_t*, const char* format, va_list ap) {
-  if (level != UCS_LOG_LEVEL_ERROR) return UCS_LOG_FUNC_RC_CONTINUE;
-  char text[1024];
-  va_list copy;
-  va_copy(copy, ap);
-  std::vsnprintf(text, sizeof(text), format, copy);
-  va_end(copy);
-  return std::strstr(text, "no peer failure handler") != nullptr ? UCS_LOG_FUNC_RC_STOP : UCS_LOG_FUNC_RC_CONTINUE;
-}
-
-// RDMA transports: with a CUDA-enabled UCX they move CUDA memory directly
-// (GPUDirect), so windows are registered in GPU memory. cuda_ipc only reaches
-// processes of the same host, so it counts only with FERRY_UCX_GPU_MEMORY=on
-// (the same-host stand-in for GPUDirect). Its first run segfaulted: UCX typed
-// the CUDA source as host memory (NOTE [GPU-memory puts]).
-bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
-  static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5",
-                                       "rc_x",     "dc_x",    "ud_x",    "gga_mlx5"};
-  if (mode == knobs::UcxGpuMemory::kOff) return false;
-  if (mode == knobs::UcxGpuMemory::kOn && transport == "cuda_ipc") return true;
-  for (const char* name : kNames)
-    if (transport == name) return true;
-  return false;
-}
 
 class UcxTransport final : public Transport {
  public:
@@ -199,25 +147,50 @@ class UcxTransport final : public Transport {
     if (!failed_) FERRY_UCS_CHECK(ucp_worker_fence(worker_));
   }
 
+  // NOTE [Requests name their peer]
+  // A survivor's error must name the rank that died (tests/net/test_proxy_faults.cpp),
+  // and a request may fail long after it was issued (CI once saw "a request failed:
+  // Input/output error" over shared memory, which has no peer-failure handling). So
+  // every UCX request carries its peer in the caller space UCX reserves in it
+  // (ucp_params_t::request_size; the handle points at that space), and a flush is one
+  // ucp_ep_flush_nbx per endpoint, whose failures name their peers, not one worker
+  // flush, whose failure names none. The flush's handle is a FlushSet, told apart
+  // from UCX's handles by flush_sets_ (empty, so not looked up, while none is out).
   Request flush() override {
     if (failed_) return nullptr;
-    ucp_request_param_t param{};
-    return keep(ucp_worker_flush_nbx(worker_, &param), -1);
+    auto set = std::make_unique<FlushSet>();
+    for (size_t r = 0; r < endpoints_.size(); ++r) {
+      if (endpoints_[r] == nullptr) continue;
+      ucp_request_param_t param{};
+      Request request = keep(ucp_ep_flush_nbx(endpoints_[r], &param), static_cast<int>(r));
+      if (request != nullptr) set->requests.push_back(request);
+    }
+    if (set->requests.empty()) return nullptr;
+    Request handle = set.get();
+    flush_sets_.emplace(handle, std::move(set));
+    return handle;
   }
 
   bool progress() override { return ucp_worker_progress(worker_) != 0; }
 
   bool test(Request request) override {
     if (request == nullptr) return true;
-    const ucs_status_t status = ucp_request_check_status(request);
-    if (status == UCS_INPROGRESS) return false;
-    if (status != UCS_OK) record_failure(-1, status, "a request");
-    ucp_request_free(request);
-    return true;
+    if (FlushSet* set = flush_set(request)) {
+      while (!set->requests.empty() && test_one(set->requests.back())) set->requests.pop_back();
+      if (!set->requests.empty()) return false;
+      flush_sets_.erase(request);
+      return true;
+    }
+    return test_one(request);
   }
 
   void cancel(Request request) override {
     if (request == nullptr) return;
+    if (FlushSet* set = flush_set(request)) {
+      for (Request one : set->requests) cancel(one);
+      flush_sets_.erase(request);
+      return;
+    }
     if (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_request_cancel(worker_, request);
     ucp_request_free(request);
   }
@@ -287,8 +260,9 @@ class UcxTransport final : public Transport {
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
     tcp_segments_ = set_tcp_segments(config);  // NOTE [tcp segments] (ucx_config.cpp)
     ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE;
     params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
+    params.request_size = sizeof(int);  // a request's peer (NOTE [Requests name their peer])
     const ucs_status_t init = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
@@ -324,9 +298,9 @@ class UcxTransport final : public Transport {
       ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
       ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
       ep_params.err_handler.arg = this;
-      if (want_peer_failure) ucs_log_push_handler(&drop_peer_failure_refusal);  // NOTE [Shared memory refuses ...]
+      if (want_peer_failure) push_peer_failure_refusal_filter();  // NOTE [Shared memory refuses ...]
       ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
-      if (want_peer_failure) ucs_log_pop_handler();
+      if (want_peer_failure) pop_peer_failure_refusal_filter();
       if (created == UCS_ERR_UNREACHABLE && want_peer_failure) {
         // Shared-memory transports cannot detect a dead peer, so UCX refuses
         // peer-failure handling on them: connect without it. A dead peer is
@@ -421,7 +395,26 @@ class UcxTransport final : public Transport {
       record_failure(peer, UCS_PTR_STATUS(request), "an operation");
       return nullptr;
     }
+    *static_cast<int*>(request) = peer;  // NOTE [Requests name their peer]
     return request;
+  }
+
+  // One UCX request: true once finished (then freed); a failure is recorded with its peer.
+  bool test_one(Request request) {
+    const ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS) return false;
+    if (status != UCS_OK) record_failure(*static_cast<const int*>(request), status, "a request");
+    ucp_request_free(request);
+    return true;
+  }
+
+  struct FlushSet {
+    std::vector<Request> requests;  // one per endpoint, not yet finished
+  };
+  FlushSet* flush_set(Request request) const {
+    if (flush_sets_.empty()) return nullptr;
+    const auto found = flush_sets_.find(request);
+    return found == flush_sets_.end() ? nullptr : found->second.get();
   }
 
   void drop_keys(Region& region) {
@@ -477,6 +470,7 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   std::vector<Region> regions_;
+  std::unordered_map<Request, std::unique_ptr<FlushSet>> flush_sets_;  // NOTE [Requests name their peer]
   bool moves_cuda_memory_ = false;
   std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
   bool peer_failure_detection_ = true;
