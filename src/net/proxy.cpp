@@ -255,6 +255,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     if (!wait_for_request_room()) return;
     activity_.store(kIssuing, std::memory_order_relaxed);
     InFlight f;
+    f.peer = entry.peer;
     f.request = transport_->put(entry.peer, window.local + entry.src_offset + done, n, window.data_region,
                                 entry.dst_offset + done, window.local_is_cuda);
     keep_in_flight(std::move(f));
@@ -289,6 +290,7 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
   uint64_t& total = signal_totals_[key];
   total += entry.signal_value;
   InFlight f;
+  f.peer = entry.peer;
   f.operand = std::make_unique<uint64_t>(total);
   const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + entry.signal_index;
   f.request = transport_->put(entry.peer, f.operand.get(), sizeof(uint64_t), window.signal_region,
@@ -315,7 +317,13 @@ bool Proxy::wait_for_request_room() {
       return false;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      note_failure("puts waited past the timeout for earlier ones to complete (their target makes no progress)", -1);
+      // The oldest request names the rank that makes no progress (a flush: none in particular).
+      const int stuck = in_flight_.empty() ? -1 : in_flight_.front().peer;
+      std::ostringstream os;
+      os << "puts waited past the timeout for earlier ones to complete (their target";
+      if (stuck >= 0) os << ", rank " << stuck << ",";
+      os << " makes no progress)";
+      note_failure(os.str(), stuck);
       return false;
     }
   }

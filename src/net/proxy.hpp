@@ -165,6 +165,7 @@ class Proxy {
     std::optional<uint64_t> quiet;   // quiet ticket published when it completes
     std::unique_ptr<uint64_t> operand;  // a signal's value, alive until its put completed
     int64_t issued_ns = 0;              // steady clock, for ProxyStats::complete_us
+    int peer = -1;                      // the target rank (-1: a flush of every endpoint)
   };
   // The proxy thread's counters (ProxyStats; written by it alone, read by anyone).
   struct Counters {

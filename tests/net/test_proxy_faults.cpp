@@ -2,7 +2,8 @@
 // within the timeout with an error naming the dead rank and the phase, then
 // destroys its proxy (the thread stops) and exits 0. The ranks are processes
 // this test forks (mpirun would end the whole job when one rank dies), joined
-// by the TCP bootstrap; no GPU.
+// by the TCP bootstrap; no GPU. A stalled peer (stopped, alive) is named the same way
+// (NOTE [Stalled peer test]).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,6 +100,66 @@ void kill_one_rank(int world, bool kill_mid_put) {
                                           << "the dead rank and phase, 12: too late, 13: setup failed)";
     }
   }
+}
+
+// NOTE [Stalled peer test]: rank 1 stops itself (SIGSTOP) once connected, so it never polls its
+// worker. Over tcp its sockets fill and rank 0's puts stay in flight: the proxy gives up when the
+// requests it keeps in flight have waited past its timeout, and its error names the rank the
+// oldest one goes to (wait_for_request_room); rank 0 waits on a signal for longer than that, so
+// the proxy's error is the one it must see. Over shared memory the puts complete anyway (the
+// kernel copies into a stopped process), so there the signal wait's timeout names the rank.
+int run_stalled(const std::string& id, int rank) {
+  const char* tls = std::getenv("UCX_TLS");
+  const bool tcp = tls != nullptr && std::string(tls).rfind("tcp", 0) == 0;
+  try {
+    ferry::TcpBootstrap bootstrap(ferry::TcpBootstrap::id_from_string(id), rank, 2);
+    constexpr size_t kPuts = 6000;  // more 1 MiB puts than the proxy keeps in flight (4096 requests)
+    HostNet net(bootstrap, 1 << 20, 1, 8192, kTimeout);
+    if (rank == 1) raise(SIGSTOP);  // the parent kills it once rank 0 is done
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (size_t i = 0; i < kPuts; ++i) net.put(1, 0, 0, 1 << 20);
+      net.wait_signal(1, 0, 1, kTimeout * 3 / 2);
+      return kNoError;
+    } catch (const ferry::Error& e) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string what = e.what();
+      std::fprintf(stderr, "[rank %d] after %.2f s: %s\n", rank, seconds, what.c_str());
+      if (what.find("rank 1") == std::string::npos) return kWrongError;
+      if (what.find(tcp ? "phase 'proxy transfer'" : "phase '") == std::string::npos) return kWrongError;
+      if (seconds > 3 * kTimeout.count() / 1000.0) return kTooLate;
+    }
+    return kOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] setup failed: %s\n", rank, e.what());
+    return kSetupFailed;
+  }
+}
+
+TEST(ProxyFaults, StalledPeerNamedByTheTimeout) {
+  const std::string id = ferry::TcpBootstrap::id_to_string(
+      ferry::TcpBootstrap::create_unique_id("127.0.0.1", free_port()));
+  pid_t pids[2];
+  for (int r = 0; r < 2; ++r) {
+    pids[r] = fork();
+    ASSERT_GE(pids[r], 0);
+    if (pids[r] == 0) _exit(run_stalled(id, r));
+  }
+  int status = 0;
+  pid_t done = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((done = waitpid(pids[0], &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  kill(pids[1], SIGKILL);
+  waitpid(pids[1], nullptr, 0);
+  if (done == 0) {
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], nullptr, 0);
+    FAIL() << "rank 0 did not exit within 60 s";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "rank 0 crashed (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), kOk) << "rank 0 (10: no error, 11: error does not name the stalled rank and the "
+                                      << "phase, 12: too late, 13: setup failed)";
 }
 
 TEST(ProxyFaults, PeerKilledMidTransferTwoRanks) { kill_one_rank(2, true); }
