@@ -3,6 +3,7 @@
 // ferry's bootstrap.
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -337,7 +338,11 @@ class UcxTransport final : public Transport {
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
       ucs_status_ptr_t request = ucp_ep_close_nbx(endpoints_[r], &param);
       if (UCS_PTR_IS_PTR(request)) {
-        while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+        // A forced close completes locally; the bound only keeps a teardown from hanging on a UCX surprise
+        // (the worker's destruction below releases what is left).
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline)
+          ucp_worker_progress(worker_);
         ucp_request_free(request);
       }
     }

@@ -17,6 +17,7 @@ M="mpirun --allow-run-as-root --bind-to none -np 2"; B=build-device/bench/ferry-
 for r in 1 2; do
   call_run nvlink_1024_$r 60 $M $B nvlink --sms 8,16,24,32,132 --bytes 64M --csv $CALL_DIR/nvlink_1024_$r.csv
   call_run nvlink_256_$r 60 $M $B nvlink --sms 8,16,24,32,132 --bytes 64M --threads 256 --csv $CALL_DIR/nvlink_256_$r.csv
+  call_run nvlink_512_$r 60 $M $B nvlink --sms 8,16,24,32,132 --bytes 64M --threads 512 --csv $CALL_DIR/nvlink_512_$r.csv
 done
 OUT=$CALL_DIR/profile FERRY_PROFILE_LINES=400 call_run profile_ht 150 scripts/profile_ep.sh ht --tokens 4096 --layout rank_rows --dispatch-types bf16 --no-nccl
 grep -h -E "^(method|local_sum4)" $CALL_DIR/nvlink_*.log
