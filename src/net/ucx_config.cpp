@@ -58,7 +58,7 @@ bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
 // An endpoint asked for peer-failure handling over shared memory fails with
 // UCS_ERR_UNREACHABLE, and UCX logs it as an error ("no active messages
 // transport to ...: sysv/memory - no peer failure handler, ..."), once per
-// endpoint, before ferry connects again without the mode (below). That error is
+// endpoint, before ferry connects again without the mode (UcxTransport::start). That error is
 // expected, so while the first attempt runs a UCX log handler drops error lines
 // that name "no peer failure handler"; every other line goes on to UCX's own
 // handlers, and a failure of the retry is logged as usual. UCX calls handlers

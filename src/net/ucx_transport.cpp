@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -160,7 +160,7 @@ class UcxTransport final : public Transport {
   Request flush() override {
     if (failed_) return nullptr;
     auto set = std::make_unique<FlushSet>();
-    for (size_t r = 0; r < endpoints_.size(); ++r) {
+    for (size_t r = 0; r < endpoints_.size() && !failed_; ++r) {  // NOTE [After a failure]
       if (endpoints_[r] == nullptr) continue;
       ucp_request_param_t param{};
       Request request = keep(ucp_ep_flush_nbx(endpoints_[r], &param), static_cast<int>(r));
