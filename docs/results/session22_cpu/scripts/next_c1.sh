@@ -11,7 +11,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin c1 560
 nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c
-git apply docs/results/session22_cpu/sum-tma-probe_*.patch 2>&1 || patch -p1 < docs/results/session22_cpu/sum-tma-probe_*.patch
+git apply docs/results/session22_cpu/sum-probes_*.patch 2>&1 || patch -p1 < docs/results/session22_cpu/sum-probes_*.patch
 call_build_dir build-device "ferry-bench"
 M="mpirun --allow-run-as-root --bind-to none -np 2"; B=build-device/bench/ferry-bench
 for r in 1 2; do
