@@ -1,7 +1,7 @@
 # Prepared in session 22 (no device time was left: status showed 164 s and no machine could start), for the
 # next session's first call on nvidia-h100-x2 (run(kind nvidia-h100-x2, carry [".deps"]), ~330 s):
-#  1. the expanded combine's read rate: ferry-bench nvlink's local_sum4 (register loads, 1024 and 256 threads)
-#     against local_sum4_tma (the patch beside this folder: bulk copies into a ring of shared-memory stages),
+#  1. the expanded combine's read rate: ferry-bench nvlink's local_sum4 (register loads, 1024/512/256 threads)
+#     against local_sum4_tma and local_sum4_async (the patch beside this folder: bulk copies / cp.async rings),
 #     at 8 / 16 / 24 / 32 / 132 SMs. If local_sum4_tma reads well above local_sum4's ~1.4 TB/s at 24 SMs, the
 #     expanded combine's send half (471 MB of reads, 405.7 us on 24 SMs, issue 23's <= 400 us target) is worth a
 #     bulk-copy design; if not, its floor is the ~330-410 us ep-notes gives and the note says so.
