@@ -1,6 +1,7 @@
 #include "ep/ep_args.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -77,6 +78,17 @@ std::string strides_text(const TensorView& t) {
   return os.str();
 }
 
+// A tensor of rows (tokens, expert outputs, out): the kernels move rows in 16-byte units (vector
+// loads and stores), so its data must start on a 16-byte boundary; a misaligned one would fault
+// on the GPU ("misaligned address") and take the communicator with it. PyTorch's allocations are
+// aligned; a view at an odd element offset of a flat buffer is not.
+void check_row_alignment(const char* where, const char* name, const TensorView& t) {
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  FERRY_ARG_CHECK(address % 16 == 0, where << ": " << name << " must start at a 16-byte aligned address (rows move in "
+                                           << "16-byte units); its data is " << address % 16
+                                           << " bytes past a boundary (" << t.describe() << ")");
+}
+
 // A tensor argument: present, its type, rank and sizes (-1: any), contiguous.
 void check_tensor(const char* where, const char* name, const TensorView& t, DataType dtype,
                   std::initializer_list<int64_t> shape) {
@@ -127,6 +139,7 @@ DispatchCall check_dispatch_tensors(const CallContext& ctx, const DispatchArgs& 
   FERRY_ARG_CHECK(tokens.shape.size() == 2, where << ": " << n.tokens << " must be 2-D [tokens, " << c.hidden
                                                   << "], got " << tokens.describe());
   check_tensor(where, n.tokens, tokens, tokens.dtype, {-1, c.hidden});
+  check_row_alignment(where, n.tokens, tokens);
   const int64_t num_tokens = tokens.shape[0];
   FERRY_ARG_CHECK(num_tokens <= c.max_tokens_per_rank, where << ": " << n.tokens << " has " << num_tokens
                                                                << " tokens, more than " << n.max_tokens << " ("
@@ -178,6 +191,7 @@ void check_expert_outputs(const CallContext& ctx, const char* where, const Tenso
     FERRY_ARG_CHECK(eo.shape[0] >= rows_needed,
                     where << ": " << name << " has " << eo.shape[0] << " rows, the dispatch produced " << rows_needed);
   }
+  check_row_alignment(where, name, eo);
   check_device(where, name, eo, ctx.device);
 }
 
@@ -187,6 +201,7 @@ void check_out(const CallContext& ctx, const char* where, const TensorView& out,
                   where << ": " << name << " is missing (" << num_tokens << " tokens to combine)");
   if (!out.given()) return;
   check_tensor(where, name, out, DataType::kBFloat16, {num_tokens, ctx.config.hidden});
+  check_row_alignment(where, name, out);
   check_device(where, name, out, ctx.device);
 }
 

@@ -265,6 +265,11 @@ TEST(EpArgs, DispatchRejectsBadTokens) {
   bad(TensorView(nullptr, kBf16, {n, kH}), "null data");
   bad(TensorView(), "empty");
   bad(TensorView(kTok, kBf16, {-1, kH}), "negative size");
+  // Rows move in 16-byte units: a view at an odd element offset is refused, one 16 bytes in is fine.
+  msg = bad(TensorView(fake(0x100002), kBf16, {n, kH}), "misaligned by 2 bytes");
+  EXPECT_TRUE(contains_ci(msg, "16-byte") && names_number(msg, 2)) << msg;
+  bad(TensorView(fake(0x100008), kBf16, {n, kH}), "misaligned by 8 bytes");
+  EXPECT_NO_THROW(dispatch(c, TensorView(fake(0x100010), kBf16, {n, kH}), idx(n), wts(n)));
   // fp8 tokens on a bf16 dispatch_type.
   msg = rejected([&] { return dispatch(c, tok(n, DataType::kFloat8E4M3), idx(n), wts(n), scl(n)).num_tokens; },
                  {"tokens"});
@@ -363,6 +368,7 @@ TEST(EpArgs, CombineHighThroughput) {
   bad_eo(TensorView(kExp, kBf16, {100, kH}, {2 * kH, 1}), "non-contiguous");
   bad_eo(TensorView(kExp, kBf16, {int64_t{100} * kH}), "1-D");
   bad_eo(TensorView(), "missing");
+  EXPECT_TRUE(contains_ci(bad_eo(TensorView(fake(0x1000004), kBf16, {100, kH}), "misaligned"), "16-byte"));
 
   auto bad_out = [&](const TensorView& o, const char* label) {
     SCOPED_TRACE(label);
@@ -378,6 +384,8 @@ TEST(EpArgs, CombineHighThroughput) {
   bad_out(TensorView(kOut, kBf16, {int64_t{10} * kH}), "1-D");
   bad_out(TensorView(kOut, kBf16, {10, kH}, {2 * kH, 1}), "non-contiguous");
   bad_out(TensorView(nullptr, kBf16, {10, kH}), "null");
+  EXPECT_TRUE(contains_ci(bad_out(TensorView(fake(0x9000006), kBf16, {10, kH}), "misaligned"), "16-byte"));
+  EXPECT_NO_THROW(check(eo, 100, TensorView(fake(0x9000010), kBf16, {10, kH})));
 }
 
 TEST(EpArgs, CombineLowLatency) {
