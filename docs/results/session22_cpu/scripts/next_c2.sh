@@ -1,8 +1,8 @@
 # Prepared in session 22 (no device time), for the next session on nvidia-h100-x2, after next_c1.sh (~480 s):
-# the expanded combine with its send loads by cp.async (patch combine-async_9d377c7.patch beside this folder,
+# the expanded combine with its send loads by cp.async (patch combine-async_2b31e01.patch beside this folder,
 # NOTE [EP combine async loads] in it) against main: its tests and sanitizers, then the A/B.
 # Before (here): rm -rf .ab; for t in base new; do mkdir -p .ab/$t; git archive main | tar -x -C .ab/$t; done
-#                (cd .ab/new && git apply ../../docs/results/session22_cpu/combine-async_9d377c7.patch)
+#                (cd .ab/new && git apply ../../docs/results/session22_cpu/combine-async_2b31e01.patch)
 # run(kind nvidia-h100-x2, carry [".deps",".ab"]): bash docs/results/session22_cpu/scripts/next_c2.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
