@@ -162,6 +162,69 @@ TEST(ProxyFaults, StalledPeerNamedByTheTimeout) {
                                       << "phase, 12: too late, 13: setup failed)";
 }
 
+// NOTE [Requests name their peer] (ucx_transport.cpp): puts and a quiet issued after the peer died
+// fail after they were issued (over shared memory a put to a dead process fails with an I/O error,
+// the case CI met); the error still names the dead rank. Rank 1 takes one signal and dies; rank 0
+// waits past its death (the parent tells it through a pipe), then puts and quiets.
+int run_after_death(const std::string& id, int rank, int dead_fd) {
+  try {
+    ferry::TcpBootstrap bootstrap(ferry::TcpBootstrap::id_from_string(id), rank, 2);
+    HostNet net(bootstrap, 1 << 20, 1, 64, kTimeout);
+    if (rank == 1) {
+      net.wait_signal(0, 0, 1, std::chrono::milliseconds(20000));
+      raise(SIGKILL);
+    }
+    net.put_with_signal(1, 0, 0, 64, 0, 1);
+    char byte = 0;
+    if (read(dead_fd, &byte, 1) != 1) return kSetupFailed;  // rank 1 is dead now
+    try {
+      for (int i = 0; i < 64; ++i) net.put(1, 0, 0, 4096);
+      net.proxy->quiet();
+      net.proxy->check();
+      return kNoError;
+    } catch (const ferry::Error& e) {
+      const std::string what = e.what();
+      std::fprintf(stderr, "[rank %d] %s\n", rank, what.c_str());
+      return what.find("rank 1") == std::string::npos ? kWrongError : kOk;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] setup failed: %s\n", rank, e.what());
+    return kSetupFailed;
+  }
+}
+
+TEST(ProxyFaults, PutsAndQuietAfterPeerDeathNameIt) {
+  const std::string id = ferry::TcpBootstrap::id_to_string(
+      ferry::TcpBootstrap::create_unique_id("127.0.0.1", free_port()));
+  int dead[2];
+  ASSERT_EQ(pipe(dead), 0);
+  pid_t pids[2];
+  for (int r = 0; r < 2; ++r) {
+    pids[r] = fork();
+    ASSERT_GE(pids[r], 0);
+    if (pids[r] == 0) _exit(run_after_death(id, r, dead[0]));
+  }
+  int status = 0;
+  waitpid(pids[1], &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "rank 1 should die by SIGKILL";
+  const char byte = 1;
+  EXPECT_EQ(write(dead[1], &byte, 1), 1);
+  pid_t done = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((done = waitpid(pids[0], &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  close(dead[0]);
+  close(dead[1]);
+  if (done == 0) {
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], nullptr, 0);
+    FAIL() << "rank 0 did not exit within 60 s";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "rank 0 crashed (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), kOk) << "rank 0 (10: no error, 11: error does not name the dead rank, 13: setup "
+                                      << "failed)";
+}
+
 TEST(ProxyFaults, PeerKilledMidTransferTwoRanks) { kill_one_rank(2, true); }
 TEST(ProxyFaults, PeerKilledMidTransferFourRanks) { kill_one_rank(4, true); }
 TEST(ProxyFaults, PeerKilledAfterSmallPuts) { kill_one_rank(3, false); }
