@@ -155,18 +155,21 @@ class UcxTransport final : public Transport {
   // every UCX request carries its peer in the caller space UCX reserves in it
   // (ucp_params_t::request_size; the handle points at that space), and a flush is one
   // ucp_ep_flush_nbx per endpoint, whose failures name their peers, not one worker
-  // flush, whose failure names none. The flush's handle is a FlushSet, told apart
-  // from UCX's handles by flush_sets_ (empty, so not looked up, while none is out).
+  // flush, whose failure names none. With several endpoints still flushing, the
+  // flush's handle is a FlushSet, told apart from UCX's handles by flush_sets_
+  // (empty, so not looked up, while none is out); with one, it is that request.
   Request flush() override {
     if (failed_) return nullptr;
-    auto set = std::make_unique<FlushSet>();
+    std::vector<Request> pending;
     for (size_t r = 0; r < endpoints_.size() && !failed_; ++r) {  // NOTE [After a failure]
       if (endpoints_[r] == nullptr) continue;
       ucp_request_param_t param{};
       Request request = keep(ucp_ep_flush_nbx(endpoints_[r], &param), static_cast<int>(r));
-      if (request != nullptr) set->requests.push_back(request);
+      if (request != nullptr) pending.push_back(request);
     }
-    if (set->requests.empty()) return nullptr;
+    if (pending.size() <= 1) return pending.empty() ? nullptr : pending[0];  // one request names its peer itself
+    auto set = std::make_unique<FlushSet>();
+    set->requests = std::move(pending);
     Request handle = set.get();
     flush_sets_.emplace(handle, std::move(set));
     return handle;
