@@ -6,7 +6,9 @@
 # build-device.
 #
 #   scripts/profile_ep.sh [ll|ht] [more ferry-bench ep arguments]
-# Environment: OUT (reports and logs, default ./out), FERRY_PROFILE_TOP (SASS lines, default 12)
+# Environment: OUT (reports and logs, default ./out), FERRY_PROFILE_TOP (SASS lines, default 12),
+# FERRY_PROFILE_KERNELS (kernel name regex, default layout|dispatch|combine), FERRY_PROFILE_SKIP / _COUNT
+# (launches skipped / profiled, default 10 / 5), FERRY_NCU_ARGS (more ncu options, e.g. --cache-control none)
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
@@ -20,9 +22,11 @@ REP="$OUT/profile_$MODE"
 NCU="${NCU:-ncu}"
 command -v "$NCU" >/dev/null || NCU=/usr/local/cuda/bin/ncu
 
-# A few calls after warm-up; one profiled launch of each kernel.
+# A few calls after warm-up; one profiled launch of each kernel. FERRY_NCU_ARGS: several words on purpose.
+# shellcheck disable=SC2086
 timeout 300 mpirun --allow-run-as-root --bind-to none -np 1 "$NCU" -f -o "$REP" \
-  -k 'regex:layout|dispatch|combine' --launch-skip 10 --launch-count 5 \
+  -k "regex:${FERRY_PROFILE_KERNELS:-layout|dispatch|combine}" --launch-skip "${FERRY_PROFILE_SKIP:-10}" \
+  --launch-count "${FERRY_PROFILE_COUNT:-5}" ${FERRY_NCU_ARGS:-} \
   --section SpeedOfLight --section LaunchStats --section WarpStateStats --section SourceCounters \
   "$B" ep --mode "$MODE" --iters 3 --warmup 1 --graph-iters 1 "$@" >"$REP.log" 2>&1 ||
   { echo "ncu failed:"; tail -20 "$REP.log"; exit 1; }
