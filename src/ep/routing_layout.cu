@@ -4,6 +4,7 @@
 // Neither waits on another block, so any number of free SMs will do.
 #include <algorithm>
 
+#include "ep/ep_trace.cuh"
 #include "ep/routing_layout.cuh"
 #include "ep/internode_params.hpp"
 #include "ferry/cuda_check.hpp"
@@ -12,14 +13,32 @@
 namespace ferry::ep {
 namespace {
 
+// NOTE [EP trace] points (trace builds only), labelled with the epoch of the dispatch send they precede.
+// layout: 0 start, 7-12 layout_block's stamps, 13 end; layout_add: 0 start, 1 end. With the spans each
+// prints and the send kernel's, they show where a dispatch's layout step goes: inside these kernels or
+// between them and the send kernel.
+FERRY_EP_TRACE_DEFINE(g_trace_layout)
+FERRY_EP_TRACE_DEFINE(g_trace_layout_add)
+
 __global__ void __launch_bounds__(kLayoutThreads) layout_kernel(Params p) {
   extern __shared__ uint32_t smem[];
+#ifdef FERRY_EP_TRACE
+  FERRY_EP_TRACE_POINT(g_trace_layout, 0);
+  layout_block(p, smem, blockIdx.x, gridDim.x, kLayoutThreads,
+               [](int point) { FERRY_EP_TRACE_POINT(g_trace_layout, point); });
+  FERRY_EP_TRACE_POINT(g_trace_layout, 13);
+  FERRY_EP_TRACE_REPORT(g_trace_layout, "layout", p, current_epoch(p, kDispatchSend), 14);
+#else
   layout_block(p, smem, blockIdx.x, gridDim.x);
+#endif
 }
 
 __global__ void __launch_bounds__(kLayoutThreads) layout_add_lower_blocks_kernel(Params p) {
   extern __shared__ int32_t base[];
+  FERRY_EP_TRACE_POINT(g_trace_layout_add, 0);
   layout_add_lower_blocks(p, base, blockIdx.x, gridDim.x);
+  FERRY_EP_TRACE_POINT(g_trace_layout_add, 1);
+  FERRY_EP_TRACE_REPORT(g_trace_layout_add, "layout_add", p, current_epoch(p, kDispatchSend), 2);
 }
 
 }  // namespace

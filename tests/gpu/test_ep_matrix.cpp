@@ -248,7 +248,7 @@ TEST(Ep, TopkAboveEight) {
 // the layout kernels. The same inputs through both, at 256 and 257 tokens per
 // rank (one and two layout blocks), 1024 and 1025 (the fused limit), 4097 (17
 // layout blocks), twice per
-// buffer (the second round reuses the staging of the first): each round checked
+// buffer (the second round reuses the staging of the first, its ids as int64): each round checked
 // against the reference, and bitwise the same rows and combine output
 // everywhere. A bad expert id on the fused path: Ep.BadExpertIdOnOneRank (32
 // tokens).
@@ -269,7 +269,9 @@ TEST(Ep, FusedAndSeparateLayoutAgree) {
         Harness::Outcome out;
         ASSERT_TRUE(h.round(s, all, {}, &out));
         results.push_back(out);
-        ASSERT_TRUE(h.round(s, all, {}, &out));
+        Harness::Options idx64;  // the second round: the same ids as int64 (the layouts read both types)
+        idx64.idx64 = true;
+        ASSERT_TRUE(h.round(s, all, idx64, &out));
         EXPECT_EQ(out.dispatch_hash, results.back().dispatch_hash) << "fuse=" << fuse << ": second round";
         EXPECT_EQ(out.out_hash, results.back().out_hash) << "fuse=" << fuse << ": second round";
       }
