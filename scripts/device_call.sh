@@ -11,7 +11,8 @@
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
 #   call_build_trees "TARGETS" TREE[+EXTRA,...]...
 #                                  configures and builds TARGETS (and a tree's EXTRA targets) in each
-#                                  .ab/TREE (a git archive of one revision, .deps linked in) at once, then
+#                                  .ab/TREE (made here by scripts/ab_trees.sh: a git archive of one revision,
+#                                  patches applied; .deps linked in) at once, then
 #                                  prints the build time; e.g. call_build_trees ferry-bench base new+ferry_gpu_tests
 #   call_build_dir DIR "TARGETS"   configures DIR (a Release build of the working tree; FERRY_EP_TRACE=1: with
 #                                  the EP trace) and builds TARGETS there, then prints the build time
