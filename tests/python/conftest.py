@@ -1,6 +1,6 @@
 """Shared fixtures of the ferry Python tests.
 
-CPU tests (test_cpu_validation.py) run anywhere:
+CPU tests (test_cpu_*.py) run anywhere:
     PYTHONPATH=build/python python3 -m pytest tests/python -q
 GPU tests (marked `gpu`) run under torchrun, every rank the same tests in the
 same order, collectives inside:

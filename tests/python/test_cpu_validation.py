@@ -1,12 +1,11 @@
 """ferry's Python argument checks, no GPU needed (CPU tensors only).
 
 The validators are the ones the GPU entry points run before any device work:
-ferry._checks.check_tensor and ferry._allreduce.check_allreduce_args (AllReduce),
-ferry._ep.EpSpec(.validate), and for EP calls check_dispatch_args and
+ferry._checks.check_tensor, ferry._ep.EpSpec(.validate), and for EP calls check_dispatch_args and
 check_combine_args: the torch side (ferry._checks.tensor_view) then the C++
 checks EpBuffer runs itself (src/ep/ep_args.hpp, reached through ferry._C).
 A non-tensor is a TypeError, anything else a ferry.InvalidArgument naming the
-argument and what was expected. Specs here use device=None (no device check) so
+argument and what was expected. AllReduce's: test_cpu_allreduce_args.py. Specs here use device=None (no device check) so
 that the checks before it can be reached one by one with CPU tensors; the device
 check itself is exercised with device=cuda:0 (a CPU tensor must then be rejected).
 """
@@ -400,61 +399,6 @@ def test_combine_args_rank_rows():
     expect_error(TypeError, lambda: _combine(spec, y.tolist(), T, (7, H), None), name="expert_output")
     expect_invalid(lambda: _combine(_spec(layout="rank_rows", device=CUDA0), y, T, (7, H), None),
                    "expert_output", "cuda")
-
-
-# ---------------------------------------------------------------- allreduce arguments
-AR_TYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16, torch.float16)
-AR_OPS = ("sum", "prod", "min", "max", "avg")
-AR_NAME = ("x", "tensor")  # the public argument is `x`; the validator's parameter `tensor`
-
-
-def _allreduce(x, op="sum", out=None, max_bytes=1 << 10, device=None):
-    from ferry._allreduce import check_allreduce_args
-
-    return check_allreduce_args(max_bytes, device, x, op, out)
-
-
-def test_allreduce_args_valid():
-    for dt in AR_TYPES:
-        for op in AR_OPS:
-            x = torch.zeros(16, dtype=dt)
-            _allreduce(x, op)
-            _allreduce(x, op, out=x)
-            _allreduce(x, op, out=torch.empty_like(x))
-        n = 1024 // torch.empty(0, dtype=dt).element_size()
-        _allreduce(torch.zeros(n, dtype=dt))  # exactly max_bytes
-        _allreduce(torch.zeros(3, 5, dtype=dt))  # any shape, odd sizes
-
-
-def test_allreduce_args_tensor():
-    expect_error(TypeError, lambda: _allreduce([1.0, 2.0]), name=AR_NAME)
-    for dt in (torch.float8_e4m3fn, torch.bool, torch.uint8, torch.int8, torch.int16, torch.complex64):
-        expect_invalid(lambda: _allreduce(torch.zeros(4, dtype=dt)), AR_NAME)
-    expect_invalid(lambda: _allreduce(torch.zeros(257, dtype=torch.float32)), AR_NAME, "max_bytes")
-    expect_invalid(lambda: _allreduce(torch.zeros(129, dtype=torch.float64)), AR_NAME, "max_bytes")
-    expect_invalid(lambda: _allreduce(non_contiguous(torch.zeros(4, 8))), AR_NAME, "contiguous")
-
-
-def test_allreduce_args_op():
-    x = torch.zeros(4)
-    for op in ("bogus", "", "mean", "product"):
-        expect_invalid(lambda: _allreduce(x, op), "op")
-    with pytest.raises((TypeError, ferry.InvalidArgument)):
-        _allreduce(x, 3)
-
-
-def test_allreduce_args_out():
-    x = torch.zeros(4, 8)
-    expect_error(TypeError, lambda: _allreduce(x, out=x.tolist()), name="out")
-    expect_invalid(lambda: _allreduce(x, out=torch.zeros(4, 8, dtype=torch.float64)), "out", "float32")
-    expect_invalid(lambda: _allreduce(x, out=torch.zeros(4, 9)), "out")
-    expect_invalid(lambda: _allreduce(x, out=torch.zeros(33)), "out")
-    expect_invalid(lambda: _allreduce(x, out=non_contiguous(torch.zeros(4, 8))), "out", "contiguous")
-
-
-def test_allreduce_args_device():
-    msg = expect_invalid(lambda: _allreduce(torch.zeros(4), device=CUDA0), AR_NAME, "cuda")
-    assert "CUDA" in msg or "cuda:0" in msg, msg
 
 
 def test_names_helper_matches_whole_words():
