@@ -1,9 +1,9 @@
 # Prepared in session 23 (compiled for sm_90, CPU tests passed, NOT run on a GPU) for the next session, after
-# next_c1.sh: the one-role expanded combine (combine-one-role_0f70205.patch beside this folder; NOTE [EP combine
+# next_c1.sh: the one-role expanded combine (combine-one-role_ee4b67a.patch beside this folder; NOTE [EP combine
 # one role] in src/ep/combine.cu; ep-notes, session 23) against its base. Its tests, the sanitizers, the
 # restricted-SM test (the ticket order is what keeps partly resident grids from waiting on each other), then the
 # A/B of high throughput. next_c3.sh, right after on the same machine, A/Bs what the refactor touched besides.
-# Before (here): scripts/ab_trees.sh base=660373c new=660373c+docs/results/session23_2xH100/combine-one-role_0f70205.patch
+# Before (here): scripts/ab_trees.sh base=660373c new=660373c+docs/results/session23_2xH100/combine-one-role_ee4b67a.patch
 # run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~500 s: bash docs/results/session23_2xH100/scripts/next_c2.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
