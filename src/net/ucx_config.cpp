@@ -7,6 +7,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "ferry/error.hpp"
 
@@ -85,6 +88,7 @@ void pop_peer_failure_refusal_filter() { ucs_log_pop_handler(); }
 // processes of the same host, so it counts only with FERRY_UCX_GPU_MEMORY=on
 // (the same-host stand-in for GPUDirect). Its first run segfaulted: UCX typed
 // the CUDA source as host memory (NOTE [GPU-memory puts]).
+namespace {
 bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
   static const char* const kNames[] = {"rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5",
                                        "rc_x",     "dc_x",    "ud_x",    "gga_mlx5"};
@@ -93,6 +97,28 @@ bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode) {
   for (const char* name : kNames)
     if (transport == name) return true;
   return false;
+}
+}  // namespace
+
+EndpointTransports query_endpoint_transports(ucp_ep* endpoint, knobs::UcxGpuMemory mode) {
+  EndpointTransports out;
+  std::vector<ucp_transport_entry_t> entries(16);
+  ucp_ep_attr_t attr{};
+  attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
+  attr.transports.entries = entries.data();
+  attr.transports.num_entries = static_cast<unsigned>(entries.size());
+  attr.transports.entry_size = sizeof(ucp_transport_entry_t);
+  if (ucp_ep_query(endpoint, &attr) != UCS_OK) return out;
+  out.queried = true;
+  std::ostringstream os;
+  for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
+    const std::string name = entries[i].transport_name ? entries[i].transport_name : "?";
+    out.cuda = out.cuda || moves_cuda(name, mode);
+    out.tcp = out.tcp || name == "tcp";
+    os << (i ? "," : "") << name << "/" << (entries[i].device_name ? entries[i].device_name : "?");
+  }
+  out.text = os.str();
+  return out;
 }
 
 }  // namespace ferry::net

@@ -9,6 +9,7 @@
 #include "common/knobs.hpp"
 
 struct ucp_config;  // ucp_config_t (ucp/api/ucp_def.h)
+struct ucp_ep;      // ucp_ep_h
 
 namespace ferry::net {
 
@@ -32,7 +33,13 @@ bool peer_failure_mode_from_env();
 void push_peer_failure_refusal_filter();
 void pop_peer_failure_refusal_filter();
 
-// Whether UCX transport `transport` (UCX's name) moves CUDA memory in `mode`.
-bool moves_cuda(const std::string& transport, knobs::UcxGpuMemory mode);
+// One endpoint's lanes, as ucp_ep_query reports them.
+struct EndpointTransports {
+  bool queried = false;  // ucp_ep_query answered
+  std::string text;      // "transport/device,..."
+  bool cuda = false;     // a lane moves CUDA memory in the mode asked (FERRY_UCX_GPU_MEMORY)
+  bool tcp = false;      // a lane is tcp
+};
+EndpointTransports query_endpoint_transports(ucp_ep* endpoint, knobs::UcxGpuMemory mode);
 
 }  // namespace ferry::net

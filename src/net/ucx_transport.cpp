@@ -440,29 +440,16 @@ class UcxTransport final : public Transport {
     bool any = false, all_cuda = true, all_tcp = true;
     for (size_t r = 0; r < endpoints_.size(); ++r) {
       if (endpoints_[r] == nullptr) continue;
-      std::vector<ucp_transport_entry_t> entries(16);
-      ucp_ep_attr_t attr{};
-      attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS;
-      attr.transports.entries = entries.data();
-      attr.transports.num_entries = static_cast<unsigned>(entries.size());
-      attr.transports.entry_size = sizeof(ucp_transport_entry_t);
-      if (ucp_ep_query(endpoints_[r], &attr) != UCS_OK) {
+      const EndpointTransports ep = query_endpoint_transports(endpoints_[r], mode);
+      if (!ep.queried) {
         all_cuda = false;
         continue;
       }
-      bool cuda = false, tcp = false;
-      std::ostringstream ep;
-      for (unsigned i = 0; i < attr.transports.num_entries; ++i) {
-        const std::string name = entries[i].transport_name ? entries[i].transport_name : "?";
-        cuda = cuda || moves_cuda(name, mode);
-        tcp = tcp || name == "tcp";
-        ep << (i ? "," : "") << name << "/" << (entries[i].device_name ? entries[i].device_name : "?");
-      }
-      if (!any) os << ep.str();
+      if (!any) os << ep.text;
       any = true;
-      all_cuda = all_cuda && cuda;
-      all_tcp = all_tcp && tcp && !cuda;
-      if (!cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.str() + ")";
+      all_cuda = all_cuda && ep.cuda;
+      all_tcp = all_tcp && ep.tcp && !ep.cuda;
+      if (!ep.cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.text + ")";
     }
     moves_cuda_memory_ = any && all_cuda;
     all_tcp_emulated_ = any && all_tcp && peer_failure_detection_;
