@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of a bench between two source trees on the GPU machine, which has no git:
 # the base tree is an export of another commit, e.g.
-#   git archive REV | tar -x -C .ab/base     (here; carry .ab to the device)
+#   scripts/ab_trees.sh base=REV              (here; carry .ab to the device)
 # This script builds ferry-bench from FERRY_AB_BASE (default .ab/base) into
 # FERRY_AB_BASE/build, with the same setup as scripts/device_run.sh, then runs
 #   mpirun -np FERRY_AB_NP ferry-bench ARGS --csv OUT/ab_{base,new}_ROUND.csv
