@@ -22,15 +22,13 @@ FERRY_EP_TRACE_DEFINE(g_trace_layout_add)
 
 __global__ void __launch_bounds__(kLayoutThreads) layout_kernel(Params p) {
   extern __shared__ uint32_t smem[];
-#ifdef FERRY_EP_TRACE
   FERRY_EP_TRACE_POINT(g_trace_layout, 0);
-  layout_block(p, smem, blockIdx.x, gridDim.x, kLayoutThreads,
-               [](int point) { FERRY_EP_TRACE_POINT(g_trace_layout, point); });
+  layout_block(p, smem, blockIdx.x, gridDim.x, kLayoutThreads, [](int point) {
+    static_cast<void>(point);  // read by trace builds only
+    FERRY_EP_TRACE_POINT(g_trace_layout, point);
+  });
   FERRY_EP_TRACE_POINT(g_trace_layout, 13);
   FERRY_EP_TRACE_REPORT(g_trace_layout, "layout", p, current_epoch(p, kDispatchSend), 14);
-#else
-  layout_block(p, smem, blockIdx.x, gridDim.x);
-#endif
 }
 
 __global__ void __launch_bounds__(kLayoutThreads) layout_add_lower_blocks_kernel(Params p) {
