@@ -253,7 +253,7 @@ class EpBuffer {
   void sync_counts(DispatchResult& result, cudaStream_t stream);
   // combine(): both halves' arguments checked once, then the halves launched unchecked.
   void check_combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out);
-  void launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream);
+  void launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out = nullptr);
   void launch_combine_recv_half(const TensorView& out, cudaStream_t stream);
   void init_cross_node();
   void init_hierarchical();

@@ -7,6 +7,7 @@
 #include "ep/ep_trace.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
+#include "ferry/error.hpp"
 
 namespace ferry::ep {
 namespace {
@@ -33,6 +34,96 @@ struct IntranodeTarget {
   }
 };
 
+// NOTE [EP combine one role]
+// Two roles split the SMs: on 2 ranks, 18 of 24 reduce every received token's expert rows into a bf16 partial
+// for its home, its own home's included, and 6 sum each home token's partials into `out`. The reducing side
+// reads every expanded row (471 MB at T=4096, top-8 of 256), so its SMs set the time (ep-notes, session 23:
+// ~1.10 TB/s on 18 SMs against ~1.5 on 24 in ferry-bench nvlink's register-load probe). combine() in high
+// throughput inside a node instead gives every SM but one the reduction (combine_send_kernel<true>):
+//  - Items are claimed one per warp from a ticket (Epochs::combine_ticket) in one order: the tokens of the
+//    peers first, peer by peer from rank + 1 on, then this rank's own. A warp claims an own item only when
+//    every item owed to a peer has been claimed by a running warp, and those wait for nothing, so the waits
+//    below end whatever number of each rank's blocks is resident (static striding could leave two partly
+//    resident grids waiting on each other).
+//  - An own item's partial goes to this rank's stage as before (its ready word too); then the same warp waits
+//    for the other ranks' partials of that token chunk and sums them all in rank order into `out`: the roundings
+//    and the order of the receive half, so `out` is bitwise the two-role result.
+//  - The receive grid (one block) sums only the tokens with no row here (no own item; combine_recv_kernel<true>),
+//    and its finish still releases kCombineConsumed after the send grid is complete (finish_launch), so peers
+//    overwrite the stage only after both grids read it.
+//  - The send grid's last block resets the ticket (arrive_last: every warp claimed its last item before it).
+// The halves API (combine_send, combine_recv) and the cross-node paths keep two roles.
+struct OneRoleOrder {
+  int start[kMaxRanks + 1];  // first ticket of each source's items, in claim order
+  int source[kMaxRanks];     // claim order: rank + 1, rank + 2, ..., rank (own last)
+};
+
+__device__ void one_role_order(const Params& p, const int32_t* token_count, OneRoleOrder& order) {
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int i = 0; i < p.world_size; ++i) {
+      const int s = (p.rank + 1 + i) % p.world_size;
+      order.source[i] = s;
+      order.start[i] = run;
+      run += token_count[s] * p.num_chunks;
+    }
+    order.start[p.world_size] = run;
+  }
+  __syncthreads();
+}
+
+// The home's sum of its token t's chunk c: the partials of every rank in `ranks` (has_partial: this lane's
+// rank is one), in rank order (identical rounding everywhere), into out[t]. False when a wait failed.
+__device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
+                                               bool has_partial, unsigned ranks) {
+  const size_t row_bytes = size_t(p.hidden) * 2;
+  // Lanes r wait for the partial of rank r (all at once).
+  int ok = 1;
+  if (has_partial)
+    ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
+                               epoch, p.wait, lane, kPhaseEpCombine);
+  if (!__all_sync(0xffffffffu, ok)) return false;
+  const size_t offset = size_t(chunk_begin(p, c)) * 2;
+  const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
+  uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
+  for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
+    float acc[kUnroll][8] = {};
+    for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
+      const int r = __ffs(m) - 1;
+      accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
+                       base, chunk_units, lane);
+    }
+    store_units(out, acc, base, chunk_units, lane);
+  }
+  return true;
+}
+
+// NOTE [EP combine one role]: this warp's items by ticket; own items end with the token chunk's sum.
+__device__ void combine_one_role_items(const Params& p, const OneRoleOrder& order, IntranodeTarget& target,
+                                       uint64_t epoch) {
+  __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
+  __shared__ float warp_weights[kWarps][kMaxTopk];
+  const int W = p.world_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int total = order.start[W];
+  for (;;) {
+    int ticket = 0;
+    if (lane == 0) ticket = int(atomicAdd(&p.epochs->combine_ticket, 1u));
+    ticket = __shfl_sync(0xffffffffu, ticket, 0);
+    if (ticket >= total) break;
+    int i = 0;
+    while (ticket >= order.start[i + 1]) ++i;
+    const int s = order.source[i], local = ticket - order.start[i];
+    const int slot = local / p.num_chunks, c = local % p.num_chunks;
+    combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+    if (s != p.rank) continue;
+    const int t = p.slot_src_token[size_t(s) * p.max_tokens + slot];
+    const int token_slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
+    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, __ballot_sync(0xffffffffu, token_slot >= 0))) break;
+  }
+}
+
+// kOneRole: NOTE [EP combine one role].
+template <bool kOneRole>
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
@@ -44,18 +135,33 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   if (wait_all_peers(p, kCombineConsumed, epoch - 1, kPhaseEpCombine)) {
     FERRY_EP_TRACE_POINT(g_trace_combine_send, 1);
     IntranodeTarget target{p, epoch};
-    combine_send_items(p, token_count, max_token_count, target);
+    if constexpr (kOneRole) {
+      __shared__ OneRoleOrder order;
+      one_role_order(p, token_count, order);
+      combine_one_role_items(p, order, target, epoch);
+    } else {
+      combine_send_items(p, token_count, max_token_count, target);
+    }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_combine_send, "combine_send", p, epoch, 3);
-  finish_launch(p, kCombineSend, epoch, -1);
+  if constexpr (kOneRole) {
+    // finish_launch's steps, with the ticket reset by the last block (the NOTE).
+    wait_for_send_grid();
+    if (!arrive_last<false>(p, kCombineSend)) return;
+    if (threadIdx.x == 0) p.epochs->combine_ticket = 0;
+    publish_epoch(p, kCombineSend, epoch);
+  } else {
+    finish_launch(p, kCombineSend, epoch, -1);
+  }
 }
 
+// kOneRole: only this rank's tokens with no row here (NOTE [EP combine one role]); the send grid sums the others.
+template <bool kOneRole>
 __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
-  const int W = p.world_size, H = p.hidden;
+  const int W = p.world_size;
   const int lane = threadIdx.x & 31;
-  const size_t row_bytes = size_t(H) * 2;
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 0);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
   if (*p.layout_error == 0) {
@@ -65,24 +171,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
-      // Lanes r wait for the partial of rank r (all at once).
-      int ok = 1;
-      if (slot >= 0)
-        ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
-                                   epoch, p.wait, lane, kPhaseEpCombine);
-      if (!__all_sync(0xffffffffu, ok)) break;
-      const size_t offset = size_t(chunk_begin(p, c)) * 2;
-      const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
-      uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
-      for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
-        float acc[kUnroll][8] = {};
-        for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
-          const int r = __ffs(m) - 1;
-          accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
-                           base, chunk_units, lane);
-        }
-        store_units(out, acc, base, chunk_units, lane);
-      }
+      if (kOneRole && ((ranks >> p.rank) & 1u)) continue;  // an own item of the send grid
+      if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) break;
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 1);
@@ -96,13 +186,21 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
 
 }  // namespace
 
-void launch_combine_send(const Params& p, cudaStream_t stream) {
-  combine_send_kernel<<<p.num_blocks, kThreads, 0, stream>>>(p);
+void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role) {
+  if (one_role) {
+    FERRY_CHECK(p.combine_out != nullptr, Error, "the one-role combine's send grid needs out");
+    combine_send_kernel<true><<<p.num_blocks, kThreads, 0, stream>>>(p);
+  } else {
+    combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);
+  }
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_combine_recv(const Params& p, cudaStream_t stream) {
-  launch_receive_grid(combine_recv_kernel, p, 0, stream);
+void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role) {
+  if (one_role)
+    launch_receive_grid(combine_recv_kernel<true>, p, 0, stream);
+  else
+    launch_receive_grid(combine_recv_kernel<false>, p, 0, stream);
 }
 
 }  // namespace ferry::ep

@@ -187,6 +187,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // run one after the other on half the SMs each, so they run apart with all of them.
   state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && supports_dependent_launch(comm_.device());
   state_->fuse_layout = knobs::kEpFuseLayout.value();
+  state_->combine_one_role = knobs::kEpCombineOneRole.value();
   state_->rank_rows_local_blocks = knobs::kEpRankRowsLocalBlocks.read();
   if (p.own_rows_first) {  // NOTE [EP own rows first]
     state_->own_rows_copy_percent = knobs::kEpOwnRowsCopyPercent.read();
@@ -418,9 +419,10 @@ void EpBuffer::check_combine(const TensorView& expert_outputs, const EpHandle& h
   ep::validate_combine(ep::call_context(config_, comm_), state_->calls, handle, expert_outputs, out);
 }
 
-void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream) {
+void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out) {
   State& st = *state_;
   Params p = st.base;
+  p.combine_out = one_role_out;  // NOTE [EP combine one role]: the send grid writes this rank's own tokens' sums
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
   p.expert_outputs = expert_outputs.data;

@@ -57,9 +57,18 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
     launch_combine_recv_half(out, stream);
     return;
   }
-  ep::OverlapScope overlap(st.grids, config_.num_sms, st.combine_recv_blocks);
-  launch_combine_send_half(expert_outputs, stream);
-  launch_combine_recv_half(out, stream);
+  // NOTE [EP combine one role] (combine.cu): one receive block, for the tokens with no row here.
+  const bool one_role = st.combine_one_role && st.path->combine_one_role && config_.mode == EpMode::kHighThroughput;
+  ep::OverlapScope overlap(st.grids, config_.num_sms, one_role ? 1 : st.combine_recv_blocks);
+  st.combine_one_role_now = one_role;
+  try {
+    launch_combine_send_half(expert_outputs, stream, one_role ? const_cast<void*>(out.data) : nullptr);
+    launch_combine_recv_half(out, stream);
+  } catch (...) {
+    st.combine_one_role_now = false;
+    throw;
+  }
+  st.combine_one_role_now = false;
 }
 
 }  // namespace ferry

@@ -44,6 +44,7 @@ struct Epochs {
   uint64_t combine_sent;
   uint64_t combine_received;
   unsigned blocks_done[4];  // per kernel kind, for the last-block election
+  unsigned combine_ticket;  // the one-role combine's next item (NOTE [EP combine one role]); 0 between launches
 };
 enum EpochKind : int { kDispatchSend = 0, kDispatchRecv = 1, kCombineSend = 2, kCombineRecv = 3 };
 
@@ -183,8 +184,9 @@ inline bool quantizes(const Params& p) { return p.fp8_out && !p.fp8_in; }
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);
-void launch_combine_send(const Params& p, cudaStream_t stream);
-void launch_combine_recv(const Params& p, cudaStream_t stream);
+// one_role: NOTE [EP combine one role] (combine.cu); the send half then also takes p.combine_out.
+void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role);
+void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role);
 // EpLayout::kRankRows (rank_rows_dispatch.cu, rank_rows_combine.cu).
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream);

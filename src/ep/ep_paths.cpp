@@ -11,15 +11,15 @@ namespace {
 using State = EpBuffer::State;
 
 constexpr EpPath kIntranodeExpanded{
-    "intranode expanded", true, true, 0, false,
+    "intranode expanded", true, true, 0, false, true,
     [](const State&, const Params& p, cudaStream_t s) { launch_dispatch_send(p, s); },
     [](const State&, const Params& p, cudaStream_t s) { launch_dispatch_recv(p, s); },
-    [](const State&, const Params& p, cudaStream_t s) { launch_combine_send(p, s); },
-    [](const State&, const Params& p, cudaStream_t s) { launch_combine_recv(p, s); },
+    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_send(p, s, st.combine_one_role_now); },
+    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_recv(p, s, st.combine_one_role_now); },
 };
 
 constexpr EpPath kIntranodeRankRows{
-    "intranode rank_rows", true, true, 1, true,  // NOTE [EP rank rows], [EP rank rows one grid]
+    "intranode rank_rows", true, true, 1, true, false,  // NOTE [EP rank rows], [EP rank rows one grid]
     [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_dispatch_send(p, s); },
     [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_dispatch_recv(p, s); },
     [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_combine_send(p, s); },
@@ -29,7 +29,7 @@ constexpr EpPath kIntranodeRankRows{
 // NOTE [EP across nodes]: the halves run at once (the receive half places ranges of records, or sums
 // ranges of partials, as they land: NOTE [EP across nodes: pipelined ranges]).
 constexpr EpPath kDirectExpanded{
-    "direct cross-node expanded", false, true, 0, false,
+    "direct cross-node expanded", false, true, 0, false, false,
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_dispatch_send(st.net(p), s); },
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_dispatch_recv(st.net(p), s); },
     [](const State& st, const Params& p, cudaStream_t s) { launch_net_combine_send(st.net(p), s); },
@@ -38,7 +38,7 @@ constexpr EpPath kDirectExpanded{
 
 // NOTE [EP hierarchical] (internode_hier.cuh).
 constexpr EpPath kHierarchicalExpanded{
-    "hierarchical cross-node expanded", false, false, 0, false,
+    "hierarchical cross-node expanded", false, false, 0, false, false,
     [](const State& st, const Params& p, cudaStream_t s) { launch_hier_dispatch_send(st.hier(p), s); },
     [](const State& st, const Params& p, cudaStream_t s) { launch_hier_dispatch_recv(st.hier(p), s); },
     [](const State& st, const Params& p, cudaStream_t s) { launch_hier_combine_send(st.hier(p), s); },

@@ -18,6 +18,7 @@ struct EpPath {
   int dispatch_recv_blocks;  // of num_sms, for dispatch()'s receive half; 0: the buffer's split
   bool dispatch_one_grid;    // dispatch() without quantizing: the send grid does the receive half's work too
                              // (NOTE [EP rank rows one grid])
+  bool combine_one_role;     // combine() in high throughput: NOTE [EP combine one role] (combine.cu)
   void (*dispatch_send)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);
   void (*dispatch_recv)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);
   void (*combine_send)(const EpBuffer::State& st, const Params& p, cudaStream_t stream);

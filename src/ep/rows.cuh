@@ -176,50 +176,60 @@ __device__ __forceinline__ void load_recv_counts(const Params& p, int32_t* token
   }
 }
 
-// The combine send's item loop, shared by the intranode kernel and both
-// cross-node ones: per item (source s, slot, chunk c), one warp sums the
-// weighted outputs of the token's local experts (fp32) and stores the bf16
-// partial at target.row(s, slot, index) + the chunk's offset, then calls
+// One combine send item (source s, slot, chunk c): one warp sums the weighted
+// outputs of the token's local experts (fp32) and stores the bf16 partial at
+// target.row(s, slot, index) + the chunk's offset, then calls
 // target.written(s, c, lane) after the warp's stores (__syncwarp: what a ready
 // word's release orders, NOTE [EP epochs]). Where the row goes differs per path.
+// warp_rows / warp_weights: this warp's row of the block's shared arrays.
+template <class Target>
+__device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
+                                                  const uint8_t** warp_rows, float* warp_weights) {
+  const int K = p.topk, lane = threadIdx.x & 31;
+  const size_t row_bytes = size_t(p.hidden) * 2;
+  const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
+  const size_t index = size_t(s) * p.max_tokens + slot;
+  const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
+  const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+  int num_rows = 0;
+  for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+    const int k = __ffs(m) - 1;
+    if (lane == k) {
+      warp_rows[num_rows] = outputs + size_t(row) * row_bytes;
+      warp_weights[num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
+    }
+    ++num_rows;
+  }
+  __syncwarp();
+  uint8_t* const row_start = target.row(s, slot, index);
+  const size_t offset = size_t(chunk_begin(p, c)) * 2;
+  const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
+  uint8_t* dst = row_start + offset;
+  for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
+    float acc[kCombineUnroll][8] = {};
+    for (int j = 0; j < num_rows; ++j)
+      accumulate_units(acc, warp_rows[j] + offset, warp_weights[j], base, chunk_units, lane);
+    store_units(dst, acc, base, chunk_units, lane);
+  }
+  __syncwarp();  // the partial's stores, then target.written; warp_rows is rewritten by the next item
+  target.written(s, c, lane);
+}
+
+// The combine send's item loop, shared by the intranode kernel and both
+// cross-node ones: every item (combine_send_item) of this warp, in ItemLoop's
+// order.
 template <class Target>
 __device__ __forceinline__ void combine_send_items(const Params& p, const int32_t* token_count, int max_token_count,
                                                    Target& target) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
-  const int K = p.topk, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const size_t row_bytes = size_t(p.hidden) * 2;
-  const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
+  const int warp = threadIdx.x >> 5;
   const ItemCursor cursor{p.world_size, max_token_count, p.num_chunks};
   const ItemLoop loop(p);
   for (int item = loop.first; item < cursor.total(); item += loop.stride) {
     int s, slot, c;
     if (!cursor.decode(item, token_count, s, slot, c)) continue;
-    const size_t index = size_t(s) * p.max_tokens + slot;
-    const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
-    const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
-    int num_rows = 0;
-    for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-      const int k = __ffs(m) - 1;
-      if (lane == k) {
-        warp_rows[warp][num_rows] = outputs + size_t(row) * row_bytes;
-        warp_weights[warp][num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
-      }
-      ++num_rows;
-    }
-    __syncwarp();
-    uint8_t* const row_start = target.row(s, slot, index);
-    const size_t offset = size_t(chunk_begin(p, c)) * 2;
-    const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
-    uint8_t* dst = row_start + offset;
-    for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
-      float acc[kCombineUnroll][8] = {};
-      for (int j = 0; j < num_rows; ++j)
-        accumulate_units(acc, warp_rows[warp][j] + offset, warp_weights[warp][j], base, chunk_units, lane);
-      store_units(dst, acc, base, chunk_units, lane);
-    }
-    __syncwarp();  // the partial's stores, then target.written; warp_rows is rewritten by the next item
-    target.written(s, c, lane);
+    combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
   }
 }
 

@@ -280,3 +280,50 @@ TEST(Ep, FusedAndSeparateLayoutAgree) {
     }
   }
 }
+
+// ---------------------------------------------------------------- one-role and two-role combine
+// NOTE [EP combine one role]: combine() in high throughput inside a node reduces on every SM but one, this
+// rank's own tokens last and summed into `out` by the warp that reduced them; FERRY_EP_COMBINE_ONE_ROLE=0 (read
+// when the buffer is made) keeps a send half and a receive half. Both on the same inputs: every round checked
+// against the reference, and `out` (and the dispatched rows) bitwise the same, since the one-role sum keeps
+// the receive half's roundings and rank order. Cases: skewed routing and dropped (-1) experts, ranks with no
+// tokens, top-k 3 / 8, with and without weights, one chunk per token and several (FERRY_EP_CHUNK_COLS=2048 on
+// 7168 columns: 4 chunks), two rounds per buffer.
+TEST(Ep, CombineOneRoleAndTwoRolesAgree) {
+  REQUIRE_EP();
+  struct Case {
+    int tokens, hidden, topk, local_experts;
+    bool weights;
+    ep::Routing routing;
+    ep::TokenCounts counts;
+    const char* chunk_cols;  // nullptr: the default
+  };
+  const Case cases[] = {
+      {512, 7168, 8, 8, true, ep::Routing::kZipf, ep::TokenCounts::kVaried, nullptr},
+      {300, 2048, 3, 4, false, ep::Routing::kDrops, ep::TokenCounts::kSomeZero, nullptr},
+      {1100, 7168, 8, 6, true, ep::Routing::kDrops, ep::TokenCounts::kFull, "2048"},
+  };
+  for (const Case& k : cases) {
+    const EpConfig cfg =
+        make_config(EpMode::kHighThroughput, DataType::kBFloat16, k.tokens, k.hidden, k.topk, k.local_experts, k.weights);
+    const ep::Spec s = make_spec(cfg, shared().next_seed(), k.routing, k.counts);
+    SCOPED_TRACE(describe(cfg, s) + (k.chunk_cols ? std::string(" chunk_cols=") + k.chunk_cols : std::string()));
+    const auto all = ep::make_all_inputs(s);
+    std::vector<Harness::Outcome> results;
+    for (const char* one_role : {"1", "0"}) {
+      setenv("FERRY_EP_COMBINE_ONE_ROLE", one_role, 1);
+      if (k.chunk_cols) setenv("FERRY_EP_CHUNK_COLS", k.chunk_cols, 1);
+      Harness h(shared(), cfg);
+      unsetenv("FERRY_EP_COMBINE_ONE_ROLE");
+      unsetenv("FERRY_EP_CHUNK_COLS");
+      ASSERT_TRUE(h.alive());
+      Harness::Outcome out;
+      ASSERT_TRUE(h.round(s, all, {}, &out));
+      results.push_back(out);
+      ASSERT_TRUE(h.round(s, all, {}, &out));  // the second round: the ticket and the stage reused
+      EXPECT_EQ(out.out_hash, results.back().out_hash) << "one_role=" << one_role << ": second round";
+    }
+    EXPECT_EQ(results[1].dispatch_hash, results[0].dispatch_hash);
+    EXPECT_EQ(results[1].out_hash, results[0].out_hash) << "one-role and two-role out differ";
+  }
+}
