@@ -3,6 +3,7 @@
 // once into the token's home rank; the receive half sums each token's partials
 // as soon as they are ready, in rank order (fp32), into out[t]. Protocol:
 // NOTE [EP epochs].
+#include "ep/combine_order.hpp"
 #include "ep/ep_device.cuh"
 #include "ep/ep_trace.cuh"
 #include "ep/rows.cuh"
@@ -53,22 +54,11 @@ struct IntranodeTarget {
 //    overwrite the stage only after both grids read it.
 //  - The send grid's last block resets the ticket (arrive_last: every warp claimed its last item before it).
 // The halves API (combine_send, combine_recv) and the cross-node paths keep two roles.
-struct OneRoleOrder {
-  int start[kMaxRanks + 1];  // first ticket of each source's items, in claim order
-  int source[kMaxRanks];     // claim order: rank + 1, rank + 2, ..., rank (own last)
-};
+static_assert(kMaxOrderRanks == kMaxRanks, "OneRoleOrder covers every rank");
 
+// OneRoleOrder::build by thread 0, for the whole block.
 __device__ void one_role_order(const Params& p, const int32_t* token_count, OneRoleOrder& order) {
-  if (threadIdx.x == 0) {
-    int run = 0;
-    for (int i = 0; i < p.world_size; ++i) {
-      const int s = (p.rank + 1 + i) % p.world_size;
-      order.source[i] = s;
-      order.start[i] = run;
-      run += token_count[s] * p.num_chunks;
-    }
-    order.start[p.world_size] = run;
-  }
+  if (threadIdx.x == 0) order.build(p.rank, p.world_size, token_count, p.num_chunks);
   __syncthreads();
 }
 
@@ -104,16 +94,14 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
   const int W = p.world_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int total = order.start[W];
+  const int total = order.total(W);
   for (;;) {
     int ticket = 0;
     if (lane == 0) ticket = int(atomicAdd(&p.epochs->combine_ticket, 1u));
     ticket = __shfl_sync(0xffffffffu, ticket, 0);
     if (ticket >= total) break;
-    int i = 0;
-    while (ticket >= order.start[i + 1]) ++i;
-    const int s = order.source[i], local = ticket - order.start[i];
-    const int slot = local / p.num_chunks, c = local % p.num_chunks;
+    int s, slot, c;
+    order.decode(ticket, p.num_chunks, s, slot, c);
     combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
     if (s != p.rank) continue;
     const int t = p.slot_src_token[size_t(s) * p.max_tokens + slot];
