@@ -44,8 +44,8 @@ struct IntranodeTarget {
 //  - Items are claimed one per warp from a ticket (Epochs::combine_ticket) in one order: the tokens of the
 //    peers first, peer by peer from rank + 1 on, then this rank's own. A warp claims an own item only when
 //    every item owed to a peer has been claimed by a running warp, and those wait for nothing, so the waits
-//    below end whatever number of each rank's blocks is resident (static striding could leave two partly
-//    resident grids waiting on each other).
+//    below end whatever number of each rank's blocks is resident, one or more (static striding could leave two
+//    partly resident grids waiting on each other; ranks sharing a GPU split its SMs, NOTE [SM budget]).
 //  - An own item's partial goes to this rank's stage as before (its ready word too); then the same warp waits
 //    for the other ranks' partials of that token chunk and sums them all in rank order into `out`: the roundings
 //    and the order of the receive half, so `out` is bitwise the two-role result.
