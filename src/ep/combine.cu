@@ -49,16 +49,19 @@ struct IntranodeTarget {
 //  - An own item's partial goes to this rank's stage as before (its ready word too); then the same warp waits
 //    for the other ranks' partials of that token chunk and sums them all in rank order into `out`: the roundings
 //    and the order of the receive half, so `out` is bitwise the two-role result.
-//  - The receive grid (one block) sums only the tokens with no row here (no own item; combine_recv_kernel<true>),
-//    and its finish still releases kCombineConsumed after the send grid is complete (finish_launch), so peers
-//    overwrite the stage only after both grids read it.
+//  - After the own items, one ticket per (token, chunk) of this rank: the tokens with no row here (no own item)
+//    are summed there, the others skipped. They too wait only for partials the peers produce first. (At top-8
+//    of 256, uniform, 0.35% of the tokens have no row here on 2 ranks, 34% on 8: one receive block could not
+//    keep up.)
+//  - The receive grid (one block) sums nothing; its finish still releases kCombineConsumed after the send grid
+//    is complete (finish_launch), so peers overwrite the stage only after both grids read it.
 //  - The send grid's last block resets the ticket (arrive_last: every warp claimed its last item before it).
 // The halves API (combine_send, combine_recv) and the cross-node paths keep two roles.
 static_assert(kMaxOrderRanks == kMaxRanks, "OneRoleOrder covers every rank");
 
 // OneRoleOrder::build by thread 0, for the whole block.
 __device__ void one_role_order(const Params& p, const int32_t* token_count, OneRoleOrder& order) {
-  if (threadIdx.x == 0) order.build(p.rank, p.world_size, token_count, p.num_chunks);
+  if (threadIdx.x == 0) order.build(p.rank, p.world_size, token_count, p.num_chunks, p.num_tokens);
   __syncthreads();
 }
 
@@ -73,6 +76,7 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
     ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
                                epoch, p.wait, lane, kPhaseEpCombine);
   if (!__all_sync(0xffffffffu, ok)) return false;
+  __syncwarp();  // the waiting lanes' acquires, then every lane's loads (a vote orders no memory)
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
   uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
@@ -94,19 +98,23 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
   const int W = p.world_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int total = order.total(W);
+  const int total = order.total();
+  const bool layout_ok = *p.layout_error == 0;  // else nothing was sent and `out` is not written (as two roles)
   for (;;) {
     int ticket = 0;
     if (lane == 0) ticket = int(atomicAdd(&p.epochs->combine_ticket, 1u));
     ticket = __shfl_sync(0xffffffffu, ticket, 0);
     if (ticket >= total) break;
     int s, slot, c;
-    order.decode(ticket, p.num_chunks, s, slot, c);
-    combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
-    if (s != p.rank) continue;
-    const int t = p.slot_src_token[size_t(s) * p.max_tokens + slot];
+    order.decode(ticket, W, p.num_chunks, s, slot, c);
+    if (s != kHomeSweep) combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+    if (s != p.rank && s != kHomeSweep) continue;
+    // An own item's token, or the sweep's: its sum, if this item is the one that does it.
+    const int t = s == kHomeSweep ? slot : p.slot_src_token[size_t(s) * p.max_tokens + slot];
     const int token_slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, __ballot_sync(0xffffffffu, token_slot >= 0))) break;
+    const unsigned ranks = __ballot_sync(0xffffffffu, token_slot >= 0);
+    if (s == kHomeSweep && (!layout_ok || ((ranks >> p.rank) & 1u))) continue;  // summed by its own item
+    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks)) break;
   }
 }
 
@@ -144,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   }
 }
 
-// kOneRole: only this rank's tokens with no row here (NOTE [EP combine one role]); the send grid sums the others.
+// kOneRole: nothing to sum (the send grid sums every token: NOTE [EP combine one role]); the grid only releases
+// kCombineConsumed once the send grid is complete (finish_launch).
 template <bool kOneRole>
 __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
@@ -152,14 +161,13 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const int lane = threadIdx.x & 31;
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 0);
   // A bad expert id in this call's routing: nothing was sent, nothing is written.
-  if (*p.layout_error == 0) {
+  if (!kOneRole && *p.layout_error == 0) {
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop(p);
     for (int item = loop.first; item < items; item += loop.stride) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
-      if (kOneRole && ((ranks >> p.rank) & 1u)) continue;  // an own item of the send grid
       if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) break;
     }
   }
@@ -176,7 +184,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
 
 void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role) {
   if (one_role) {
-    FERRY_CHECK(p.combine_out != nullptr, Error, "the one-role combine's send grid needs out");
+    // A rank with no tokens may pass no `out` (ep_args.cpp): it sums nothing.
+    FERRY_CHECK(p.combine_out != nullptr || p.num_tokens == 0, Error, "the one-role combine's send grid needs out");
     combine_send_kernel<true><<<p.num_blocks, kThreads, 0, stream>>>(p);
   } else {
     combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);

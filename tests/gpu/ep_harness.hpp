@@ -207,7 +207,10 @@ class Harness {
   // (identity experts): through the send/recv halves or dispatch()/combine().
   DispatchResult unsynced_identity_round(const void* tokens, const void* idx, const void* weights, int n,
                                          bool halves);
-  TensorView out_view(int n) const { return TensorView(out_.get(), DataType::kBFloat16, {n, cfg_.hidden}); }
+  // A rank with no tokens passes a null `out`, as PyTorch does for an empty tensor (data_ptr() == 0).
+  TensorView out_view(int n) const {
+    return TensorView(n == 0 ? nullptr : out_.get(), DataType::kBFloat16, {n, cfg_.hidden});
+  }
   // The expert outputs for a dispatch result, in its layout: [rows, H] or [Le, capacity, H].
   TensorView expert_view(const DispatchResult& r, const void* data, bool sync_counts) const {
     if (cfg_.mode == EpMode::kLowLatency)
