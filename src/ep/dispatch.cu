@@ -305,6 +305,12 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 }  // namespace
 
 
+void load_dispatch_kernels() {
+  cudaFuncAttributes attributes;
+  for (auto kernel : {dispatch_send_kernel<true>, dispatch_send_kernel<false>, dispatch_recv_kernel})
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+}
+
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
   const auto kernel = quantizes(p) ? dispatch_send_kernel<true> : dispatch_send_kernel<false>;
   kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p), stream>>>(p);

@@ -235,6 +235,12 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     auto* l = static_cast<uint8_t*>(state_->local);
     ep::bind_local(p, plan.local, l, config_.with_weights);
     ep::zero_local(plan.local, l);
+    // Every kernel this buffer may launch, loaded before the first call (ep_params.hpp: lazy loading).
+    ep::load_layout_kernel();
+    ep::load_dispatch_kernels();
+    ep::load_combine_kernels();
+    ep::load_rank_rows_dispatch_kernels();
+    ep::load_rank_rows_combine_kernels();
   }
 
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&state_->status), sizeof(ep::EpStatus),

@@ -193,4 +193,13 @@ void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream);
 void launch_rank_rows_combine_send(const Params& p, cudaStream_t stream);
 void launch_rank_rows_combine_recv(const Params& p, cudaStream_t stream);
 
+// Every kernel of the file, loaded now (cudaFuncGetAttributes). Under CUDA's lazy loading a kernel's first launch
+// while another kernel holds the SMs waits for that kernel (docs/internode.md, "Lazy module loading"): a first
+// combine_send() beside a user's running GEMM would, and EpRestrictedSms hung so (its hog never ends).
+void load_dispatch_kernels();             // dispatch.cu
+void load_combine_kernels();              // combine.cu
+void load_rank_rows_dispatch_kernels();   // rank_rows_dispatch.cu
+void load_rank_rows_combine_kernels();    // rank_rows_combine.cu
+void load_layout_kernel();                // routing_layout.cu
+
 }  // namespace ferry::ep

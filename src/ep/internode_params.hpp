@@ -102,7 +102,6 @@ struct NetParams {
 // "Lazy module loading").
 void load_net_kernels();           // internode_combine.cu: all of them
 void load_net_dispatch_kernels();  // internode_dispatch.cu: the dispatch kernels and the layout kernel
-void load_layout_kernel();         // routing_layout.cu
 
 void launch_net_dispatch_send(const NetParams& p, cudaStream_t stream);
 void launch_net_dispatch_recv(const NetParams& p, cudaStream_t stream);

@@ -268,6 +268,15 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
 
 }  // namespace
 
+void load_rank_rows_dispatch_kernels() {
+  cudaFuncAttributes attributes;
+  for (auto kernel : {rank_rows_send_kernel<true, false, true>, rank_rows_send_kernel<false, true, true>,
+                      rank_rows_send_kernel<false, false, true>, rank_rows_send_kernel<true, false, false>,
+                      rank_rows_send_kernel<false, true, false>, rank_rows_send_kernel<false, false, false>,
+                      rank_rows_recv_kernel})
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+}
+
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
   // NOTE [EP rank rows one grid]: not with quantizing (that kernel then spills, ptxas).
   const bool quantize = quantizes(p);
