@@ -46,12 +46,9 @@ struct IntranodeTarget {
 //    every item owed to a peer has been claimed by a running warp, and those wait for nothing, so the waits
 //    below end whatever number of each rank's blocks is resident, one or more (static striding could leave two
 //    partly resident grids waiting on each other; ranks sharing a GPU split its SMs, NOTE [SM budget]).
-//  - An own item's warp first waits for the other ranks' partials of that token chunk, then per step of units
-//    reduces this rank's partial in registers, rounds it to bf16 as the stage would hold it, and sums all the
-//    partials in rank order into `out`: the roundings and the order of the receive half, so `out` is bitwise
-//    the two-role result. The own partial never goes through the stage (nor its ready word, which no one-role
-//    reader waits for): at T=4096 on 2 ranks 59 MB less written and read again. By the time own items are
-//    claimed the peers have mostly produced their partials (they too take peer items first, in slot order).
+//  - An own item's partial goes to this rank's stage as before (its ready word too); then the same warp waits
+//    for the other ranks' partials of that token chunk and sums them all in rank order into `out`: the roundings
+//    and the order of the receive half, so `out` is bitwise the two-role result.
 //  - After the own items, one ticket per (token, chunk) of this rank: the tokens with no row here (no own item)
 //    are summed there, the others skipped. They too wait only for partials the peers produce first. (At top-8
 //    of 256, uniform, 0.35% of the tokens have no row here on 2 ranks, 34% on 8: one receive block could not
@@ -68,44 +65,14 @@ __device__ void one_role_order(const Params& p, const int32_t* token_count, OneR
   __syncthreads();
 }
 
-// The sum of kN units from unit `sub` on (lanes' units sub + u * 32 + lane) of token t's chunk at `offset` into
-// `out`, over the ranks of `ranks` in rank order; kOwnRows: this rank's partial is own[u] (bf16, as the stage
-// would hold it).
-template <bool kOwnRows, int kN>
-__device__ __forceinline__ void sum_partial_units(const Params& p, int t, size_t offset, int sub, int chunk_units,
-                                                  int lane, unsigned ranks, const uint4 (&own)[kN], uint8_t* out) {
-  const size_t row_bytes = size_t(p.hidden) * 2;
-  float acc[kN][8] = {};
-  for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
-    const int r = __ffs(m) - 1;
-    if (kOwnRows && r == p.rank) {
-#pragma unroll
-      for (int u = 0; u < kN; ++u) {  // as accumulate_units with weight 1
-        float f[8];
-        unpack_bf16x8(own[u], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, f[e], acc[u][e]);
-      }
-    } else {
-      accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
-                       sub, chunk_units, lane);
-    }
-  }
-  store_units(out, acc, sub, chunk_units, lane);
-}
-
 // The home's sum of its token t's chunk c: the partials of every rank in `ranks` (has_partial: this lane's
-// rank is one), in rank order (identical rounding everywhere), into out[t]. Lanes r with waits wait for the
-// partial of rank r first (all at once). kOwnRows (an own item of the one-role combine): this rank's partial is
-// not in the stage but reduced here from the item's expert rows (own_rows, own_weights) and rounded to bf16 as
-// the stage would hold it, so `out` is the same bits. False when a wait failed.
-template <bool kOwnRows>
-__device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane, bool waits,
-                                               unsigned ranks, const uint8_t* const* own_rows = nullptr,
-                                               const float* own_weights = nullptr, int num_own_rows = 0) {
+// rank is one), in rank order (identical rounding everywhere), into out[t]. False when a wait failed.
+__device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
+                                               bool has_partial, unsigned ranks) {
   const size_t row_bytes = size_t(p.hidden) * 2;
+  // Lanes r wait for the partial of rank r (all at once).
   int ok = 1;
-  if (waits)
+  if (has_partial)
     ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
                                epoch, p.wait, lane, kPhaseEpCombine);
   if (!__all_sync(0xffffffffu, ok)) return false;
@@ -113,19 +80,14 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
   uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
-  // kOwnRows: two units per lane at a time, the own partial's registers beside the sum's (ptxas -v: four
-  // spilled ~200-400 bytes).
-  constexpr int kStep = kOwnRows ? 2 : kUnroll;
-  for (int base = 0; base < chunk_units; base += 32 * kStep) {
-    uint4 own[kStep];
-    if constexpr (kOwnRows) {
-      float partial[kStep][8] = {};
-      for (int j = 0; j < num_own_rows; ++j)
-        accumulate_units(partial, own_rows[j] + offset, own_weights[j], base, chunk_units, lane);
-#pragma unroll
-      for (int u = 0; u < kStep; ++u) own[u] = pack_bf16x8(partial[u]);
+  for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
+    float acc[kUnroll][8] = {};
+    for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
+      const int r = __ffs(m) - 1;
+      accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
+                       base, chunk_units, lane);
     }
-    sum_partial_units<kOwnRows, kStep>(p, t, offset, base, chunk_units, lane, ranks, own, out);
+    store_units(out, acc, base, chunk_units, lane);
   }
   return true;
 }
@@ -145,25 +107,14 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     if (ticket >= total) break;
     int s, slot, c;
     order.decode(ticket, W, p.num_chunks, s, slot, c);
-    if (s != p.rank && s != kHomeSweep) {  // a peer's token: its partial into the peer's stage
-      combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
-      continue;
-    }
-    // An own item's token (its partial reduced in the sum, never staged), or the sweep's.
+    if (s != kHomeSweep) combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+    if (s != p.rank && s != kHomeSweep) continue;
+    // An own item's token, or the sweep's: its sum, if this item is the one that does it.
     const int t = s == kHomeSweep ? slot : p.slot_src_token[size_t(s) * p.max_tokens + slot];
     const int token_slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
     const unsigned ranks = __ballot_sync(0xffffffffu, token_slot >= 0);
-    bool ok;
-    if (s == p.rank) {
-      const int num_rows = gather_item_rows(p, size_t(s) * p.max_tokens + slot, warp_rows[warp], warp_weights[warp]);
-      ok = sum_home_chunk<true>(p, t, c, epoch, lane, token_slot >= 0 && lane != p.rank, ranks, warp_rows[warp],
-                                warp_weights[warp], num_rows);
-      __syncwarp();  // warp_rows is rewritten by the next item
-    } else {
-      if (!layout_ok || ((ranks >> p.rank) & 1u)) continue;  // summed by its own item
-      ok = sum_home_chunk<false>(p, t, c, epoch, lane, token_slot >= 0, ranks);
-    }
-    if (!ok) break;
+    if (s == kHomeSweep && (!layout_ok || ((ranks >> p.rank) & 1u))) continue;  // summed by its own item
+    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks)) break;
   }
 }
 
@@ -217,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
-      if (!sum_home_chunk<false>(p, t, c, epoch, lane, slot >= 0, ranks)) break;
+      if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) break;
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 1);

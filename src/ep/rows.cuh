@@ -133,20 +133,20 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
 // the cross-node one (internode_dispatch.cu, internode_combine.cu).
 constexpr int kCombineUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
 
-// acc[u] += weight * row[unit base + u * 32 + lane], for the kN units of this
-// step (kVolatile: rows in memory the network writes, read past L1).
-template <bool kVolatile = false, int kN = kCombineUnroll>
-__device__ __forceinline__ void accumulate_units(float (&acc)[kN][8], const uint8_t* row, float weight, int base,
-                                                 int units, int lane) {
-  uint4 v[kN];
+// acc[u] += weight * row[unit base + u * 32 + lane], for the kCombineUnroll units
+// of this step (kVolatile: rows in memory the network writes, read past L1).
+template <bool kVolatile = false>
+__device__ __forceinline__ void accumulate_units(float (&acc)[kCombineUnroll][8], const uint8_t* row, float weight,
+                                                 int base, int units, int lane) {
+  uint4 v[kCombineUnroll];
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kCombineUnroll; ++u) {
     const int i = base + u * 32 + lane;
     if (i < units)
       v[u] = kVolatile ? device::load16_volatile(row + size_t(i) * 16) : device::load16(row + size_t(i) * 16);
   }
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kCombineUnroll; ++u) {
     const int i = base + u * 32 + lane;
     if (i >= units) continue;
     float f[8];
@@ -156,10 +156,10 @@ __device__ __forceinline__ void accumulate_units(float (&acc)[kN][8], const uint
   }
 }
 
-template <int kN>
-__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN][8], int base, int units, int lane) {
+__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kCombineUnroll][8], int base,
+                                            int units, int lane) {
 #pragma unroll
-  for (int u = 0; u < kN; ++u) {
+  for (int u = 0; u < kCombineUnroll; ++u) {
     const int i = base + u * 32 + lane;
     if (i < units) device::store16(row + size_t(i) * 16, pack_bf16x8(acc[u]));
   }
@@ -182,13 +182,13 @@ __device__ __forceinline__ void load_recv_counts(const Params& p, int32_t* token
 // target.written(s, c, lane) after the warp's stores (__syncwarp: what a ready
 // word's release orders, NOTE [EP epochs]). Where the row goes differs per path.
 // warp_rows / warp_weights: this warp's row of the block's shared arrays.
-// The expert output rows of received token `index` (source * max_tokens + slot) and their weights, in top-k
-// order, into this warp's warp_rows / warp_weights; returns how many.
-__device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, const uint8_t** warp_rows,
-                                                float* warp_weights) {
+template <class Target>
+__device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
+                                                  const uint8_t** warp_rows, float* warp_weights) {
   const int K = p.topk, lane = threadIdx.x & 31;
   const size_t row_bytes = size_t(p.hidden) * 2;
   const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
+  const size_t index = size_t(s) * p.max_tokens + slot;
   const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
   const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
   int num_rows = 0;
@@ -201,15 +201,6 @@ __device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, c
     ++num_rows;
   }
   __syncwarp();
-  return num_rows;
-}
-
-template <class Target>
-__device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
-                                                  const uint8_t** warp_rows, float* warp_weights) {
-  const int lane = threadIdx.x & 31;
-  const size_t index = size_t(s) * p.max_tokens + slot;
-  const int num_rows = gather_item_rows(p, index, warp_rows, warp_weights);
   uint8_t* const row_start = target.row(s, slot, index);
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
