@@ -1,3 +1,6 @@
+# Session 24, call 1: run as prepared, with the trees made by scripts/ab_trees.sh base=95c3f8a (main)
+#   new=95c3f8a+docs/results/session23_2xH100/combine-one-role_ee4b67a.patch
+# (main had moved past 660373c only in host code, docs and the trace stamps).
 # Prepared in session 23 (compiled for sm_90, CPU tests passed, NOT run on a GPU) for the next session, after
 # next_c1.sh: the one-role expanded combine (combine-one-role_ee4b67a.patch beside this folder; NOTE [EP combine
 # one role] in src/ep/combine.cu; ep-notes, session 23) against its base. Its tests, the sanitizers, the

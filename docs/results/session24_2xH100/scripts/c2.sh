@@ -1,3 +1,4 @@
+# Session 24, call 2: run as prepared, right after c1 on the same machine (the trees of c1).
 # Prepared in session 23 for the next session, right after next_c2.sh on the same held machine
 # (run(carry [".deps"]): .ab stays built there), ~300 s. The one-role patch also factored the combine's item and
 # home-sum steps out (combine_send_item in rows.cuh, sum_home_chunk in combine.cu), which changes the code of the
