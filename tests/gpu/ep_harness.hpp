@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -139,6 +140,12 @@ struct Received {
   std::vector<float> scales;     // rows * H / 128
   std::vector<float> weights;    // rows
 };
+
+// ep_harness_checks.cpp: FNV-1a of n bytes (hashes compared across rounds), the e4m3 decoding table (the reference
+// decoder, tabulated), and the element size of a config's dispatched rows.
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
+const std::array<float, 256>& fp8_table();
+size_t dispatch_elem(const EpConfig& c);
 
 // Reads back counts, offsets and every real row. Synchronizes the stream.
 Received fetch(const DispatchResult& r, const EpConfig& c, int local_experts, cudaStream_t stream);
