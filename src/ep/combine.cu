@@ -65,10 +65,16 @@ __device__ void one_role_order(const Params& p, const int32_t* token_count, OneR
   __syncthreads();
 }
 
+// NOTE [EP trace] phase sums of the one-role loop: 0 the ticket, 1 a peer or own item's partial, 2 the home
+// sum's token and ranks, 3 the wait for the peers' partials, 4 the sum into out.
+FERRY_EP_PHASE_DEFINE(g_phases_one_role)
+
 // The home's sum of its token t's chunk c: the partials of every rank in `ranks` (has_partial: this lane's
 // rank is one), in rank order (identical rounding everywhere), into out[t]. False when a wait failed.
+// phase_clock (trace builds, the one-role loop): marks the end of the wait (NOTE [EP trace] phase sums).
 __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
-                                               bool has_partial, unsigned ranks) {
+                                               bool has_partial, unsigned ranks,
+                                               [[maybe_unused]] unsigned long long* phase_clock = nullptr) {
   const size_t row_bytes = size_t(p.hidden) * 2;
   // Lanes r wait for the partial of rank r (all at once).
   int ok = 1;
@@ -77,6 +83,9 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
                                epoch, p.wait, lane, kPhaseEpCombine);
   if (!__all_sync(0xffffffffu, ok)) return false;
   __syncwarp();  // the waiting lanes' acquires, then every lane's loads (a vote orders no memory)
+#ifdef FERRY_EP_TRACE
+  if (phase_clock != nullptr) FERRY_EP_PHASE_MARK(g_phases_one_role, 3, *phase_clock);
+#endif
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
   uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
@@ -100,6 +109,7 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
   const int W = p.world_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int total = order.total();
   const bool layout_ok = *p.layout_error == 0;  // else nothing was sent and `out` is not written (as two roles)
+  FERRY_EP_PHASE_CLOCK(phase_clock);
   for (;;) {
     int ticket = 0;
     if (lane == 0) ticket = int(atomicAdd(&p.epochs->combine_ticket, 1u));
@@ -107,14 +117,22 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     if (ticket >= total) break;
     int s, slot, c;
     order.decode(ticket, W, p.num_chunks, s, slot, c);
+    FERRY_EP_PHASE_MARK(g_phases_one_role, 0, phase_clock);
     if (s != kHomeSweep) combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+    FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
     if (s != p.rank && s != kHomeSweep) continue;
     // An own item's token, or the sweep's: its sum, if this item is the one that does it.
     const int t = s == kHomeSweep ? slot : p.slot_src_token[size_t(s) * p.max_tokens + slot];
     const int token_slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
     const unsigned ranks = __ballot_sync(0xffffffffu, token_slot >= 0);
+    FERRY_EP_PHASE_MARK(g_phases_one_role, 2, phase_clock);
     if (s == kHomeSweep && (!layout_ok || ((ranks >> p.rank) & 1u))) continue;  // summed by its own item
+#ifdef FERRY_EP_TRACE
+    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks, &phase_clock)) break;
+    FERRY_EP_PHASE_MARK(g_phases_one_role, 4, phase_clock);
+#else
     if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks)) break;
+#endif
   }
 }
 
@@ -145,6 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
     // finish_launch's steps, with the ticket reset by the last block (the NOTE).
     wait_for_send_grid();
     if (!arrive_last<false>(p, kCombineSend)) return;
+    FERRY_EP_PHASE_REPORT(g_phases_one_role, "combine_one_role", p, epoch, 5);
     if (threadIdx.x == 0) p.epochs->combine_ticket = 0;
     publish_epoch(p, kCombineSend, epoch);
   } else {
