@@ -1,13 +1,13 @@
 # Prepared in session 24 for the next session (NOT run: the device time ran out). Two combine changes, each
 # against main, each in its own tree (they touch the same lines of combine.cu):
-#   rif   = combine-rows-in-flight_d73ef97.patch: NOTE [EP combine rows in flight], the two-role and low-latency
+#   rif   = combine-rows-in-flight_b2b39f9.patch: NOTE [EP combine rows in flight], the two-role and low-latency
 #           combine only (session 24's c7 measured this kernel, PTX-identical: two roles 0.967, ll 0.953-0.962;
 #           owed: its sanitizers). The one-role and cross-node kernels' PTX is main's.
-#   ahead = combine-items-ahead_60b81b7.patch: NOTE [EP combine one role: items ahead] (never run; ptxas: 152/164
+#   ahead = combine-items-ahead_1d43108.patch: NOTE [EP combine one role: items ahead] (never run; ptxas: 152/164
 #           bytes of spills in the one-role kernel, 44/116 on main). The two-role kernel's PTX is main's.
 # Before (here): scripts/ab_trees.sh base=main \
-#   rif=main+docs/results/session24_2xH100/combine-rows-in-flight_d73ef97.patch \
-#   ahead=main+docs/results/session24_2xH100/combine-items-ahead_60b81b7.patch
+#   rif=main+docs/results/session24_2xH100/combine-rows-in-flight_b2b39f9.patch \
+#   ahead=main+docs/results/session24_2xH100/combine-items-ahead_1d43108.patch
 # run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~470 s: bash docs/results/session24_2xH100/scripts/next_c9.sh
 # Merge a tree only if its tests and sanitizers pass and no case of its A/B is slower.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
