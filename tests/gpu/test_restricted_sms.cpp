@@ -47,9 +47,12 @@ TEST(EpRestrictedSms, DispatchAndCombineOnFewFreeSms) {
     Harness h(shared(), cfg);
     ASSERT_TRUE(h.alive());
     // The same rounds once without the hog first: they size the harness's
-    // buffers and load the kernels; a cudaFree (it synchronizes the whole
-    // device) or a lazy kernel load while the hog holds the SMs would wait for
-    // the hog (seen: 120 s, its limit).
+    // buffers; a cudaFree (it synchronizes the whole device) or a lazy kernel
+    // load while the hog holds the SMs would wait for the hog (seen: 120 s, its
+    // limit). The halves below run kernels these rounds do not (the one-role
+    // combine, NOTE [EP combine one role]): run alone (device_run.sh's
+    // restricted_* stages), this test fails if the EpBuffer stops loading its
+    // kernels when it is built (ep_params.hpp, load_*_kernels; session 24).
     ASSERT_TRUE(run_case(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
     ASSERT_TRUE(run_case(h, ep::Routing::kDrops, ep::TokenCounts::kVaried));
     ASSERT_TRUE(run_case(h, ep::Routing::kOneRank, ep::TokenCounts::kSomeZero, {}, false, 0));
