@@ -74,7 +74,7 @@ FERRY_EP_PHASE_DEFINE(g_phases_one_role)
 // phase_clock (trace builds, the one-role loop): marks the end of the wait (NOTE [EP trace] phase sums).
 __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
                                                bool has_partial, unsigned ranks,
-                                               [[maybe_unused]] unsigned long long* phase_clock = nullptr) {
+                                               unsigned long long* phase_clock = nullptr) {
   const size_t row_bytes = size_t(p.hidden) * 2;
   // Lanes r wait for the partial of rank r (all at once).
   int ok = 1;
@@ -83,9 +83,7 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
                                epoch, p.wait, lane, kPhaseEpCombine);
   if (!__all_sync(0xffffffffu, ok)) return false;
   __syncwarp();  // the waiting lanes' acquires, then every lane's loads (a vote orders no memory)
-#ifdef FERRY_EP_TRACE
   if (phase_clock != nullptr) FERRY_EP_PHASE_MARK(g_phases_one_role, 3, *phase_clock);
-#endif
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
   uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
@@ -127,12 +125,8 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     const unsigned ranks = __ballot_sync(0xffffffffu, token_slot >= 0);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 2, phase_clock);
     if (s == kHomeSweep && (!layout_ok || ((ranks >> p.rank) & 1u))) continue;  // summed by its own item
-#ifdef FERRY_EP_TRACE
     if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks, &phase_clock)) break;
     FERRY_EP_PHASE_MARK(g_phases_one_role, 4, phase_clock);
-#else
-    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks)) break;
-#endif
   }
 }
 

@@ -36,7 +36,6 @@ struct EpBuffer::State {
   int dispatch_recv_blocks = 1;      // of num_sms, when overlapping
   int combine_recv_blocks = 1;
   bool combine_one_role = true;      // FERRY_EP_COMBINE_ONE_ROLE (NOTE [EP combine one role], combine.cu)
-  bool combine_one_role_now = false; // combine() sets it around its two launches; the path's launches read it
   std::optional<int64_t> rank_rows_local_blocks;  // FERRY_EP_RANK_ROWS_LOCAL_BLOCKS (else rank_rows_local_blocks())
   ep::HalfGrids grids;
   // NOTE [EP own rows first]: the copy engine's side stream and the events that fork it from the

@@ -15,15 +15,17 @@ struct HalfGrids {
   int send_blocks = 0, recv_blocks = 0;
   bool defer_sync = false;
   bool one_grid = false;  // dispatch(): the send grid does the receive half's work (NOTE [EP rank rows one grid])
+  bool one_role = false;  // combine(): the send grid reduces and sums every token (NOTE [EP combine one role])
 };
 
 // Scoped: the overlapped halves' settings, reset however the calls end.
 class OverlapScope {
  public:
-  OverlapScope(HalfGrids& grids, int num_sms, int recv_blocks) : grids_(grids) {
+  OverlapScope(HalfGrids& grids, int num_sms, int recv_blocks, bool one_role = false) : grids_(grids) {
     grids_.recv_blocks = recv_blocks;
     grids_.send_blocks = num_sms - recv_blocks;
     grids_.defer_sync = true;
+    grids_.one_role = one_role;
   }
   // One grid of num_sms send blocks that also does the receive half's work.
   OverlapScope(HalfGrids& grids, int num_sms) : grids_(grids) {
@@ -31,7 +33,10 @@ class OverlapScope {
     grids_.one_grid = true;
     grids_.defer_sync = true;
   }
-  ~OverlapScope() { grids_.send_blocks = grids_.recv_blocks = 0, grids_.defer_sync = grids_.one_grid = false; }
+  ~OverlapScope() {
+    grids_.send_blocks = grids_.recv_blocks = 0;
+    grids_.defer_sync = grids_.one_grid = grids_.one_role = false;
+  }
   OverlapScope(const OverlapScope&) = delete;
   OverlapScope& operator=(const OverlapScope&) = delete;
 

@@ -14,8 +14,8 @@ constexpr EpPath kIntranodeExpanded{
     "intranode expanded", true, true, 0, false, true,
     [](const State&, const Params& p, cudaStream_t s) { launch_dispatch_send(p, s); },
     [](const State&, const Params& p, cudaStream_t s) { launch_dispatch_recv(p, s); },
-    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_send(p, s, st.combine_one_role_now); },
-    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_recv(p, s, st.combine_one_role_now); },
+    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_send(p, s, st.grids.one_role); },
+    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_recv(p, s, st.grids.one_role); },
 };
 
 constexpr EpPath kIntranodeRankRows{

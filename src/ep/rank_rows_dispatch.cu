@@ -266,27 +266,29 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
+// The send kernel's instances by [own rows first][quantize, one grid, neither] (NOTE [EP rank rows one grid]: not
+// with quantizing, that kernel then spills, ptxas): what the launch picks from and the load walks.
+using SendKernel = void (*)(Params);
+constexpr SendKernel kSendKernels[2][3] = {
+    {rank_rows_send_kernel<true, false, false>, rank_rows_send_kernel<false, true, false>,
+     rank_rows_send_kernel<false, false, false>},
+    {rank_rows_send_kernel<true, false, true>, rank_rows_send_kernel<false, true, true>,
+     rank_rows_send_kernel<false, false, true>},
+};
+
 }  // namespace
 
 void load_rank_rows_dispatch_kernels() {
   cudaFuncAttributes attributes;
-  for (auto kernel : {rank_rows_send_kernel<true, false, true>, rank_rows_send_kernel<false, true, true>,
-                      rank_rows_send_kernel<false, false, true>, rank_rows_send_kernel<true, false, false>,
-                      rank_rows_send_kernel<false, true, false>, rank_rows_send_kernel<false, false, false>,
-                      rank_rows_recv_kernel})
-    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  for (const auto& instances : kSendKernels)
+    for (SendKernel kernel : instances) FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, rank_rows_recv_kernel));
 }
 
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {
-  // NOTE [EP rank rows one grid]: not with quantizing (that kernel then spills, ptxas).
   const bool quantize = quantizes(p);
   FERRY_CHECK(!p.recv_in_send_grid || !quantize, Error, "one-grid rank rows do not quantize");
-  const auto kernel = p.own_rows_first ? (quantize               ? rank_rows_send_kernel<true, false, true>
-                                          : p.recv_in_send_grid ? rank_rows_send_kernel<false, true, true>
-                                                                : rank_rows_send_kernel<false, false, true>)
-                                       : (quantize               ? rank_rows_send_kernel<true, false, false>
-                                          : p.recv_in_send_grid ? rank_rows_send_kernel<false, true, false>
-                                                                : rank_rows_send_kernel<false, false, false>);
+  const SendKernel kernel = kSendKernels[p.own_rows_first ? 1 : 0][quantize ? 0 : p.recv_in_send_grid ? 1 : 2];
   kernel<<<p.num_blocks, kThreads, rank_rows_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
