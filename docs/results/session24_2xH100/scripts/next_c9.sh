@@ -6,11 +6,11 @@
 #           c7 measured the two-role kernel of this tree (PTX identical): two roles 0.967, ll 0.953-0.962; with
 #           1024 threads the one-role kernel spilled 804 bytes and ran 3.6x slower. (Rows in flight alone, one
 #           role untouched: combine-rows-in-flight_b2b39f9.patch, the fallback if the one-role part loses.)
-#   ahead = combine-items-ahead_1d43108.patch: NOTE [EP combine one role: items ahead] (ptxas: 152/164 bytes of
+#   ahead = combine-items-ahead_36cbfc3.patch: NOTE [EP combine one role: items ahead] (ptxas: 152/164 bytes of
 #           spills in the one-role kernel, 44/116 on main). The two-role kernel's PTX is main's.
 # Neither ran on a GPU. Before (here): scripts/ab_trees.sh base=main \
 #   w640=main+docs/results/session24_2xH100/combine-one-role-640_e59e818.patch \
-#   ahead=main+docs/results/session24_2xH100/combine-items-ahead_1d43108.patch
+#   ahead=main+docs/results/session24_2xH100/combine-items-ahead_36cbfc3.patch
 # run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~520 s: bash docs/results/session24_2xH100/scripts/next_c9.sh
 # Merge a tree only if its tests and sanitizers pass and no case of its A/B is slower.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

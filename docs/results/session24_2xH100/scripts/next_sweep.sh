@@ -1,5 +1,5 @@
 # Prepared in session 24 for the next session (NOT run; run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~430 s).
-# The one-role combine's variants in ONE build (combine-one-role-sweep_f1f382f.patch, branch exp/one-role-sweep,
+# The one-role combine's variants in ONE build (combine-one-role-sweep_db6a8ae.patch, branch exp/one-role-sweep-2,
 # an experiment not for main): FERRY_EP_ONE_ROLE_VARIANT=threads,rows,ahead picks the one-role kernel's block
 # size (1024 / 640 / 512 threads), rows in flight (NOTE [EP combine rows in flight]) and items ahead (NOTE [EP
 # combine one role: items ahead]); 1024,0,0 is main's kernel (ptxas: 44/116 bytes of spills), the baseline here.
@@ -7,8 +7,8 @@
 # (1024,1,* spill 800+ bytes: left out.) Each variant: its one-role tests and the restricted-SM test (the ticket
 # order's progress), then 2 rounds of the combine at 8 / 24 / 48 SMs, variants interleaved, medians per variant.
 # The two-role and low-latency kernels of this tree have rows in flight (c7's, PTX-identical).
-# Before (here): scripts/ab_trees.sh sweep=main+docs/results/session24_2xH100/combine-one-role-sweep_f1f382f.patch
-# Then: the winner as its own patch (combine-one-role-640_e59e818.patch is 640,1,0; combine-items-ahead_1d43108
+# Before (here): scripts/ab_trees.sh sweep=main+docs/results/session24_2xH100/combine-one-role-sweep_db6a8ae.patch
+# Then: the winner as its own patch (combine-one-role-640_e59e818.patch is 640,1,0; combine-items-ahead_36cbfc3
 # is 1024,0,1), its suite, sanitizers and A/B against main before it merges.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
