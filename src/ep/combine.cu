@@ -116,7 +116,8 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     int s, slot, c;
     order.decode(ticket, W, p.num_chunks, s, slot, c);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 0, phase_clock);
-    if (s != kHomeSweep) combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+    if (s != kHomeSweep)  // one row at a time: rows.cuh, combine_send_item's kRowsInFlight
+      combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
     if (s != p.rank && s != kHomeSweep) continue;
     // An own item's token, or the sweep's: its sum, if this item is the one that does it.
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
       one_role_order(p, token_count, order);
       combine_one_role_items(p, order, target, epoch);
     } else {
-      combine_send_items(p, token_count, max_token_count, target);
+      combine_send_items<IntranodeTarget, true>(p, token_count, max_token_count, target);  // rows in flight
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_send, 2);

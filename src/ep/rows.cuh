@@ -156,12 +156,55 @@ __device__ __forceinline__ void accumulate_units(float (&acc)[kCombineUnroll][8]
   }
 }
 
-__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kCombineUnroll][8], int base,
-                                            int units, int lane) {
+template <int kN = kCombineUnroll>
+__device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN][8], int base, int units, int lane) {
 #pragma unroll
-  for (int u = 0; u < kCombineUnroll; ++u) {
+  for (int u = 0; u < kN; ++u) {
     const int i = base + u * 32 + lane;
     if (i < units) device::store16(row + size_t(i) * 16, pack_bf16x8(acc[u]));
+  }
+}
+
+// NOTE [EP combine rows in flight]
+// A combine item sums num_rows expert rows (about top-k / world size of them). Loading one row's units, then
+// summing them, then the next row's, keeps 4 x 16 bytes per lane in flight: on 23 SMs (the one-role combine)
+// about 1 TB/s, where ferry-bench nvlink's register-load probe reads 1.5 TB/s with 4 sources in flight at once.
+// So the rows go kCombineRowsAtOnce at a time, kCombineStepUnits units of each (the same 8 x 16 bytes per lane,
+// half the accumulators of 4 units: ptxas keeps them in registers), and are summed in row order afterwards:
+// every element sees the same fmaf chain as before, so the sums are bitwise unchanged.
+constexpr int kCombineStepUnits = 2;
+constexpr int kCombineRowsAtOnce = 4;
+
+// acc[u] += weights[j] * rows[j][offset + unit base + u * 32 + lane] for j in [0, num_rows), in j order.
+template <int kN, int kRows>
+__device__ __forceinline__ void accumulate_rows(float (&acc)[kN][8], const uint8_t* const* rows, const float* weights,
+                                                int num_rows, size_t offset, int base, int units, int lane) {
+  for (int first = 0; first < num_rows; first += kRows) {
+    uint4 v[kRows][kN];
+#pragma unroll
+    for (int q = 0; q < kRows; ++q) {
+      if (first + q >= num_rows) break;
+      const uint8_t* row = rows[first + q] + offset;
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
+        const int i = base + u * 32 + lane;
+        if (i < units) v[q][u] = device::load16(row + size_t(i) * 16);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kRows; ++q) {
+      if (first + q >= num_rows) break;
+      const float weight = weights[first + q];
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
+        const int i = base + u * 32 + lane;
+        if (i >= units) continue;
+        float f[8];
+        unpack_bf16x8(v[q][u], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(weight, f[e], acc[u][e]);
+      }
+    }
   }
 }
 
@@ -182,7 +225,10 @@ __device__ __forceinline__ void load_recv_counts(const Params& p, int32_t* token
 // target.written(s, c, lane) after the warp's stores (__syncwarp: what a ready
 // word's release orders, NOTE [EP epochs]). Where the row goes differs per path.
 // warp_rows / warp_weights: this warp's row of the block's shared arrays.
-template <class Target>
+// kRowsInFlight: NOTE [EP combine rows in flight], taken by the intranode two-role and low-latency combine. The
+// one-role combine keeps one row at a time (its kernel also holds the home sum's registers: with rows in flight
+// ptxas spilled 804 bytes there and it ran 3.6x slower); the cross-node ones too, until measured.
+template <class Target, bool kRowsInFlight = false>
 __device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
                                                   const uint8_t** warp_rows, float* warp_weights) {
   const int K = p.topk, lane = threadIdx.x & 31;
@@ -205,11 +251,20 @@ __device__ __forceinline__ void combine_send_item(const Params& p, int s, int sl
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
   uint8_t* dst = row_start + offset;
-  for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
-    float acc[kCombineUnroll][8] = {};
-    for (int j = 0; j < num_rows; ++j)
-      accumulate_units(acc, warp_rows[j] + offset, warp_weights[j], base, chunk_units, lane);
-    store_units(dst, acc, base, chunk_units, lane);
+  if constexpr (kRowsInFlight) {  // NOTE [EP combine rows in flight]
+    for (int base = 0; base < chunk_units; base += 32 * kCombineStepUnits) {
+      float acc[kCombineStepUnits][8] = {};
+      accumulate_rows<kCombineStepUnits, kCombineRowsAtOnce>(acc, warp_rows, warp_weights, num_rows, offset, base,
+                                                             chunk_units, lane);
+      store_units(dst, acc, base, chunk_units, lane);
+    }
+  } else {
+    for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
+      float acc[kCombineUnroll][8] = {};
+      for (int j = 0; j < num_rows; ++j)
+        accumulate_units(acc, warp_rows[j] + offset, warp_weights[j], base, chunk_units, lane);
+      store_units(dst, acc, base, chunk_units, lane);
+    }
   }
   __syncwarp();  // the partial's stores, then target.written; warp_rows is rewritten by the next item
   target.written(s, c, lane);
@@ -218,7 +273,7 @@ __device__ __forceinline__ void combine_send_item(const Params& p, int s, int sl
 // The combine send's item loop, shared by the intranode kernel and both
 // cross-node ones: every item (combine_send_item) of this warp, in ItemLoop's
 // order.
-template <class Target>
+template <class Target, bool kRowsInFlight = false>
 __device__ __forceinline__ void combine_send_items(const Params& p, const int32_t* token_count, int max_token_count,
                                                    Target& target) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
@@ -229,7 +284,7 @@ __device__ __forceinline__ void combine_send_items(const Params& p, const int32_
   for (int item = loop.first; item < cursor.total(); item += loop.stride) {
     int s, slot, c;
     if (!cursor.decode(item, token_count, s, slot, c)) continue;
-    combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+    combine_send_item<Target, kRowsInFlight>(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
   }
 }
 
