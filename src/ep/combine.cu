@@ -46,9 +46,11 @@ struct IntranodeTarget {
 //    every item owed to a peer has been claimed by a running warp, and those wait for nothing, so the waits
 //    below end whatever number of each rank's blocks is resident, one or more (static striding could leave two
 //    partly resident grids waiting on each other; ranks sharing a GPU split its SMs, NOTE [SM budget]).
-//  - An own item's partial goes to this rank's stage as before (its ready word too); then the same warp waits
-//    for the other ranks' partials of that token chunk and sums them all in rank order into `out`: the roundings
-//    and the order of the receive half, so `out` is bitwise the two-role result.
+//  - An own item's warp sums the token chunk into `out`: its own partial first where that keeps the order's
+//    roundings (NOTE [EP combine one role: own partial first]: every token on 2 ranks), else its partial goes to
+//    this rank's stage as before (its ready word too), then the warp waits for the other ranks' partials of
+//    that token chunk and sums them all in rank order: the roundings and the order of the receive half, so
+//    `out` is bitwise the two-role result.
 //  - After the own items, one ticket per (token, chunk) of this rank: the tokens with no row here (no own item)
 //    are summed there, the others skipped. They too wait only for partials the peers produce first. (At top-8
 //    of 256, uniform, 0.35% of the tokens have no row here on 2 ranks, 34% on 8: one receive block could not
@@ -65,18 +67,38 @@ __device__ void one_role_order(const Params& p, const int32_t* token_count, OneR
   __syncthreads();
 }
 
-// NOTE [EP trace] phase sums of the one-role loop: 0 the ticket, 1 a peer or own item's partial, 2 the home
-// sum's token and ranks, 3 the wait for the peers' partials, 4 the sum into out.
+// NOTE [EP trace] phase sums of the one-role loop: 0 the ticket, 1 a peer item's partial (or a staged own one),
+// 2 the home sum's token and ranks, 3 the wait for the peers' partials, 4 the sum into out (own partial first:
+// its reduction too).
 FERRY_EP_PHASE_DEFINE(g_phases_one_role)
 
-// The home's sum of its token t's chunk c: the partials of every rank in `ranks` (has_partial: this lane's
-// rank is one), in rank order (identical rounding everywhere), into out[t]. False when a wait failed.
-// phase_clock (trace builds, the one-role loop): marks the end of the wait (NOTE [EP trace] phase sums).
+// NOTE [EP combine one role: own partial first]
+// The home sum adds the partials in rank order onto 0: ((0 + p_a) + p_b) + p_c ... in fp32, with p_a, p_b, ...
+// the bf16 partials of the ranks that hold rows of the token. fp32 addition is commutative (a + b and b + a
+// round alike), so (0 + p_a) + p_b = (0 + p_b) + p_a bitwise (0 + x also turns -0 into +0 on either side): the
+// first two partials may come in either order, the rest may not. So where this rank is the first or second of
+// a token's ranks (every token on 2 ranks), its own item's warp starts the sum with its own partial: reduced
+// from the expert rows into the sum's registers, rounded to bf16 as the stage would hold it, added onto 0; then
+// it adds the other ranks' partials in rank order. `out` is the same bits as the two-role result, and the own
+// partial never goes through the stage: no write and read back (59 MB each at T=4096 on 2 ranks), no ready
+// word and its system-scope release per own item. Where this rank comes third or later, the own item stages
+// its partial and sums as before (NOTE [EP combine one role]).
+__device__ __forceinline__ bool own_partial_first(const Params& p, unsigned ranks) {
+  return __popc(ranks & ((1u << p.rank) - 1u)) <= 1;
+}
+
+// The home's sum of its token t's chunk c into out[t]: the staged partials of the ranks in `ranks`, in rank
+// order (identical rounding everywhere). Lanes with has_partial (this lane's rank is in `ranks`) wait for their
+// rank's partial first (all at once). num_own_rows > 0 (the one-role combine's own item, NOTE [EP combine one
+// role: own partial first]): the sum starts with this rank's partial, reduced from own_rows / own_weights, and
+// `ranks` holds the others. False when a wait failed. phase_clock (trace builds, the one-role loop): marks the
+// end of the wait (NOTE [EP trace] phase sums).
 __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
-                                               bool has_partial, unsigned ranks,
+                                               bool has_partial, unsigned ranks, int num_own_rows = 0,
+                                               const uint8_t* const* own_rows = nullptr,
+                                               const float* own_weights = nullptr,
                                                unsigned long long* phase_clock = nullptr) {
   const size_t row_bytes = size_t(p.hidden) * 2;
-  // Lanes r wait for the partial of rank r (all at once).
   int ok = 1;
   if (has_partial)
     ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
@@ -89,6 +111,17 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
   uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
   for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
     float acc[kUnroll][8] = {};
+    if (num_own_rows > 0) {
+      for (int j = 0; j < num_own_rows; ++j)  // the own partial, as combine_send_item sums it
+        accumulate_units(acc, own_rows[j] + offset, own_weights[j], base, chunk_units, lane);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {  // rounded as the stage holds it, then the sum's first step: 0 + it
+        float partial[8];
+        unpack_bf16x8(pack_bf16x8(acc[u]), partial);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, partial[e], 0.f);
+      }
+    }
     for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
       const int r = __ffs(m) - 1;
       accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
@@ -116,17 +149,32 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     int s, slot, c;
     order.decode(ticket, W, p.num_chunks, s, slot, c);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 0, phase_clock);
-    if (s != kHomeSweep)  // one row at a time: rows.cuh, combine_send_item's kRowsInFlight
-      combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
-    FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
-    if (s != p.rank && s != kHomeSweep) continue;
+    if (s != p.rank && s != kHomeSweep) {  // a peer's token: its partial into the peer's stage
+      combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);  // one row at a time (rows.cuh)
+      FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
+      continue;
+    }
     // An own item's token, or the sweep's: its sum, if this item is the one that does it.
     const int t = s == kHomeSweep ? slot : p.slot_src_token[size_t(s) * p.max_tokens + slot];
     const int token_slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
     const unsigned ranks = __ballot_sync(0xffffffffu, token_slot >= 0);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 2, phase_clock);
     if (s == kHomeSweep && (!layout_ok || ((ranks >> p.rank) & 1u))) continue;  // summed by its own item
-    if (!sum_home_chunk(p, t, c, epoch, lane, token_slot >= 0, ranks, &phase_clock)) break;
+    int num_own_rows = 0;  // > 0: the own partial first (NOTE [EP combine one role: own partial first])
+    unsigned staged = ranks;
+    if (s == p.rank) {
+      if (own_partial_first(p, ranks)) {
+        num_own_rows = gather_item_rows(p, size_t(s) * p.max_tokens + slot, warp_rows[warp], warp_weights[warp]);
+        staged &= ~(1u << p.rank);
+      } else {  // this rank third or later: its partial through the stage
+        combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+        FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
+      }
+    }
+    const bool ok = sum_home_chunk(p, t, c, epoch, lane, (staged >> lane) & 1u, staged, num_own_rows,
+                                   warp_rows[warp], warp_weights[warp], &phase_clock);
+    __syncwarp();  // warp_rows is rewritten by the next item
+    if (!ok) break;
     FERRY_EP_PHASE_MARK(g_phases_one_role, 4, phase_clock);
   }
 }

@@ -219,22 +219,13 @@ __device__ __forceinline__ void load_recv_counts(const Params& p, int32_t* token
   }
 }
 
-// One combine send item (source s, slot, chunk c): one warp sums the weighted
-// outputs of the token's local experts (fp32) and stores the bf16 partial at
-// target.row(s, slot, index) + the chunk's offset, then calls
-// target.written(s, c, lane) after the warp's stores (__syncwarp: what a ready
-// word's release orders, NOTE [EP epochs]). Where the row goes differs per path.
-// warp_rows / warp_weights: this warp's row of the block's shared arrays.
-// kRowsInFlight: NOTE [EP combine rows in flight], taken by the intranode two-role and low-latency combine. The
-// one-role combine keeps one row at a time (its kernel also holds the home sum's registers: with rows in flight
-// ptxas spilled 804 bytes there and it ran 3.6x slower); the cross-node ones too, until measured.
-template <class Target, bool kRowsInFlight = false>
-__device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
-                                                  const uint8_t** warp_rows, float* warp_weights) {
+// The expert output rows of received token `index` (source * max_tokens + slot) and their weights, in top-k
+// order, into this warp's warp_rows / warp_weights (after a __syncwarp); returns how many.
+__device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, const uint8_t** warp_rows,
+                                                float* warp_weights) {
   const int K = p.topk, lane = threadIdx.x & 31;
   const size_t row_bytes = size_t(p.hidden) * 2;
   const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
-  const size_t index = size_t(s) * p.max_tokens + slot;
   const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
   const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
   int num_rows = 0;
@@ -247,6 +238,24 @@ __device__ __forceinline__ void combine_send_item(const Params& p, int s, int sl
     ++num_rows;
   }
   __syncwarp();
+  return num_rows;
+}
+
+// One combine send item (source s, slot, chunk c): one warp sums the weighted
+// outputs of the token's local experts (fp32) and stores the bf16 partial at
+// target.row(s, slot, index) + the chunk's offset, then calls
+// target.written(s, c, lane) after the warp's stores (__syncwarp: what a ready
+// word's release orders, NOTE [EP epochs]). Where the row goes differs per path.
+// warp_rows / warp_weights: this warp's row of the block's shared arrays.
+// kRowsInFlight: NOTE [EP combine rows in flight], taken by the intranode two-role and low-latency combine. The
+// one-role combine keeps one row at a time (its kernel also holds the home sum's registers: with rows in flight
+// ptxas spilled 804 bytes there and it ran 3.6x slower); the cross-node ones too, until measured.
+template <class Target, bool kRowsInFlight = false>
+__device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
+                                                  const uint8_t** warp_rows, float* warp_weights) {
+  const int lane = threadIdx.x & 31;
+  const size_t index = size_t(s) * p.max_tokens + slot;
+  const int num_rows = gather_item_rows(p, index, warp_rows, warp_weights);
   uint8_t* const row_start = target.row(s, slot, index);
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
