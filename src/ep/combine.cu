@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   FERRY_EP_TRACE_POINT(g_trace_combine_send, 2);
   FERRY_EP_TRACE_REPORT(g_trace_combine_send, "combine_send", p, epoch, 3);
   if constexpr (kOneRole) {
-    // finish_launch's steps, with the ticket reset by the last block (the NOTE).
-    wait_for_send_grid();
+    // finish_launch's steps, with the ticket reset by the last block (the NOTE); this grid is launched without
+    // the programmatic attribute, so finish_launch's wait for a send grid has nothing to wait for here.
     if (!arrive_last<false>(p, kCombineSend)) return;
     FERRY_EP_PHASE_REPORT(g_phases_one_role, "combine_one_role", p, epoch, 5);
     if (threadIdx.x == 0) p.epochs->combine_ticket = 0;
