@@ -7,7 +7,7 @@
 #   call_begin NAME SECONDS        logs in $OUT/NAME; stages start only while SECONDS are left
 #   call_run STAGE TIMEOUT CMD...  runs CMD with its output in STAGE.log, prints rc, time and counts
 #   call_ab TAG ROUNDS BASE NEW "MPIRUN ARGS" BENCH ARGS...
-#                                  mpirun MPIRUN ARGS -np 2 {BASE,NEW} BENCH ARGS --csv ..., alternating
+#                                  mpirun MPIRUN ARGS -np ${CALL_NP:-2} {BASE,NEW} BENCH ARGS --csv ..., alternating
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
 #   call_build_trees "TARGETS" TREE[+EXTRA,...]...
 #                                  configures and builds TARGETS (and a tree's EXTRA targets) in each
@@ -66,7 +66,7 @@ call_ab() {
         echo "ab $tag: round $r $side skipped (time)"
         break 2
       fi
-      timeout 120 "${mpirun[@]}" -np 2 "${extra[@]}" "$bench" "$@" --csv "$dir/ab_${tag}${side}_$r.csv" \
+      timeout 120 "${mpirun[@]}" -np "${CALL_NP:-2}" "${extra[@]}" "$bench" "$@" --csv "$dir/ab_${tag}${side}_$r.csv" \
         >"$dir/${tag}${side}_$r.log" 2>&1 || echo "ab $tag: round $r $side failed"
     done
   done

@@ -28,15 +28,5 @@ for tool in memcheck racecheck; do  # 3 ranks: the shared-memory slice is used
     --error-exitcode 86 $T --gtest_filter="$ONE"
 done
 call_run synccheck_np2 40 $M -np 2 $SAN --tool synccheck --error-exitcode 86 $T --gtest_filter="$ONE"
-# A/B at NP ranks, one per GPU (call_ab runs 2 ranks; this loop the same way at NP), NCCL beside.
-mkdir -p $CALL_DIR/ab
-for r in 1 2 3; do
-  for side in base new; do
-    X=$B; [ $side = new ] && X=$N
-    [ "$(call_left)" -gt 30 ] || break 2
-    timeout 120 $M -np $NP $X ep --mode ht --layout expanded --dispatch-types bf16 --sms 8,24,48 \
-      --csv $CALL_DIR/ab/ab_ht_${side}_$r.csv > $CALL_DIR/ab/ht_${side}_$r.log 2>&1 || echo "ab round $r $side failed"
-  done
-done
-python3 scripts/ab_compare.py $CALL_DIR/ab ht_ 2>&1 | grep -E "^(ferry|nccl)" | tee $CALL_DIR/ab/table_ht_.txt
+CALL_NP=$NP call_ab ht_ 3 $B $N "" ep --mode ht --layout expanded --dispatch-types bf16 --sms 8,24,48  # one rank a GPU
 call_end
