@@ -112,8 +112,8 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
   for (int base = 0; base < chunk_units; base += 32 * kUnroll) {
     float acc[kUnroll][8] = {};
     if (num_own_rows > 0) {
-      for (int j = 0; j < num_own_rows; ++j)  // the own partial, as combine_send_item sums it
-        accumulate_units(acc, own_rows[j] + offset, own_weights[j], base, chunk_units, lane);
+      // The own partial, as combine_send_item sums it.
+      accumulate_item_rows(acc, own_rows, own_weights, num_own_rows, offset, base, chunk_units, lane);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {  // rounded as the stage holds it, then the sum's first step: 0 + it
         float partial[8];

@@ -165,6 +165,14 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN]
   }
 }
 
+// acc[u] += weights[j] * rows[j][offset + unit base + u * 32 + lane] for j in [0, num_rows), one row at a time:
+// an item's partial (combine_send_item; the one-role combine's own partial, combine.cu).
+__device__ __forceinline__ void accumulate_item_rows(float (&acc)[kCombineUnroll][8], const uint8_t* const* rows,
+                                                     const float* weights, int num_rows, size_t offset, int base,
+                                                     int units, int lane) {
+  for (int j = 0; j < num_rows; ++j) accumulate_units(acc, rows[j] + offset, weights[j], base, units, lane);
+}
+
 // NOTE [EP combine rows in flight]
 // A combine item sums num_rows expert rows (about top-k / world size of them). Loading one row's units, then
 // summing them, then the next row's, keeps 4 x 16 bytes per lane in flight: on 23 SMs (the one-role combine)
@@ -270,8 +278,7 @@ __device__ __forceinline__ void combine_send_item(const Params& p, int s, int sl
   } else {
     for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
       float acc[kCombineUnroll][8] = {};
-      for (int j = 0; j < num_rows; ++j)
-        accumulate_units(acc, warp_rows[j] + offset, warp_weights[j], base, chunk_units, lane);
+      accumulate_item_rows(acc, warp_rows, warp_weights, num_rows, offset, base, chunk_units, lane);
       store_units(dst, acc, base, chunk_units, lane);
     }
   }
