@@ -187,7 +187,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // run one after the other on half the SMs each, so they run apart with all of them.
   state_->overlap = knobs::kEpOverlap.value() && config_.num_sms >= 2 && supports_dependent_launch(comm_.device());
   state_->fuse_layout = knobs::kEpFuseLayout.value();
-  state_->combine_one_role = knobs::kEpCombineOneRole.value();
   state_->rank_rows_local_blocks = knobs::kEpRankRowsLocalBlocks.read();
   if (p.own_rows_first) {  // NOTE [EP own rows first]
     state_->own_rows_copy_percent = knobs::kEpOwnRowsCopyPercent.read();
@@ -214,6 +213,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // The one choice of path (ep_paths.hpp); a combination no path takes throws here.
   state_->path = &ep::choose_path(state_->spans_nodes, state_->hierarchical, config_.layout, W, topo.num_nodes);
   state_->overlap = state_->overlap && state_->path->overlaps;  // the direct path: with ranges (init_cross_node)
+  // NOTE [EP combine one role] (combine.cu): where the path has it, in high throughput, unless the knob says 0.
+  state_->combine_one_role = knobs::kEpCombineOneRole.value() && state_->path->combine_one_role &&
+                             config_.mode == EpMode::kHighThroughput;
   // Across nodes the halves are the pack (stores into outboxes or mapped
   // landings) and the placement or the sum (reads of landed ranges): half each
   // until measured (NOTE [EP across nodes: pipelined ranges]).

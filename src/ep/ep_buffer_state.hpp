@@ -35,7 +35,8 @@ struct EpBuffer::State {
   bool fuse_layout = true;           // NOTE [EP fused layout]; FERRY_EP_FUSE_LAYOUT=0 turns it off (to compare)
   int dispatch_recv_blocks = 1;      // of num_sms, when overlapping
   int combine_recv_blocks = 1;
-  bool combine_one_role = true;      // FERRY_EP_COMBINE_ONE_ROLE (NOTE [EP combine one role], combine.cu)
+  bool combine_one_role = false;     // combine() takes one role (NOTE [EP combine one role], combine.cu): the
+                                     // path has it, high throughput, FERRY_EP_COMBINE_ONE_ROLE not 0
   std::optional<int64_t> rank_rows_local_blocks;  // FERRY_EP_RANK_ROWS_LOCAL_BLOCKS (else rank_rows_local_blocks())
   ep::HalfGrids grids;
   // NOTE [EP own rows first]: the copy engine's side stream and the events that fork it from the

@@ -58,7 +58,7 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
     return;
   }
   // NOTE [EP combine one role] (combine.cu): one receive block, for the tokens with no row here.
-  const bool one_role = st.combine_one_role && st.path->combine_one_role && config_.mode == EpMode::kHighThroughput;
+  const bool one_role = st.combine_one_role;  // chosen when the buffer was built
   ep::OverlapScope overlap(st.grids, config_.num_sms, one_role ? 1 : st.combine_recv_blocks, one_role);
   launch_combine_send_half(expert_outputs, stream, one_role ? const_cast<void*>(out.data) : nullptr);
   launch_combine_recv_half(out, stream);
