@@ -245,10 +245,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
 }  // namespace
 
 void load_combine_kernels() {
-  cudaFuncAttributes attributes;
-  for (auto kernel : {combine_send_kernel<true>, combine_send_kernel<false>, combine_recv_kernel<true>,
-                      combine_recv_kernel<false>})
-    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  load_kernels(combine_send_kernel<true>, combine_send_kernel<false>, combine_recv_kernel<true>,
+               combine_recv_kernel<false>);
 }
 
 void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role) {

@@ -306,9 +306,7 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 
 
 void load_dispatch_kernels() {
-  cudaFuncAttributes attributes;
-  for (auto kernel : {dispatch_send_kernel<true>, dispatch_send_kernel<false>, dispatch_recv_kernel})
-    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  load_kernels(dispatch_send_kernel<true>, dispatch_send_kernel<false>, dispatch_recv_kernel);
 }
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {

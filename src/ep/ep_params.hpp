@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ferry/cuda_check.hpp"
 #include "ferry/device/channel.cuh"
 #include "ferry/device/timeout.cuh"
 
@@ -192,6 +193,16 @@ void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream);
 void launch_rank_rows_combine_send(const Params& p, cudaStream_t stream);
 void launch_rank_rows_combine_recv(const Params& p, cudaStream_t stream);
+
+// Loads each kernel given now (its cudaFuncGetAttributes), for the functions below and their cross-node kin.
+template <class... Kernels>
+void load_kernels(Kernels... kernels) {
+  const auto load = [](auto kernel) {
+    cudaFuncAttributes attributes;
+    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  };
+  (load(kernels), ...);
+}
 
 // Every kernel of the file, loaded now (cudaFuncGetAttributes). Under CUDA's lazy loading a kernel's first launch
 // while another kernel holds the SMs waits for that kernel (docs/internode.md, "Lazy module loading"): a first

@@ -181,10 +181,8 @@ __global__ void __launch_bounds__(kThreads, 1) net_combine_recv_kernel(NetParams
 
 void load_net_kernels() {
   load_net_dispatch_kernels();
-  cudaFuncAttributes attributes;
-  for (auto kernel : {net_combine_send_kernel<true>, net_combine_send_kernel<false>, net_combine_recv_kernel<true>,
-                      net_combine_recv_kernel<false>})
-    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  load_kernels(net_combine_send_kernel<true>, net_combine_send_kernel<false>, net_combine_recv_kernel<true>,
+               net_combine_recv_kernel<false>);
 }
 
 void launch_net_combine_send(const NetParams& np, cudaStream_t stream) {

@@ -191,11 +191,9 @@ static_assert(sizeof(int64_t) * (kMaxExperts + 1) + sizeof(int32_t) * 2 * kMaxEx
 
 // The dispatch kernels and the layout kernel they follow (load_net_kernels).
 void load_net_dispatch_kernels() {
-  cudaFuncAttributes attributes;
-  for (auto kernel : {net_dispatch_send_kernel<true, true>, net_dispatch_send_kernel<true, false>,
-                      net_dispatch_send_kernel<false, true>, net_dispatch_send_kernel<false, false>,
-                      net_dispatch_recv_kernel<true>, net_dispatch_recv_kernel<false>})
-    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  load_kernels(net_dispatch_send_kernel<true, true>, net_dispatch_send_kernel<true, false>,
+               net_dispatch_send_kernel<false, true>, net_dispatch_send_kernel<false, false>,
+               net_dispatch_recv_kernel<true>, net_dispatch_recv_kernel<false>);
   load_layout_kernel();
 }
 

@@ -192,10 +192,7 @@ void load_hier_dispatch_kernels();  // internode_hier_dispatch.cu
 void load_hier_kernels() {
   load_hier_dispatch_kernels();
   load_layout_kernel();
-  cudaFuncAttributes attributes;
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_combine_send_kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_combine_forward_kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_combine_recv_kernel));
+  load_kernels(hier_combine_send_kernel, hier_combine_forward_kernel, hier_combine_recv_kernel);
 }
 
 void launch_hier_combine_send(const HierParams& h, cudaStream_t stream) {

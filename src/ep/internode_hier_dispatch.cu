@@ -303,12 +303,8 @@ __global__ void __launch_bounds__(kThreads, 1) hier_dispatch_recv_kernel(HierPar
 }  // namespace
 
 void load_hier_dispatch_kernels() {
-  cudaFuncAttributes attributes;
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_forward_index_kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_dispatch_send_kernel<true>));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_dispatch_send_kernel<false>));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_forward_kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, hier_dispatch_recv_kernel));
+  load_kernels(hier_forward_index_kernel, hier_dispatch_send_kernel<true>, hier_dispatch_send_kernel<false>,
+               hier_forward_kernel, hier_dispatch_recv_kernel);
 }
 
 void launch_hier_dispatch_send(const HierParams& h, cudaStream_t stream) {

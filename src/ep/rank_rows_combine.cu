@@ -135,9 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Par
 }  // namespace
 
 void load_rank_rows_combine_kernels() {
-  cudaFuncAttributes attributes;
-  for (auto kernel : {rank_rows_combine_send_kernel, rank_rows_combine_recv_kernel})
-    FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  load_kernels(rank_rows_combine_send_kernel, rank_rows_combine_recv_kernel);
 }
 
 void launch_rank_rows_combine_send(const Params& p, cudaStream_t stream) {

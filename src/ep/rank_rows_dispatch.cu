@@ -279,10 +279,9 @@ constexpr SendKernel kSendKernels[2][3] = {
 }  // namespace
 
 void load_rank_rows_dispatch_kernels() {
-  cudaFuncAttributes attributes;
   for (const auto& instances : kSendKernels)
-    for (SendKernel kernel : instances) FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, rank_rows_recv_kernel));
+    for (SendKernel kernel : instances) load_kernels(kernel);
+  load_kernels(rank_rows_recv_kernel);
 }
 
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream) {

@@ -44,9 +44,7 @@ __global__ void __launch_bounds__(kLayoutThreads) layout_add_lower_blocks_kernel
 // The cross-node path runs the layout kernels behind kernels that wait on the
 // proxy: loaded when the buffer is made (internode_params.hpp).
 void load_layout_kernel() {
-  cudaFuncAttributes attributes;
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, layout_kernel));
-  FERRY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, layout_add_lower_blocks_kernel));
+  load_kernels(layout_kernel, layout_add_lower_blocks_kernel);
 }
 
 void launch_layout(const Params& p, cudaStream_t stream) {
