@@ -1,5 +1,5 @@
 # Prepared in session 25 for the next session (NOT run). The one-role combine's own partial at any place in the rank
-# order (combine-own-any-position_a7e84ab.patch, branch exp/own-any-position; NOTE [EP combine one role: own partial
+# order (combine-own-any-position_752f36d.patch, branch exp/own-any-position; NOTE [EP combine one role: own partial
 # first]): a rank that is a token's third or later contributor (3+ ranks) keeps its rounded partial in its warp's
 # slice of shared memory (64 KB of dynamic shared memory per block at 3+ ranks, none on 2) instead of staging it,
 # so no own partial goes through memory. ptxas: the one-role kernel 44/80 bytes of spills (main 40/152); the
@@ -7,7 +7,7 @@
 # first or second): the 2-GPU A/B must read 1.00. Where it pays is 4-8 ranks (8 ranks, top-8 of 256: ~60% of own
 # items), so on a 4-GPU kind run the same with FERRY_NP=4 (tests and A/B at 4 ranks, one per GPU).
 #   run(kind nvidia-h100-x2 or nvidia-h100-x4, carry [".deps", ".ab"]), ~400 s
-# Before (here): scripts/ab_trees.sh base=main oa=main+docs/results/session25_2xH100/combine-own-any-position_a7e84ab.patch
+# Before (here): scripts/ab_trees.sh base=main oa=main+docs/results/session25_2xH100/combine-own-any-position_752f36d.patch
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next_own_any 560

@@ -1,13 +1,13 @@
 # Prepared in session 25 for the next session (NOT run; run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~420 s).
-# The one-role combine with prefetches (NOTE [EP combine L2 prefetch], combine-l2-prefetch_196df96.patch = branch
-# exp/l2-prefetch, an experiment, not for main), variants in one build by FERRY_EP_PREFETCH="passes,meta":
+# The one-role combine with prefetches (NOTE [EP combine L2 prefetch], combine-l2-prefetch_7648be1.patch = branch
+# exp/l2-prefetch-2, an experiment, not for main), variants in one build by FERRY_EP_PREFETCH="passes,meta":
 #   passes 1 / 2 / 4: lane 0 asks the L2 for each row's next steps (2 KB of a row per step) with bulk prefetches
 #   (cp.async.bulk.prefetch.L2: no registers), so the register loads find them there;
 #   meta 1: lanes 0 and 1 ask L1 for the item's home token and top-k rows at once after the ticket.
 #   0,0 is main's kernel (ptxas 40/152 bytes of spills); with passes 48/152; meta alone 40/152.
 # Each variant: the one-role test (bitwise against two roles) and the restricted-SM test, memcheck; then 2 rounds
 # of the combine at 8 / 24 / 48 SMs, variants interleaved, medians per variant.
-# Before (here): scripts/ab_trees.sh pf=main+docs/results/session25_2xH100/combine-l2-prefetch_196df96.patch
+# Before (here): scripts/ab_trees.sh pf=main+docs/results/session25_2xH100/combine-l2-prefetch_7648be1.patch
 # A variant that wins by more than the rounds' spread: alone as its own patch (no env), its suite (as c3.sh) and
 # the A/B against main before it merges.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
