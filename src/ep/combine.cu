@@ -92,7 +92,8 @@ __device__ __forceinline__ bool own_partial_first(const Params& p, unsigned rank
 // rank's partial first (all at once). num_own_rows > 0 (the one-role combine's own item, NOTE [EP combine one
 // role: own partial first]): the sum starts with this rank's partial, reduced from own_rows / own_weights, and
 // `ranks` holds the others. False when a wait failed. phase_clock (trace builds, the one-role loop): marks the
-// end of the wait (NOTE [EP trace] phase sums).
+// end of the wait (NOTE [EP trace] phase sums). kPrefetchSteps: NOTE [EP combine L2 prefetch] (rows.cuh).
+template <int kPrefetchSteps = 0>
 __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
                                                bool has_partial, unsigned ranks, int num_own_rows = 0,
                                                const uint8_t* const* own_rows = nullptr,
@@ -113,7 +114,8 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
     float acc[kUnroll][8] = {};
     if (num_own_rows > 0) {
       // The own partial, as combine_send_item sums it.
-      accumulate_item_rows(acc, own_rows, own_weights, num_own_rows, offset, base, chunk_units, lane);
+      accumulate_item_rows<kPrefetchSteps>(acc, own_rows, own_weights, num_own_rows, offset, base, chunk_units,
+                                           lane);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {  // rounded as the stage holds it, then the sum's first step: 0 + it
         float partial[8];
@@ -124,15 +126,18 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
     }
     for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
       const int r = __ffs(m) - 1;
-      accumulate_units(acc, p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset, 1.f,
-                       base, chunk_units, lane);
+      const uint8_t* partial = p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset;
+      prefetch_row_steps_ahead<kPrefetchSteps>(partial, base, chunk_units, lane);
+      accumulate_units(acc, partial, 1.f, base, chunk_units, lane);
     }
     store_units(out, acc, base, chunk_units, lane);
   }
   return true;
 }
 
-// NOTE [EP combine one role]: this warp's items by ticket; own items end with the token chunk's sum.
+// NOTE [EP combine one role]: this warp's items by ticket; own items end with the token chunk's sum. Every row
+// and partial it reads is asked of the L2 one step ahead (NOTE [EP combine L2 prefetch], rows.cuh).
+constexpr int kOneRolePrefetchSteps = 1;
 __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& order, IntranodeTarget& target,
                                        uint64_t epoch) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
@@ -150,7 +155,8 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     order.decode(ticket, W, p.num_chunks, s, slot, c);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 0, phase_clock);
     if (s != p.rank && s != kHomeSweep) {  // a peer's token: its partial into the peer's stage
-      combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);  // one row at a time (rows.cuh)
+      combine_send_item<IntranodeTarget, false, kOneRolePrefetchSteps>(p, s, slot, c, target, warp_rows[warp],
+                                                                       warp_weights[warp]);  // one row at a time
       FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
       continue;
     }
@@ -166,13 +172,15 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
       if (own_partial_first(p, ranks)) {
         num_own_rows = gather_item_rows(p, size_t(s) * p.max_tokens + slot, warp_rows[warp], warp_weights[warp]);
         staged &= ~(1u << p.rank);
-      } else {  // this rank third or later: its partial through the stage
+      } else {  // this rank third or later: its partial through the stage (no prefetch: with it ptxas spills
+                // 56/176 bytes against 48/152, and this path was not measured)
         combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
         FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
       }
     }
-    const bool ok = sum_home_chunk(p, t, c, epoch, lane, (staged >> lane) & 1u, staged, num_own_rows,
-                                   warp_rows[warp], warp_weights[warp], &phase_clock);
+    const bool ok = sum_home_chunk<kOneRolePrefetchSteps>(p, t, c, epoch, lane, (staged >> lane) & 1u, staged,
+                                                          num_own_rows, warp_rows[warp], warp_weights[warp],
+                                                          &phase_clock);
     __syncwarp();  // warp_rows is rewritten by the next item
     if (!ok) break;
     FERRY_EP_PHASE_MARK(g_phases_one_role, 4, phase_clock);

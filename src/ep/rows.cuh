@@ -165,12 +165,40 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN]
   }
 }
 
+// NOTE [EP combine L2 prefetch]
+// A one-row-at-a-time warp keeps 4 x 16 bytes of a row per lane in flight (all a 1024-thread block's registers
+// allow), so an SM reads at bytes in flight / load latency, and from HBM that latency is long. Lane 0 therefore
+// asks the L2 for the row's next step (the next 32 x kCombineUnroll units) with a bulk prefetch
+// (cp.async.bulk.prefetch.L2: no registers, no shared memory, no completion to wait for), so the register loads
+// of the next step find their bytes in L2. At the step from unit 0 it asks for steps 1..kSteps, at every later
+// step for the one kSteps ahead: each step once, none past the chunk. Only a hint: correctness never depends on
+// it. Measured (session 26, c1, 2xH100, the one-role combine, T=4096): 1 step ahead 445.8 -> 394.6 us at 24 SMs,
+// 1240.7 -> 1171.9 at 8, 331.0 -> 327.8 at 48; 2 and 4 steps ahead were slower at 48 SMs (366, 384 us: the
+// prefetches then evict rows not yet read). kSteps = 0: no prefetch.
+template <int kSteps>
+__device__ __forceinline__ void prefetch_row_steps_ahead(const uint8_t* row, int base, int units, int lane) {
+  if constexpr (kSteps > 0) {
+    constexpr int kStepUnits = 32 * kCombineUnroll;
+    const int begin = base == 0 ? kStepUnits : base + kSteps * kStepUnits;
+    const int end = min(units, base + (kSteps + 1) * kStepUnits);
+    if (lane == 0 && begin < end)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + size_t(begin) * 16),
+                   "r"((end - begin) * 16)
+                   : "memory");
+  }
+}
+
 // acc[u] += weights[j] * rows[j][offset + unit base + u * 32 + lane] for j in [0, num_rows), one row at a time:
-// an item's partial (combine_send_item; the one-role combine's own partial, combine.cu).
+// an item's partial (combine_send_item; the one-role combine's own partial, combine.cu). kPrefetchSteps: NOTE
+// [EP combine L2 prefetch].
+template <int kPrefetchSteps = 0>
 __device__ __forceinline__ void accumulate_item_rows(float (&acc)[kCombineUnroll][8], const uint8_t* const* rows,
                                                      const float* weights, int num_rows, size_t offset, int base,
                                                      int units, int lane) {
-  for (int j = 0; j < num_rows; ++j) accumulate_units(acc, rows[j] + offset, weights[j], base, units, lane);
+  for (int j = 0; j < num_rows; ++j) {
+    prefetch_row_steps_ahead<kPrefetchSteps>(rows[j] + offset, base, units, lane);
+    accumulate_units(acc, rows[j] + offset, weights[j], base, units, lane);
+  }
 }
 
 // NOTE [EP combine rows in flight]
@@ -258,7 +286,8 @@ __device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, c
 // kRowsInFlight: NOTE [EP combine rows in flight], taken by the intranode two-role and low-latency combine. The
 // one-role combine keeps one row at a time (its kernel also holds the home sum's registers: with rows in flight
 // ptxas spilled 804 bytes there and it ran 3.6x slower); the cross-node ones too, until measured.
-template <class Target, bool kRowsInFlight = false>
+// kPrefetchSteps (one row at a time only): NOTE [EP combine L2 prefetch].
+template <class Target, bool kRowsInFlight = false, int kPrefetchSteps = 0>
 __device__ __forceinline__ void combine_send_item(const Params& p, int s, int slot, int c, Target& target,
                                                   const uint8_t** warp_rows, float* warp_weights) {
   const int lane = threadIdx.x & 31;
@@ -278,7 +307,7 @@ __device__ __forceinline__ void combine_send_item(const Params& p, int s, int sl
   } else {
     for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
       float acc[kCombineUnroll][8] = {};
-      accumulate_item_rows(acc, warp_rows, warp_weights, num_rows, offset, base, chunk_units, lane);
+      accumulate_item_rows<kPrefetchSteps>(acc, warp_rows, warp_weights, num_rows, offset, base, chunk_units, lane);
       store_units(dst, acc, base, chunk_units, lane);
     }
   }
