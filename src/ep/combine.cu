@@ -136,8 +136,8 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
 }
 
 // NOTE [EP combine one role]: this warp's items by ticket; own items end with the token chunk's sum. Every row
-// and partial it reads is asked of the L2 one step ahead (NOTE [EP combine L2 prefetch], rows.cuh).
-constexpr int kOneRolePrefetchSteps = 1;
+// and partial it reads is asked of the L2 kPrefetchSteps ahead (NOTE [EP combine L2 prefetch], rows.cuh).
+template <int kPrefetchSteps>
 __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& order, IntranodeTarget& target,
                                        uint64_t epoch) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
@@ -155,7 +155,7 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     order.decode(ticket, W, p.num_chunks, s, slot, c);
     FERRY_EP_PHASE_MARK(g_phases_one_role, 0, phase_clock);
     if (s != p.rank && s != kHomeSweep) {  // a peer's token: its partial into the peer's stage
-      combine_send_item<IntranodeTarget, false, kOneRolePrefetchSteps>(p, s, slot, c, target, warp_rows[warp],
+      combine_send_item<IntranodeTarget, false, kPrefetchSteps>(p, s, slot, c, target, warp_rows[warp],
                                                                        warp_weights[warp]);  // one row at a time
       FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
       continue;
@@ -178,7 +178,7 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
         FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
       }
     }
-    const bool ok = sum_home_chunk<kOneRolePrefetchSteps>(p, t, c, epoch, lane, (staged >> lane) & 1u, staged,
+    const bool ok = sum_home_chunk<kPrefetchSteps>(p, t, c, epoch, lane, (staged >> lane) & 1u, staged,
                                                           num_own_rows, warp_rows[warp], warp_weights[warp],
                                                           &phase_clock);
     __syncwarp();  // warp_rows is rewritten by the next item
@@ -188,7 +188,8 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
 }
 
 // kOneRole: NOTE [EP combine one role].
-template <bool kOneRole>
+// kPrefetchSteps (one role): NOTE [EP combine L2 prefetch].
+template <bool kOneRole, int kPrefetchSteps = 0>
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
     if constexpr (kOneRole) {
       __shared__ OneRoleOrder order;
       one_role_order(p, token_count, order);
-      combine_one_role_items(p, order, target, epoch);
+      combine_one_role_items<kPrefetchSteps>(p, order, target, epoch);
     } else {
       combine_send_items<IntranodeTarget, true>(p, token_count, max_token_count, target);  // rows in flight
     }
@@ -253,15 +254,22 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
 }  // namespace
 
 void load_combine_kernels() {
-  load_kernels(combine_send_kernel<true>, combine_send_kernel<false>, combine_recv_kernel<true>,
+  load_kernels(combine_send_kernel<true, 1>, combine_send_kernel<true, 0>, combine_send_kernel<false>, combine_recv_kernel<true>,
                combine_recv_kernel<false>);
 }
+
+// NOTE [EP combine L2 prefetch]: the one-role grids up to this many blocks prefetch.
+constexpr int kOneRolePrefetchMaxBlocks = 32;
 
 void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role) {
   if (one_role) {
     // A rank with no tokens may pass no `out` (ep_args.cpp): it sums nothing.
     FERRY_CHECK(p.combine_out != nullptr || p.num_tokens == 0, Error, "the one-role combine's send grid needs out");
-    combine_send_kernel<true><<<p.num_blocks, kThreads, 0, stream>>>(p);
+    // NOTE [EP combine L2 prefetch]: only on few SMs.
+    if (p.num_blocks <= kOneRolePrefetchMaxBlocks)
+      combine_send_kernel<true, 1><<<p.num_blocks, kThreads, 0, stream>>>(p);
+    else
+      combine_send_kernel<true, 0><<<p.num_blocks, kThreads, 0, stream>>>(p);
   } else {
     combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);
   }

@@ -174,7 +174,10 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN]
 // step for the one kSteps ahead: each step once, none past the chunk. Only a hint: correctness never depends on
 // it. Measured (session 26, c1, 2xH100, the one-role combine, T=4096): 1 step ahead 445.8 -> 394.6 us at 24 SMs,
 // 1240.7 -> 1171.9 at 8, 331.0 -> 327.8 at 48; 2 and 4 steps ahead were slower at 48 SMs (366, 384 us: the
-// prefetches then evict rows not yet read). kSteps = 0: no prefetch.
+// prefetches then evict rows not yet read). On all 132 SMs one step ahead was slower too (c5: 361.2 us against
+// 303.4 without): with that many warps reading, the loads are no longer short of bytes in flight and the extra
+// L2 requests only compete. So the one-role combine prefetches only on grids of at most 32 blocks
+// (kOneRolePrefetchMaxBlocks, combine.cu: between 24 SMs, 0.89, and 48, 0.996). kSteps = 0: no prefetch.
 template <int kSteps>
 __device__ __forceinline__ void prefetch_row_steps_ahead(const uint8_t* row, int base, int units, int lane) {
   if constexpr (kSteps > 0) {
