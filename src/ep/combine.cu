@@ -156,7 +156,7 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     FERRY_EP_PHASE_MARK(g_phases_one_role, 0, phase_clock);
     if (s != p.rank && s != kHomeSweep) {  // a peer's token: its partial into the peer's stage
       combine_send_item<IntranodeTarget, false, kPrefetchSteps>(p, s, slot, c, target, warp_rows[warp],
-                                                                       warp_weights[warp]);  // one row at a time
+                                                                warp_weights[warp]);  // one row at a time
       FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
       continue;
     }
@@ -179,8 +179,7 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
       }
     }
     const bool ok = sum_home_chunk<kPrefetchSteps>(p, t, c, epoch, lane, (staged >> lane) & 1u, staged,
-                                                          num_own_rows, warp_rows[warp], warp_weights[warp],
-                                                          &phase_clock);
+                                                   num_own_rows, warp_rows[warp], warp_weights[warp], &phase_clock);
     __syncwarp();  // warp_rows is rewritten by the next item
     if (!ok) break;
     FERRY_EP_PHASE_MARK(g_phases_one_role, 4, phase_clock);
