@@ -253,8 +253,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
 }  // namespace
 
 void load_combine_kernels() {
-  load_kernels(combine_send_kernel<true, 1>, combine_send_kernel<true, 0>, combine_send_kernel<false>, combine_recv_kernel<true>,
-               combine_recv_kernel<false>);
+  load_kernels(combine_send_kernel<true, 1>, combine_send_kernel<true, 0>, combine_send_kernel<false>,
+               combine_recv_kernel<true>, combine_recv_kernel<false>);
 }
 
 // NOTE [EP combine L2 prefetch]: the one-role grids up to this many blocks prefetch.
