@@ -17,7 +17,7 @@ for size in 262144 1048576 4194304; do
         [ "$(call_left)" -gt 15 ] || break 4
         port=$((port + 1)); flag=""; [ "$e" = "-e" ] && flag="-e"
         timeout 20 $P -p $port $flag > /dev/null 2>&1 & server=$!; sleep 0.3
-        mbs=$(timeout 20 $P localhost -p $port -t $test -s $size -n 200 $flag 2>/dev/null | awk '/Final/{getline; print $6}' | tail -1)
+        mbs=$(timeout 20 $P localhost -p $port -t $test -s $size -n 200 $flag 2>/dev/null | awk '/Final:/{print $6}' | tail -1)
         wait $server 2>/dev/null
         echo "$size $test $e $run ${mbs:-failed}" >> $OUT
       done
