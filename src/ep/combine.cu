@@ -257,15 +257,12 @@ void load_combine_kernels() {
                combine_recv_kernel<true>, combine_recv_kernel<false>);
 }
 
-// NOTE [EP combine L2 prefetch]: the one-role grids up to this many blocks prefetch.
-constexpr int kOneRolePrefetchMaxBlocks = 32;
-
-void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role) {
+void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, int prefetch_max_blocks) {
   if (one_role) {
     // A rank with no tokens may pass no `out` (ep_args.cpp): it sums nothing.
     FERRY_CHECK(p.combine_out != nullptr || p.num_tokens == 0, Error, "the one-role combine's send grid needs out");
     // NOTE [EP combine L2 prefetch]: only on few SMs.
-    if (p.num_blocks <= kOneRolePrefetchMaxBlocks)
+    if (p.num_blocks <= prefetch_max_blocks)
       combine_send_kernel<true, 1><<<p.num_blocks, kThreads, 0, stream>>>(p);
     else
       combine_send_kernel<true, 0><<<p.num_blocks, kThreads, 0, stream>>>(p);

@@ -216,6 +216,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // NOTE [EP combine one role] (combine.cu): where the path has it, in high throughput, unless the knob says 0.
   state_->combine_one_role = knobs::kEpCombineOneRole.value() && state_->path->combine_one_role &&
                              config_.mode == EpMode::kHighThroughput;
+  state_->combine_prefetch_max_blocks = static_cast<int>(knobs::kEpCombinePrefetchMaxBlocks.value());
   // Across nodes the halves are the pack (stores into outboxes or mapped
   // landings) and the placement or the sum (reads of landed ranges): half each
   // until measured (NOTE [EP across nodes: pipelined ranges]).

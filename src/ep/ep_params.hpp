@@ -186,7 +186,8 @@ void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);
 // one_role: NOTE [EP combine one role] (combine.cu); the send half then also takes p.combine_out.
-void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role);
+// prefetch_max_blocks: one-role grids of at most this many blocks prefetch (NOTE [EP combine L2 prefetch]).
+void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, int prefetch_max_blocks);
 void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role);
 // EpLayout::kRankRows (rank_rows_dispatch.cu, rank_rows_combine.cu).
 void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream);

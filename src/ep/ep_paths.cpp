@@ -14,7 +14,9 @@ constexpr EpPath kIntranodeExpanded{
     "intranode expanded", true, true, 0, false, true,
     [](const State&, const Params& p, cudaStream_t s) { launch_dispatch_send(p, s); },
     [](const State&, const Params& p, cudaStream_t s) { launch_dispatch_recv(p, s); },
-    [](const State& st, const Params& p, cudaStream_t s) { launch_combine_send(p, s, st.grids.one_role); },
+    [](const State& st, const Params& p, cudaStream_t s) {
+      launch_combine_send(p, s, st.grids.one_role, st.combine_prefetch_max_blocks);
+    },
     [](const State& st, const Params& p, cudaStream_t s) { launch_combine_recv(p, s, st.grids.one_role); },
 };
 

@@ -177,7 +177,8 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN]
 // prefetches then evict rows not yet read). On all 132 SMs one step ahead was slower too (c5: 361.2 us against
 // 303.4 without): with that many warps reading, the loads are no longer short of bytes in flight and the extra
 // L2 requests only compete. So the one-role combine prefetches only on grids of at most 32 blocks
-// (kOneRolePrefetchMaxBlocks, combine.cu: between 24 SMs, 0.89, and 48, 0.996). kSteps = 0: no prefetch.
+// (FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS: between 24 SMs, 0.89, and 48, 0.996; 25-47 not measured). kSteps = 0: no
+// prefetch.
 template <int kSteps>
 __device__ __forceinline__ void prefetch_row_steps_ahead(const uint8_t* row, int base, int units, int lane) {
   if constexpr (kSteps > 0) {
