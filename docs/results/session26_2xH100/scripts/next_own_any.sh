@@ -1,6 +1,6 @@
 # Prepared in session 26 for the next session (NOT run). run(kind nvidia-h100-x4, carry [".deps", ".ab"]), ~480 s.
 # The own partial at any place in the rank order only in a kernel for 3+ ranks (branch exp/own-any-3,
-# combine-own-any-3_9fb9450.patch; NOTE [EP combine one role: own partial first]); the 2-rank kernels keep main's
+# combine-own-any-3_55040ae.patch; NOTE [EP combine one role: own partial first]); the 2-rank kernels keep main's
 # source, but their PTX differs from main's in branch layout (ptxas 48/152 and 40/152 bytes of spills, as main),
 # so the 2-rank A/B must read <= 1.00 before it merges. c4 (session 26) ran the first version: tests pass; 4-rank
 # A/B 0.965 / 0.967 / 1.007 inside a ±5% spread (the unchanged dispatch 0.940-0.962); 2 ranks 1.043. Here: 4 rounds
