@@ -174,9 +174,9 @@ inline constexpr Info kRegistry[] = {
     int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
         "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency, with rank rows or across nodes", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
-    int_knob("FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS", "ep", 0, kIntMax, "32", "", "blocks",
+    int_knob("FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS", "ep", 0, kIntMax, "48", "", "blocks",
         "one-role combine: grids of at most this many blocks ask the L2 for each row's next step (NOTE [EP combine "
-        "L2 prefetch]; faster on 8-24 SMs, slower on 132); 0: never"),
+        "L2 prefetch]; faster on 8-48 SMs, slower on 132); 0: never"),
     int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
         "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",
         "rank-rows dispatch: send blocks that write only this rank's own rows while the others write only "

@@ -37,7 +37,7 @@ struct EpBuffer::State {
   int combine_recv_blocks = 1;
   bool combine_one_role = false;     // combine() takes one role (NOTE [EP combine one role], combine.cu): the
                                      // path has it, high throughput, FERRY_EP_COMBINE_ONE_ROLE not 0
-  int combine_prefetch_max_blocks = 32;  // NOTE [EP combine L2 prefetch]: FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS
+  int combine_prefetch_max_blocks = 48;  // NOTE [EP combine L2 prefetch]: FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS
   std::optional<int64_t> rank_rows_local_blocks;  // FERRY_EP_RANK_ROWS_LOCAL_BLOCKS (else rank_rows_local_blocks())
   ep::HalfGrids grids;
   // NOTE [EP own rows first]: the copy engine's side stream and the events that fork it from the

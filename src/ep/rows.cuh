@@ -176,9 +176,9 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN]
 // 1240.7 -> 1171.9 at 8, 331.0 -> 327.8 at 48; 2 and 4 steps ahead were slower at 48 SMs (366, 384 us: the
 // prefetches then evict rows not yet read). On all 132 SMs one step ahead was slower too (c5: 361.2 us against
 // 303.4 without): with that many warps reading, the loads are no longer short of bytes in flight and the extra
-// L2 requests only compete. So the one-role combine prefetches only on grids of at most 32 blocks
-// (FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS: between 24 SMs, 0.89, and 48, 0.996; 25-47 not measured). kSteps = 0: no
-// prefetch.
+// L2 requests only compete. So the one-role combine prefetches only on grids of at most 48 blocks
+// (FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS; session 27, c2, with against without: 0.888 / 0.905 / 0.916 / 0.920 /
+// 0.940 / 0.965 / 0.994 at 24 / 28 / 32 / 36 / 40 / 44 / 48 SMs; 49-131 not measured). kSteps = 0: no prefetch.
 template <int kSteps>
 __device__ __forceinline__ void prefetch_row_steps_ahead(const uint8_t* row, int base, int units, int lane) {
   if constexpr (kSteps > 0) {
