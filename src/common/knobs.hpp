@@ -191,6 +191,9 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_EP_FUSE_LAYOUT", "ep", "1", "",
         "a call of at most 1024 tokens (256 experts; fewer with more) gets its routing layout from the send "
         "kernel's first block; 0: from the layout kernels (for comparisons)"),
+    bool_knob("FERRY_EP_PAIR_LAYOUT", "ep", "1", "",
+        "a fused layout whose block has a thread for every (token, k) takes one thread per pair (NOTE [EP pair "
+        "layout]; low latency up to 128 tokens at top-8); 0: one thread per token (for comparisons)"),
     bool_knob("FERRY_EP_COMBINE_ONE_ROLE", "ep", "1", "",
         "combine() in high-throughput mode inside a node: every SM reduces rows, this rank's own tokens last, "
         "summed into out by the block that reduced them (NOTE [EP combine one role]); 0: a send half and a "
@@ -335,6 +338,7 @@ inline constexpr Knob<int64_t> kEpOwnRowsCopyPercent = handle<int64_t>("FERRY_EP
 inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
 inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
 inline constexpr Knob<bool> kEpCombineOneRole = handle<bool>("FERRY_EP_COMBINE_ONE_ROLE");
+inline constexpr Knob<bool> kEpPairLayout = handle<bool>("FERRY_EP_PAIR_LAYOUT");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");
 inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
 inline constexpr Knob<uint64_t> kEpNetRangeBytes = handle<uint64_t>("FERRY_EP_NET_RANGE_BYTES");

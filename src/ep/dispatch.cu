@@ -108,8 +108,9 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // this rank's included: block 0 releases those after its layout stores and a
 // block barrier, so the acquire makes the layout visible. The layout's shared
 // memory and DestinationRows share the dynamic region (one is done before the
-// other starts).
-template <bool kQuantize>
+// other starts). kPairLayout: the layout takes one thread per (token, k) (NOTE [EP pair layout]), in a kernel of
+// its own so that the other calls' kernels keep their code.
+template <bool kQuantize, bool kPairLayout>
 __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);
   const int W = p.world_size, E = p.num_experts;
@@ -121,7 +122,18 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   // publish_counts (destination_rows.cuh) is this block's work, kept inline here so
   // that this kernel's code stays as measured (the call reordered its PTX).
   if (blockIdx.x == 0) {
-    if (p.fuse_layout) {
+    if constexpr (kPairLayout) {
+      uint32_t* layout_smem = reinterpret_cast<uint32_t*>(send_smem);
+#ifdef FERRY_EP_TRACE
+      layout_block_of_pairs(p, layout_smem);  // twice, as below
+      __syncthreads();
+      FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 6);
+      layout_block_of_pairs(p, layout_smem, [](int point) { FERRY_EP_TRACE_POINT(g_trace_dispatch_send, point); });
+#else
+      layout_block_of_pairs(p, layout_smem);
+#endif
+      __syncthreads();  // the layout's counts and error flag, for every thread
+    } else if (p.fuse_layout) {
 #ifdef FERRY_EP_TRACE
       // Trace builds run the layout twice (it is idempotent) and stamp point 6 between: the second
       // pass's time (6 -> 1) against the first (0 -> 6) shows what a cold start costs.
@@ -170,9 +182,19 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   finish_launch(p, kDispatchSend, epoch, -1);
 }
 
+// Whether the fused layout takes one thread per (token, k) (NOTE [EP pair layout]).
+bool takes_pair_layout(const Params& p) {
+  return p.fuse_layout && p.pair_layout &&
+         pair_layout_fits(p.num_tokens, p.topk, p.num_experts, kThreads, kFusedLayoutSmemBytes);
+}
+
 // The send kernel's dynamic shared memory: DestinationRows, or the fused layout's.
 size_t dispatch_send_smem_bytes(const Params& p) {
-  return std::max(sizeof(DestinationRows), p.fuse_layout ? fused_layout_smem_bytes(p) : size_t(0));
+  const int pairs = p.num_tokens * pair_layout_lanes(p.topk);
+  const size_t layout = takes_pair_layout(p) ? layout_smem_bytes(p.num_experts, pairs)
+                        : p.fuse_layout      ? fused_layout_smem_bytes(p)
+                                             : size_t(0);
+  return std::max(sizeof(DestinationRows), layout);
 }
 // With its static arrays (warp_dst, warp_scales, the layout's and the waits'
 // few words) the send kernel stays in the 48 KB a kernel gets without opting in.
@@ -306,11 +328,15 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 
 
 void load_dispatch_kernels() {
-  load_kernels(dispatch_send_kernel<true>, dispatch_send_kernel<false>, dispatch_recv_kernel);
+  load_kernels(dispatch_send_kernel<true, false>, dispatch_send_kernel<false, false>, dispatch_send_kernel<true, true>,
+               dispatch_send_kernel<false, true>, dispatch_recv_kernel);
 }
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  const auto kernel = quantizes(p) ? dispatch_send_kernel<true> : dispatch_send_kernel<false>;
+  const bool pairs = takes_pair_layout(p);
+  const auto kernel = quantizes(p) ? (pairs ? dispatch_send_kernel<true, true> : dispatch_send_kernel<true, false>)
+                    : pairs        ? dispatch_send_kernel<false, true>
+                                   : dispatch_send_kernel<false, false>;
   kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }

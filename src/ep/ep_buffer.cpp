@@ -194,6 +194,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_fork, cudaEventDisableTiming));
     FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copy_join, cudaEventDisableTiming));
   }
+  p.pair_layout = knobs::kEpPairLayout.value();  // NOTE [EP pair layout]; 0: one thread per token (to compare)
   p.spread_items = knobs::kEpSpreadItems.value();  // NOTE [EP item order]; 0: block-major (to compare)
   p.wait = WaitContext{comm_.device_error_state(), comm_.device_abort_flag(), comm_.timeout_ns(), comm_.rank()};
 

@@ -82,6 +82,7 @@ struct Params {
   bool rank_rows;        // EpLayout::kRankRows (NOTE [EP rank rows])
   bool recv_in_send_grid;  // rank rows, dispatch(): the send grid does the receive half's work (NOTE [EP rank rows one grid])
   bool own_rows_first;   // rank rows: this rank's rows first, one per token (NOTE [EP own rows first])
+  bool pair_layout;  // a fused layout may take one thread per (token, k) (NOTE [EP pair layout]); last: no field moves
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
   int64_t index_capacity;       // rank rows: entries of the per-expert row lists (padding included)
@@ -176,6 +177,18 @@ constexpr int max_fused_layout_tokens(int num_experts) {
 }
 constexpr int fused_layout_block_tokens(int num_tokens) { return (num_tokens + 31) / 32 * 32; }
 static_assert(layout_smem_bytes(kMaxExperts) <= kFusedLayoutSmemBytes, "a layout block of any expert count fits");
+
+// NOTE [EP pair layout]: lanes per token (top-k rounded up to a power of two) and whether a one-block layout of
+// `block_threads` threads may take one thread per (token, k): every pair has a thread and the per-warp masks fit.
+constexpr int pair_layout_lanes(int topk) {
+  int lanes = 1;
+  while (lanes < topk) lanes <<= 1;
+  return lanes;
+}
+constexpr bool pair_layout_fits(int num_tokens, int topk, int num_experts, int block_threads, size_t smem_limit) {
+  return num_tokens * pair_layout_lanes(topk) <= block_threads &&
+         layout_smem_bytes(num_experts, num_tokens * pair_layout_lanes(topk)) <= smem_limit;
+}
 static_assert(max_fused_layout_tokens(kMaxExperts) >= kLayoutThreads, "every expert count fuses a layout block");
 constexpr size_t kDefaultSmemBytes = 48 * 1024;
 

@@ -90,6 +90,33 @@ struct LayoutShared {
   int32_t bad_entry;  // lowest token * K + k with a bad or repeated id
 };
 
+// Exclusive scans over a layout block's `warps` warps: each expert's per-warp mask becomes the count of that
+// expert in the lower warps, each rank's per-warp count the same; the totals go to expert_total[E] and
+// rank_total[W] (shared or global memory). Every thread of the block calls it, after a block barrier. The pair
+// layout's; layout_block_k writes the same loops out (see there).
+template <typename WarpRank, typename RankTotal>
+__device__ __forceinline__ void scan_over_warps(uint32_t* warp_expert, WarpRank& warp_rank, int warps, int E, int W,
+                                                int threads, int32_t* expert_total, RankTotal& rank_total) {
+  for (int e = threadIdx.x; e < E; e += threads) {
+    int run = 0;
+    for (int w = 0; w < warps; ++w) {
+      const int c = __popc(warp_expert[w * E + e]);
+      warp_expert[w * E + e] = run;
+      run += c;
+    }
+    expert_total[e] = run;
+  }
+  if (threadIdx.x < W) {
+    int run = 0;
+    for (int w = 0; w < warps; ++w) {
+      const int c = warp_rank[w][threadIdx.x];
+      warp_rank[w][threadIdx.x] = run;
+      run += c;
+    }
+    rank_total[threadIdx.x] = run;
+  }
+}
+
 template <typename Stamp>
 __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutShared& shared, int block,
                                       int num_blocks, int block_tokens, Stamp stamp) {
@@ -157,7 +184,8 @@ __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutSha
   stamp(8);
   __syncthreads();
   stamp(9);
-  // Exclusive scans over the block's warps (per expert, per rank); block totals.
+  // Exclusive scans over the block's warps (per expert, per rank); block totals. scan_over_warps' loops, written
+  // out: through that helper ptxas spilled 44 / 36 bytes in the bf16 send kernel (0 here; session 27).
   for (int e = threadIdx.x; e < E; e += threads) {
     int run = 0;
     for (int w = 0; w < warps; ++w) {
@@ -222,6 +250,89 @@ __device__ inline void layout_block_k(const Params& p, uint32_t* smem, LayoutSha
   stamp(12);
 }
 
+// NOTE [EP pair layout]
+// layout_block_k gives one token's K steps to one thread, so a small call runs on few warps, each thread through
+// a chain of K loads, atomics, stores and branches: at T=128 (low latency) 4 of the block's 32 warps work, and
+// ids to ballots took 3.0 of the 5.4 us one fused layout pass took (session 15). Here a one-block layout whose
+// block has a thread for every (token, k) takes one thread per pair, L = K rounded up to a power of two lanes per
+// token, so a warp holds 32 / L whole tokens in token order. Each (token, expert) still owns one lane bit of the
+// warp's mask of that expert (a repeated id's later lanes clear theirs), so a pair's place among the warp's tokens
+// of its expert is popc(mask below its lane), as before; the token's ranks are an OR over its lanes (shuffles) and
+// its slot at each rank a ballot of the tokens' first lanes. The outputs are layout_block_k's, bit for bit,
+// including the lowest bad entry (an id out of range, or a repeat: the later k). The send kernel that runs it is
+// its own instantiation (dispatch.cu), so the kernels of larger calls keep layout_block_k's code alone (NOTE [EP
+// layout code size]). Measured (session 27, c1, 2xH100, low latency): dispatch bf16 T=1 0.894, fp8 T=1 / 128
+// 0.948 / 0.957 of main's time, bf16 T=128 0.997.
+template <typename Stamp>
+__device__ inline void layout_block_pairs(const Params& p, uint32_t* smem, LayoutShared& shared, Stamp stamp) {
+  const int E = p.num_experts, K = p.topk, W = p.world_size, Le = p.local_experts, T = p.num_tokens;
+  const int lanes_per_token = pair_layout_lanes(K);
+  const int warps = (T * lanes_per_token + 31) / 32;
+  uint32_t* warp_expert = smem;  // [warps][E]
+  auto& warp_rank = shared.warp_rank;
+  int32_t& bad_entry = shared.bad_entry;
+  const int threads = blockDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const unsigned below = (1u << lane) - 1, lane_bit = 1u << lane;
+  for (int i = threadIdx.x; i < warps * E; i += threads) warp_expert[i] = 0;
+  if (threadIdx.x == 0) bad_entry = INT32_MAX;
+  __syncthreads();
+  stamp(7);
+
+  const int t = threadIdx.x / lanes_per_token, k = threadIdx.x % lanes_per_token;
+  const bool has_pair = t < T && k < K, leader = t < T && k == 0;
+  const unsigned token_lanes =
+      (lanes_per_token == 32 ? 0xffffffffu : (1u << lanes_per_token) - 1u) << (lane & ~(lanes_per_token - 1));
+  int e = -1;
+  if (has_pair)
+    e = p.idx_int64 ? static_cast<int>(static_cast<const int64_t*>(p.topk_idx)[size_t(t) * K + k])
+                    : static_cast<const int32_t*>(p.topk_idx)[size_t(t) * K + k];
+  bool ok = e >= -1 && e < E;
+  if (has_pair && ok && e >= 0) atomicOr(&warp_expert[warp * E + e], lane_bit);
+  __syncwarp();
+  // A repeated id: an earlier lane of the same token holds the same expert's bit (the first one never clears).
+  const bool repeated = has_pair && ok && e >= 0 && (warp_expert[warp * E + e] & token_lanes & below) != 0;
+  __syncwarp();  // every lane's check, then the clears
+  if (repeated) {
+    atomicAnd(&warp_expert[warp * E + e], ~lane_bit);
+    ok = false;
+  }
+  if (has_pair && !ok) {
+    atomicMin(&bad_entry, t * K + k);
+    e = -1;
+  }
+  if (has_pair) p.token_expert[size_t(t) * K + k] = e;
+  __syncwarp();
+  const int pos = e >= 0 ? __popc(warp_expert[warp * E + e] & below) : -1;
+  const ExpertRank rank_of(Le);
+  unsigned dst_mask = e >= 0 ? 1u << rank_of.rank(e) : 0u;
+  for (int offset = lanes_per_token / 2; offset >= 1; offset >>= 1)
+    dst_mask |= __shfl_xor_sync(0xffffffffu, dst_mask, offset);
+  int slot[kMaxRanks];
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    slot[r] = -1;
+    if (r >= W) continue;
+    const unsigned sent = __ballot_sync(0xffffffffu, leader && ((dst_mask >> r) & 1u));
+    slot[r] = (sent >> lane) & 1u ? __popc(sent & below) : -1;
+    if (lane == 0 && warp < warps) warp_rank[warp][r] = __popc(sent);
+  }
+  stamp(8);
+  __syncthreads();
+  stamp(9);
+  scan_over_warps(warp_expert, warp_rank, warps, E, W, threads, p.send_expert_count, p.send_token_count);
+  __syncthreads();
+  stamp(10);
+  stamp(11);
+  if (has_pair) p.pos_in_expert[size_t(t) * K + k] = e >= 0 ? pos + int32_t(warp_expert[warp * E + e]) : -1;
+  if (leader) {
+#pragma unroll
+    for (int r = 0; r < kMaxRanks; ++r)
+      if (r < W) p.token_slot[size_t(t) * W + r] = slot[r] >= 0 ? slot[r] + warp_rank[warp][r] : -1;
+  }
+  if (threadIdx.x == 0) report_layout_error(p, bad_entry);
+  stamp(12);
+}
+
 // The layout of block `block` of `num_blocks` (num_blocks > 1: the blocks of
 // one grid, blockIdx.x == block), each of `block_tokens` tokens (a multiple of
 // 32, at most blockDim.x; smem: layout_smem_bytes(E, block_tokens)). Every
@@ -232,6 +343,14 @@ __device__ inline void layout_block(const Params& p, uint32_t* smem, int block, 
                                     int block_tokens = kLayoutThreads, Stamp stamp = {}) {
   __shared__ LayoutShared shared;
   layout_block_k(p, smem, shared, block, num_blocks, block_tokens, stamp);
+}
+
+// The whole call's layout in one block with one thread per (token, k) (NOTE [EP pair layout]; the caller checked
+// pair_layout_fits for its block and shared memory).
+template <typename Stamp = NoLayoutStamp>
+__device__ inline void layout_block_of_pairs(const Params& p, uint32_t* smem, Stamp stamp = {}) {
+  __shared__ LayoutShared shared;
+  layout_block_pairs(p, smem, shared, stamp);
 }
 
 // Second pass of a layout of several blocks (num_blocks == gridDim.x of the

@@ -281,6 +281,48 @@ TEST(Ep, FusedAndSeparateLayoutAgree) {
   }
 }
 
+// ---------------------------------------------------------------- pair and token layouts
+// NOTE [EP pair layout]: a fused layout whose send block has a thread for every (token, k) (tokens x top-k
+// rounded up to a power of two <= 1024) takes one thread per pair; FERRY_EP_PAIR_LAYOUT=0 (read when the buffer
+// is made) keeps one thread per token. The same inputs through both: every round checked against the reference,
+// and bitwise the same rows and combine output. Top-k 3 / 5 / 8 (4 / 8 / 8 lanes a token), 1 to 128 tokens
+// (pairs) and 129 at top-8 (past the limit: both take the token layout), skewed routing and dropped (-1) experts,
+// ids as int32 then int64. Bad and repeated ids on the pair path: Ep.BadExpertIdOnOneRank (32 tokens).
+TEST(Ep, PairAndTokenLayoutsAgree) {
+  REQUIRE_EP();
+  struct Case {
+    int tokens, topk;
+    ep::Routing routing;
+  };
+  const Case cases[] = {{1, 8, ep::Routing::kZipf},   {7, 3, ep::Routing::kDrops}, {33, 5, ep::Routing::kZipf},
+                        {128, 8, ep::Routing::kDrops}, {128, 8, ep::Routing::kZipf}, {129, 8, ep::Routing::kZipf}};
+  for (EpMode mode : kModes) {
+    for (const Case& k : cases) {
+      const EpConfig cfg = make_config(mode, DataType::kBFloat16, k.tokens, 2048, k.topk, 8);
+      const ep::Spec s = make_spec(cfg, shared().next_seed(), k.routing, ep::TokenCounts::kFull);
+      SCOPED_TRACE(std::string(mode_id(mode)) + " " + describe(cfg, s));
+      const auto all = ep::make_all_inputs(s);
+      std::vector<Harness::Outcome> results;
+      for (const char* pairs : {"1", "0"}) {
+        setenv("FERRY_EP_PAIR_LAYOUT", pairs, 1);
+        Harness h(shared(), cfg);
+        unsetenv("FERRY_EP_PAIR_LAYOUT");
+        ASSERT_TRUE(h.alive());
+        Harness::Outcome out;
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        results.push_back(out);
+        Harness::Options idx64;
+        idx64.idx64 = true;
+        ASSERT_TRUE(h.round(s, all, idx64, &out));
+        EXPECT_EQ(out.dispatch_hash, results.back().dispatch_hash) << "pairs=" << pairs << ": int64 ids";
+        EXPECT_EQ(out.out_hash, results.back().out_hash) << "pairs=" << pairs << ": int64 ids";
+      }
+      EXPECT_EQ(results[1].dispatch_hash, results[0].dispatch_hash) << "pair and token layouts differ";
+      EXPECT_EQ(results[1].out_hash, results[0].out_hash);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- one-role and two-role combine
 // NOTE [EP combine one role]: combine() in high throughput inside a node reduces on every SM but one, this
 // rank's own tokens last and summed into `out` by the warp that reduced them; FERRY_EP_COMBINE_ONE_ROLE=0 (read
