@@ -81,24 +81,33 @@ FERRY_EP_PHASE_DEFINE(g_phases_one_role)
 // from the expert rows into the sum's registers, rounded to bf16 as the stage would hold it, added onto 0; then
 // it adds the other ranks' partials in rank order. `out` is the same bits as the two-role result, and the own
 // partial never goes through the stage: no write and read back (59 MB each at T=4096 on 2 ranks), no ready
-// word and its system-scope release per own item. Where this rank comes third or later, the own item stages
-// its partial and sums as before (NOTE [EP combine one role]).
-__device__ __forceinline__ bool own_partial_first(const Params& p, unsigned ranks) {
-  return __popc(ranks & ((1u << p.rank) - 1u)) <= 1;
+// word and its system-scope release per own item. Where this rank comes third or later (3+ ranks), the kernel
+// for 3+ ranks (kAnyPlace) keeps the rounded partial in the warp's slice of shared memory (one step of units, 2 KB
+// a warp; in registers beside the sum's it spilled, session 24) and adds it in its place in the rank order, after
+// the lower ranks' partials: the same bits again, and no own partial goes through the stage. The 2-rank kernel
+// never needs that and keeps its code (ptxas spilled differently with the slice's code in it, and at 2 ranks the
+// combine read 1.043 of main's time, session 26 c4).
+__device__ __forceinline__ int own_position(const Params& p, unsigned ranks) {
+  return __popc(ranks & ((1u << p.rank) - 1u));
 }
+
+// Bytes of the one-role send grid's dynamic shared memory at 3+ ranks (kAnyPlace): each warp's slice.
+constexpr size_t kOneRoleScratchBytes = size_t(kWarps) * kCombineUnroll * 32 * sizeof(uint4);
 
 // The home's sum of its token t's chunk c into out[t]: the staged partials of the ranks in `ranks`, in rank
 // order (identical rounding everywhere). Lanes with has_partial (this lane's rank is in `ranks`) wait for their
 // rank's partial first (all at once). num_own_rows > 0 (the one-role combine's own item, NOTE [EP combine one
 // role: own partial first]): the sum starts with this rank's partial, reduced from own_rows / own_weights, and
-// `ranks` holds the others. False when a wait failed. phase_clock (trace builds, the one-role loop): marks the
+// `ranks` holds the others; with own_scratch (this warp's slice, kAnyPlace only) the own partial joins after the
+// ranks below this one instead. False when a wait failed. phase_clock (trace builds, the one-role loop): marks the
 // end of the wait (NOTE [EP trace] phase sums). kPrefetchSteps: NOTE [EP combine L2 prefetch] (rows.cuh).
-template <int kPrefetchSteps = 0>
+template <int kPrefetchSteps = 0, bool kAnyPlace = false>
 __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, uint64_t epoch, int lane,
                                                bool has_partial, unsigned ranks, int num_own_rows = 0,
                                                const uint8_t* const* own_rows = nullptr,
                                                const float* own_weights = nullptr,
-                                               unsigned long long* phase_clock = nullptr) {
+                                               unsigned long long* phase_clock = nullptr,
+                                               uint4* own_scratch = nullptr) {
   const size_t row_bytes = size_t(p.hidden) * 2;
   int ok = 1;
   if (has_partial)
@@ -118,17 +127,45 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
                                            lane);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {  // rounded as the stage holds it, then the sum's first step: 0 + it
+        if constexpr (kAnyPlace) {
+          if (own_scratch != nullptr) {  // or kept to join after the lower ranks' partials
+            own_scratch[u * 32 + lane] = pack_bf16x8(acc[u]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[u][e] = 0.f;
+            continue;
+          }
+        }
         float partial[8];
         unpack_bf16x8(pack_bf16x8(acc[u]), partial);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, partial[e], 0.f);
       }
     }
-    for (unsigned m = ranks; m != 0; m &= m - 1) {  // rank order: identical rounding everywhere
+    // Rank order (identical rounding everywhere); with own_scratch: the ranks below this one, the own partial,
+    // the ranks above.
+    unsigned below = ranks;
+    if constexpr (kAnyPlace)
+      if (own_scratch != nullptr) below &= (1u << p.rank) - 1u;
+    for (unsigned m = below; m != 0; m &= m - 1) {
       const int r = __ffs(m) - 1;
       const uint8_t* partial = p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset;
       prefetch_row_steps_ahead<kPrefetchSteps>(partial, base, chunk_units, lane);
       accumulate_units(acc, partial, 1.f, base, chunk_units, lane);
+    }
+    if (kAnyPlace && own_scratch != nullptr) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {  // as accumulate_units with weight 1
+        float f[8];
+        unpack_bf16x8(own_scratch[u * 32 + lane], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, f[e], acc[u][e]);
+      }
+      for (unsigned m = ranks & ~below; m != 0; m &= m - 1) {
+        const int r = __ffs(m) - 1;
+        const uint8_t* partial = p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset;
+        prefetch_row_steps_ahead<kPrefetchSteps>(partial, base, chunk_units, lane);
+        accumulate_units(acc, partial, 1.f, base, chunk_units, lane);
+      }
     }
     store_units(out, acc, base, chunk_units, lane);
   }
@@ -137,9 +174,10 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
 
 // NOTE [EP combine one role]: this warp's items by ticket; own items end with the token chunk's sum. Every row
 // and partial it reads is asked of the L2 kPrefetchSteps ahead (NOTE [EP combine L2 prefetch], rows.cuh).
-template <int kPrefetchSteps>
+// kAnyPlace (3+ ranks): scratch is the block's dynamic shared memory, kOneRoleScratchBytes, a slice per warp.
+template <int kPrefetchSteps, bool kAnyPlace>
 __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& order, IntranodeTarget& target,
-                                       uint64_t epoch) {
+                                       uint64_t epoch, uint4* scratch) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
   const int W = p.world_size, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -168,18 +206,21 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
     if (s == kHomeSweep && (!layout_ok || ((ranks >> p.rank) & 1u))) continue;  // summed by its own item
     int num_own_rows = 0;  // > 0: the own partial first (NOTE [EP combine one role: own partial first])
     unsigned staged = ranks;
+    uint4* own_scratch = nullptr;
     if (s == p.rank) {
-      if (own_partial_first(p, ranks)) {
+      if (kAnyPlace || own_position(p, ranks) <= 1) {  // kAnyPlace: every own partial in the sum, at its place
         num_own_rows = gather_item_rows(p, size_t(s) * p.max_tokens + slot, warp_rows[warp], warp_weights[warp]);
         staged &= ~(1u << p.rank);
+        if (kAnyPlace && own_position(p, ranks) > 1) own_scratch = scratch + warp * (kUnroll * 32);
       } else {  // this rank third or later: its partial through the stage (no prefetch: with it ptxas spills
                 // 56/176 bytes against 48/152, and this path was not measured)
         combine_send_item(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
         FERRY_EP_PHASE_MARK(g_phases_one_role, 1, phase_clock);
       }
     }
-    const bool ok = sum_home_chunk<kPrefetchSteps>(p, t, c, epoch, lane, (staged >> lane) & 1u, staged,
-                                                   num_own_rows, warp_rows[warp], warp_weights[warp], &phase_clock);
+    const bool ok = sum_home_chunk<kPrefetchSteps, kAnyPlace>(p, t, c, epoch, lane, (staged >> lane) & 1u, staged,
+                                                              num_own_rows, warp_rows[warp], warp_weights[warp],
+                                                              &phase_clock, own_scratch);
     __syncwarp();  // warp_rows is rewritten by the next item
     if (!ok) break;
     FERRY_EP_PHASE_MARK(g_phases_one_role, 4, phase_clock);
@@ -187,8 +228,9 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
 }
 
 // kOneRole: NOTE [EP combine one role].
-// kPrefetchSteps (one role): NOTE [EP combine L2 prefetch].
-template <bool kOneRole, int kPrefetchSteps = 0>
+// kPrefetchSteps (one role): NOTE [EP combine L2 prefetch]. kAnyPlace (one role, 3+ ranks): NOTE [EP combine one
+// role: own partial first].
+template <bool kOneRole, int kPrefetchSteps = 0, bool kAnyPlace = false>
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
@@ -203,7 +245,12 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
     if constexpr (kOneRole) {
       __shared__ OneRoleOrder order;
       one_role_order(p, token_count, order);
-      combine_one_role_items<kPrefetchSteps>(p, order, target, epoch);
+      if constexpr (kAnyPlace) {
+        extern __shared__ uint4 one_role_scratch[];
+        combine_one_role_items<kPrefetchSteps, true>(p, order, target, epoch, one_role_scratch);
+      } else {
+        combine_one_role_items<kPrefetchSteps, false>(p, order, target, epoch, nullptr);
+      }
     } else {
       combine_send_items<IntranodeTarget, true>(p, token_count, max_token_count, target);  // rows in flight
     }
@@ -252,9 +299,20 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
 
 }  // namespace
 
+// The one-role send kernels by [prefetch][3+ ranks] (NOTE [EP combine L2 prefetch], NOTE [EP combine one role:
+// own partial first]).
+using SendKernel = void (*)(Params);
+constexpr SendKernel kOneRoleKernels[2][2] = {
+    {combine_send_kernel<true, 0, false>, combine_send_kernel<true, 0, true>},
+    {combine_send_kernel<true, 1, false>, combine_send_kernel<true, 1, true>}};
+
 void load_combine_kernels() {
-  load_kernels(combine_send_kernel<true, 1>, combine_send_kernel<true, 0>, combine_send_kernel<false>,
-               combine_recv_kernel<true>, combine_recv_kernel<false>);
+  for (const auto& by_place : kOneRoleKernels) load_kernels(by_place[0], by_place[1]);
+  load_kernels(combine_send_kernel<false>, combine_recv_kernel<true>, combine_recv_kernel<false>);
+  // Above the 48 KB a kernel may take without asking.
+  for (const auto& by_place : kOneRoleKernels)
+    FERRY_CUDA_CHECK(cudaFuncSetAttribute(by_place[1], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(kOneRoleScratchBytes)));
 }
 
 void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, int prefetch_max_blocks) {
@@ -262,10 +320,9 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
     // A rank with no tokens may pass no `out` (ep_args.cpp): it sums nothing.
     FERRY_CHECK(p.combine_out != nullptr || p.num_tokens == 0, Error, "the one-role combine's send grid needs out");
     // NOTE [EP combine L2 prefetch]: only on few SMs.
-    if (p.num_blocks <= prefetch_max_blocks)
-      combine_send_kernel<true, 1><<<p.num_blocks, kThreads, 0, stream>>>(p);
-    else
-      combine_send_kernel<true, 0><<<p.num_blocks, kThreads, 0, stream>>>(p);
+    const bool any_place = p.world_size > 2;
+    const SendKernel kernel = kOneRoleKernels[p.num_blocks <= prefetch_max_blocks][any_place];
+    kernel<<<p.num_blocks, kThreads, any_place ? kOneRoleScratchBytes : 0, stream>>>(p);
   } else {
     combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);
   }
