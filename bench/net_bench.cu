@@ -368,7 +368,7 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
     std::printf("ferry-bench net: 2 ranks, each its own node; UCX_TLS=%s; FERRY_UCX_PEER_FAILURE=%s (ucx_perftest "
                 "gets -e when ferry's endpoints handle peer failure); tcp segments: %s (both; 0: UCX's); window: %s; "
                 "%s; ratio: ferry / ucx_perftest on the same memory type\n",
-                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default 1)",
+                tls ? tls : "(UCX's choice)", pf ? pf->c_str() : "(default auto)",
                 std::to_string(net::tcp_segment_bytes()).c_str(),
                 o.window_bytes ? format_byte_size(o.window_bytes).c_str() : "the put size",
                 o.both_ways ? "both ranks put at once (ferry GB/s: per direction, the slower rank)" : "rank 0 -> rank 1");

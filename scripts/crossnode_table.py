@@ -4,8 +4,9 @@
     python3 scripts/crossnode_table.py OUT_DIR
 
 Rows: AllReduce bf16 (ferry's auto choice) and EP (expanded) against NCCL's
-figures from the same processes, over shared memory and tcp (and tcp_zc: tcp with
-FERRY_UCX_PEER_FAILURE=0, UCX's zero-copy puts, where that stage ran); EP over cuda_ipc
+figures from the same processes, over shared memory and tcp (the default since session 27: UCX's zero-copy
+puts, NOTE [tcp without UCX's peer-failure handling]; and tcp_pf: tcp with FERRY_UCX_PEER_FAILURE=1, UCX's
+emulated puts, where that stage ran); EP over cuda_ipc
 against the same shape over NVLink in one node; then the per-stage lines that
 `ferry-bench ep --stages --halves` printed. A stage whose CSV is missing is left out.
 """
@@ -76,7 +77,7 @@ def main():
         sys.exit(__doc__)
     out = sys.argv[1]
     table = []
-    transports = ("sm", "tcp", "tcp_zc")
+    transports = ("sm", "tcp", "tcp_pf")
     for transport in transports:
         table += allreduce_lines(out, transport)
     for transport in transports:
@@ -87,7 +88,7 @@ def main():
         mark = "met" if speed >= target else "not met"
         print(f"{name:<44} {base_us:12.1f} {ferry_us:10.1f} {speed:6.2f}  >= {target:.1f} {mark}")
     print("(baseline: NCCL in the same processes; for cuda_ipc, ferry inside one node over NVLink)")
-    for transport in ("sm", "tcp", "tcp_zc", "cuda_ipc"):
+    for transport in ("sm", "tcp", "tcp_pf", "cuda_ipc"):
         path = os.path.join(out, f"ep_{transport}.txt")
         if not os.path.exists(path):
             continue

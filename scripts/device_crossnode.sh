@@ -14,9 +14,10 @@
 #   ep_cuda_ipc       the same with windows in GPU memory moved by UCX's cuda_ipc
 #                     (FERRY_UCX_GPU_MEMORY=on, docs/internode.md Part 4)
 #   ep_nvlink         the same shape inside one node over NVLink: cuda_ipc's reference
-#   ar_tcp_zc, ep_tcp_zc  (not in the default list) ar_tcp / ep_tcp with FERRY_UCX_PEER_FAILURE=0: UCX's
-#                     zero-copy tcp puts instead of the segmented ones peer-failure handling needs
-# FERRY_CROSSNODE_STAGES: the stages to run (default: all but the _zc ones, in this order).
+#   ar_tcp_pf, ep_tcp_pf  (not in the default list) ar_tcp / ep_tcp with FERRY_UCX_PEER_FAILURE=1: UCX's
+#                     peer-failure handling kept on tcp, so UCX emulates the puts (the default, auto, connects
+#                     tcp again without it: NOTE [tcp without UCX's peer-failure handling])
+# FERRY_CROSSNODE_STAGES: the stages to run (default: all but the _pf ones, in this order).
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" || exit 1
@@ -59,9 +60,9 @@ stage ep_tcp "${VNODES[@]}" -x UCX_TLS=tcp,self -x NCCL_P2P_DISABLE=1 -x NCCL_SH
 stage ep_cuda_ipc "${VNODES[@]}" -x UCX_TLS=sm,cuda_ipc,cuda_copy -x FERRY_UCX_GPU_MEMORY=on \
   -x FERRY_UCX_PEER_FAILURE=0 -x NCCL_P2P_DISABLE=1 "$BENCH" "${EP_ARGS[@]}" --no-nccl
 stage ep_nvlink "$BENCH" ep --layout expanded --no-nccl
-ZC=(-x UCX_TLS=tcp,self -x FERRY_UCX_PEER_FAILURE=0 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
-stage ar_tcp_zc "${VNODES[@]}" "${ZC[@]}" "$BENCH" "${AR_ARGS[@]}"
-stage ep_tcp_zc "${VNODES[@]}" "${ZC[@]}" "$BENCH" "${EP_ARGS[@]}"
+PF=(-x UCX_TLS=tcp,self -x FERRY_UCX_PEER_FAILURE=1 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
+stage ar_tcp_pf "${VNODES[@]}" "${PF[@]}" "$BENCH" "${AR_ARGS[@]}"
+stage ep_tcp_pf "${VNODES[@]}" "${PF[@]}" "$BENCH" "${EP_ARGS[@]}"
 
 python3 "$ROOT/scripts/crossnode_table.py" "$OUT" | tee "$OUT/crossnode_table.txt"
 exit $rc

@@ -102,9 +102,10 @@ inline constexpr Info kRegistry[] = {
     string_knob("FERRY_BOOTSTRAP_ADDR", "bootstrap", "127.0.0.1", "",
         "address rank 0 listens on for TcpBootstrap, when create_unique_id is given none"),
     // ---- net
-    bool_knob("FERRY_UCX_PEER_FAILURE", "net", "1", "",
-        "1: UCX endpoints with peer-failure handling (a dead peer fails requests, not the process); 0: "
-        "without (UCX's zero-copy tcp puts, 3-5x faster over tcp)"),
+    enum_knob("FERRY_UCX_PEER_FAILURE", "net", {"off", "on", "auto", nullptr}, "auto", "",
+        "UCX endpoints with peer-failure handling (a dead peer fails requests, not the process): auto where a lane "
+        "is not tcp (RDMA), while tcp-only endpoints connect again without it for UCX's zero-copy tcp puts, 3-5x "
+        "faster (NOTE [tcp without UCX's peer-failure handling]); on (1) everywhere UCX allows it; off (0) never"),
     enum_knob("FERRY_UCX_GPU_MEMORY", "net", {"auto", "on", "off", nullptr}, "auto", "",
         "windows in GPU memory, which UCX reads and writes itself (no host staging): auto where every remote "
         "endpoint has a GPUDirect RDMA transport (rc/dc/ud), on where every one has one or cuda_ipc (an error "
@@ -302,11 +303,12 @@ constexpr Knob<T> handle(std::string_view name) {
 
 enum class TwoShotVariant : int { kAuto = 0, kPull = 1, kPush = 2 };
 enum class UcxGpuMemory : int { kAuto = 0, kOn = 1, kOff = 2 };
+enum class UcxPeerFailure : int { kOff = 0, kOn = 1, kAuto = 2 };  // "off" or 0, "on" or 1, "auto" or 2
 
 inline constexpr Knob<int64_t> kTimeoutMs = handle<int64_t>("FERRY_TIMEOUT_MS");
 inline constexpr Knob<int64_t> kRanksPerNode = handle<int64_t>("FERRY_RANKS_PER_NODE");
 inline constexpr Knob<std::string> kBootstrapAddr = handle<std::string>("FERRY_BOOTSTRAP_ADDR");
-inline constexpr Knob<bool> kUcxPeerFailure = handle<bool>("FERRY_UCX_PEER_FAILURE");
+inline constexpr Knob<UcxPeerFailure> kUcxPeerFailure = handle<UcxPeerFailure>("FERRY_UCX_PEER_FAILURE");
 inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_UCX_GPU_MEMORY");
 inline constexpr Knob<bool> kUcxShmDirect = handle<bool>("FERRY_UCX_SHM_DIRECT");
 inline constexpr Knob<uint64_t> kUcxTcpSegSize = handle<uint64_t>("FERRY_UCX_TCP_SEG_SIZE");

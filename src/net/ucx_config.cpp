@@ -4,6 +4,7 @@
 #include <ucp/api/ucp.h>
 #include <ucs/debug/log_def.h>
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -51,11 +52,46 @@ std::string set_tcp_segments(ucp_config_t* config) {
 // machine: 1137 vs 5288 MB/s as ucx_perftest prints them, `-e` vs plain; on the
 // H100 box 1.59 vs 5.30 GB/s). Shared memory refuses the mode altogether (then
 // it is dropped: UcxTransport::start).
-// FERRY_UCX_PEER_FAILURE=0 turns it off for users who want tcp's zero-copy puts;
-// a dead peer then shows up as failed requests (tcp: "Connection reset by
-// remote peer") or, where UCX reports nothing, as a wait timing out, and UCX
-// guarantees neither. Default: on.
-bool peer_failure_mode_from_env() { return knobs::kUcxPeerFailure.value(); }
+// So by default (auto) endpoints whose lanes are all tcp connect again without it
+// (NOTE [tcp without UCX's peer-failure handling] below); 1 keeps it wherever
+// UCX allows it, 0 never asks.
+PeerFailureMode peer_failure_mode_from_env() {
+  const knobs::UcxPeerFailure mode = knobs::kUcxPeerFailure.value();
+  return PeerFailureMode{mode != knobs::UcxPeerFailure::kOff, mode == knobs::UcxPeerFailure::kAuto};
+}
+
+// NOTE [tcp without UCX's peer-failure handling]
+// Over tcp UCX's peer-failure handling costs every put its zero-copy path (NOTE [Peer-failure handling and tcp]
+// above), while a dead peer is reported without it too: UCX's tcp transport hands a broken connection to the
+// worker's error handler whatever the endpoint's mode and ignores the answer (uct_tcp_ep_set_failed), and the
+// worker then discards the endpoint's lanes and fails its requests (ucp_ep_set_failed: "Connection reset by
+// remote peer", "Endpoint timeout"), which the proxy reports naming the peer; where nothing fails, the waits'
+// timeouts name it, as over shared memory. The fault tests pass both ways (ProxyFaults.*: net_faults_tcp
+// without it, net_faults_tcp_pf with it; 15 of 15 repeated runs without it, session 27). RDMA transports keep
+// the mode: their zero-copy puts work with it, and without it an unhandled error is logged at the fatal level,
+// which ends the process (uct_rc_verbs_handle_failure, uct_base_iface_failure_log_level; read in UCX's source,
+// no RDMA NIC here). Which lanes UCX chose is known only once an endpoint exists, so by default
+// (FERRY_UCX_PEER_FAILURE=auto) every rank connects with the mode, and where every rank's remote endpoints are
+// tcp-only, all connect again without it: the new endpoints first, a barrier, then the old ones closed by
+// force. Errors of a replaced endpoint (its peer closing its own) are not failures: on_endpoint_error ignores
+// endpoints no longer in endpoints_.
+// (UcxTransport::connect_tcp_again_without_peer_failure, ucx_transport.cpp.)
+
+void close_by_force(ucp_worker* worker, ucp_ep* endpoint) noexcept {
+  if (endpoint == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
+  ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
+  if (UCS_PTR_IS_PTR(request)) {
+    // A forced close completes locally; the bound only keeps a teardown from hanging on a UCX surprise
+    // (the worker's destruction releases what is left).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline)
+      ucp_worker_progress(worker);
+    ucp_request_free(request);
+  }
+}
 
 // NOTE [Shared memory refuses peer-failure handling, quietly]
 // An endpoint asked for peer-failure handling over shared memory fails with

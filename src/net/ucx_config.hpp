@@ -10,6 +10,7 @@
 
 struct ucp_config;  // ucp_config_t (ucp/api/ucp_def.h)
 struct ucp_ep;      // ucp_ep_h
+struct ucp_worker;  // ucp_worker_h
 
 namespace ferry::net {
 
@@ -25,8 +26,17 @@ inline uint64_t tcp_segment_bytes() {
 // (nothing for 0); returns what it set ("" for nothing), for describe().
 std::string set_tcp_segments(ucp_config* config);
 
-// Whether endpoints ask UCX for peer-failure handling (NOTE [Peer-failure handling and tcp]).
-bool peer_failure_mode_from_env();
+// Whether endpoints ask UCX for peer-failure handling (NOTE [Peer-failure handling and tcp]): first (auto, on),
+// and whether tcp-only endpoints then connect again without it (auto; NOTE [tcp without UCX's peer-failure
+// handling], ucx_transport.cpp).
+struct PeerFailureMode {
+  bool ask = true;
+  bool drop_on_tcp = true;
+};
+PeerFailureMode peer_failure_mode_from_env();
+
+// Closes `endpoint` without a handshake (a peer may be gone), progressing `worker` for at most 5 s.
+void close_by_force(ucp_worker* worker, ucp_ep* endpoint) noexcept;
 
 // While pushed, UCX's expected refusal of peer-failure handling over shared
 // memory is not logged (NOTE [Shared memory refuses peer-failure handling, quietly]).

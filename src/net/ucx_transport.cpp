@@ -3,6 +3,7 @@
 // ferry's bootstrap.
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -290,35 +291,12 @@ class UcxTransport final : public Transport {
                                                                           << kMaxWorkerAddress << " bytes");
 
     endpoints_.assign(topology_.size, nullptr);
-    const bool want_peer_failure = peer_failure_mode_from_env();
-    peer_failure_detection_ = want_peer_failure;
-    for (int r = 0; r < topology_.size; ++r) {
-      if (topology_.same_node(r)) continue;
-      ucp_ep_params_t ep_params{};
-      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-      if (want_peer_failure)
-        ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep_params.address = reinterpret_cast<const ucp_address_t*>(all[r].address);
-      ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
-      ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
-      ep_params.err_handler.arg = this;
-      if (want_peer_failure) push_peer_failure_refusal_filter();  // NOTE [Shared memory refuses ...]
-      ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
-      if (want_peer_failure) pop_peer_failure_refusal_filter();
-      if (created == UCS_ERR_UNREACHABLE && want_peer_failure) {
-        // Shared-memory transports cannot detect a dead peer, so UCX refuses
-        // peer-failure handling on them: connect without it. A dead peer is
-        // then found by the waits' timeouts alone.
-        ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-        created = ucp_ep_create(worker_, &ep_params, &endpoints_[r]);
-        peer_failure_detection_ = false;
-      }
-      FERRY_CHECK(created == UCS_OK, Error,
-                  "UCX could not connect rank " << topology_.rank << " to rank " << r << ": "
-                                                << ucs_status_string(created) << " (UCX_TLS=" <<
-                                                (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all") << ")");
-    }
+    const PeerFailureMode peer_failure = peer_failure_mode_from_env();
+    peer_failure_detection_ = peer_failure.ask;
+    for (int r = 0; r < topology_.size; ++r)
+      if (!topology_.same_node(r)) endpoints_[r] = connect(r, all[r], peer_failure.ask);
     query_transports();
+    if (peer_failure.drop_on_tcp && connect_tcp_again_without_peer_failure(all)) query_transports();
     // Every endpoint is wired before anyone puts: a put to a peer whose worker
     // is not yet connected to us would wait for a wire-up that needs progress.
     // Errors the configuration makes on every rank come after it, so no rank
@@ -332,23 +310,57 @@ class UcxTransport final : public Transport {
                        "set UCX_TLS to include one, or use FERRY_UCX_GPU_MEMORY=auto");
   }
 
+  // An endpoint to rank r, with UCX's peer-failure handling where asked and allowed.
+  ucp_ep_h connect(int r, const AddressFrame& address, bool ask_peer_failure) {
+    ucp_ep_params_t ep_params{};
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    if (ask_peer_failure)
+      ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(address.address);
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
+    ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
+    ep_params.err_handler.arg = this;
+    ucp_ep_h endpoint = nullptr;
+    if (ask_peer_failure) push_peer_failure_refusal_filter();  // NOTE [Shared memory refuses ...]
+    ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoint);
+    if (ask_peer_failure) pop_peer_failure_refusal_filter();
+    if (created == UCS_ERR_UNREACHABLE && ask_peer_failure) {
+      // Shared-memory transports cannot detect a dead peer, so UCX refuses
+      // peer-failure handling on them: connect without it. A dead peer is
+      // then found by the waits' timeouts alone.
+      ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+      created = ucp_ep_create(worker_, &ep_params, &endpoint);
+      peer_failure_detection_ = false;
+    }
+    FERRY_CHECK(created == UCS_OK, Error,
+                "UCX could not connect rank " << topology_.rank << " to rank " << r << ": "
+                                              << ucs_status_string(created) << " (UCX_TLS=" <<
+                                              (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all") << ")");
+    return endpoint;
+  }
+
+  // Where every rank's remote endpoints are tcp-only (FERRY_UCX_PEER_FAILURE=auto), all connect again without
+  // UCX's peer-failure handling: NOTE [tcp without UCX's peer-failure handling] (ucx_config.cpp). Returns
+  // whether they did.
+  bool connect_tcp_again_without_peer_failure(const std::vector<AddressFrame>& all) {
+    enum : uint8_t { kOther = 0, kTcp = 1, kNone = 2 };  // this rank's remote endpoints
+    const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
+    const uint8_t mine = !remote ? kNone : (all_tcp_emulated_ ? kTcp : kOther);
+    const std::vector<uint8_t> kinds = bootstrap_.all_gather_value(mine);
+    if (std::count(kinds.begin(), kinds.end(), kOther) > 0 || std::count(kinds.begin(), kinds.end(), kTcp) == 0)
+      return false;
+    std::vector<ucp_ep_h> replaced = endpoints_;
+    for (int r = 0; r < topology_.size; ++r)
+      if (replaced[r] != nullptr) endpoints_[r] = connect(r, all[r], false);
+    peer_failure_detection_ = false;
+    bootstrap_.barrier();  // every rank's new endpoints exist before any old one closes
+    for (ucp_ep_h endpoint : replaced) close_by_force(worker_, endpoint);
+    return true;
+  }
+
   void release() noexcept {
     for (auto& keys : regions_) drop_keys(keys);
-    for (size_t r = 0; r < endpoints_.size(); ++r) {
-      if (endpoints_[r] == nullptr) continue;
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
-      ucs_status_ptr_t request = ucp_ep_close_nbx(endpoints_[r], &param);
-      if (UCS_PTR_IS_PTR(request)) {
-        // A forced close completes locally; the bound only keeps a teardown from hanging on a UCX surprise
-        // (the worker's destruction below releases what is left).
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline)
-          ucp_worker_progress(worker_);
-        ucp_request_free(request);
-      }
-    }
+    for (ucp_ep_h endpoint : endpoints_) close_by_force(worker_, endpoint);
     for (auto& region : regions_)
       if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
@@ -371,6 +383,7 @@ class UcxTransport final : public Transport {
     int peer = -1;
     for (size_t r = 0; r < self->endpoints_.size(); ++r)
       if (self->endpoints_[r] == ep) peer = static_cast<int>(r);
+    if (peer < 0) return;  // an endpoint replaced at start (NOTE [tcp without UCX's peer-failure handling])
     self->record_failure(peer, status, "the endpoint");
   }
 

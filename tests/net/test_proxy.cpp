@@ -158,17 +158,24 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ProxyOrdering,
                                   std::to_string(info.param.max_bytes) + "_fifo" + std::to_string(info.param.fifo);
                          });
 
+// Whether tcp endpoints keep UCX's peer-failure handling (FERRY_UCX_PEER_FAILURE=1 or on).
+bool tcp_keeps_peer_failure() {
+  const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
+  return pf != nullptr && (std::string(pf) == "1" || std::string(pf) == "on");
+}
+
 // The endpoints' peer-failure handling is what UCX_TLS and FERRY_UCX_PEER_FAILURE
-// ask for (NOTE [Peer-failure handling and tcp]): on tcp unless turned off, never
-// on shared memory (UCX refuses it there). FERRY_TEST_NET_TLS names the transport.
+// ask for: on tcp only with 1 (by default, auto, tcp-only endpoints connect again
+// without it: NOTE [tcp without UCX's peer-failure handling]), never on shared
+// memory (UCX refuses it there). FERRY_TEST_NET_TLS names the transport. The
+// suite's other tests then run on those endpoints.
 TEST(Proxy, PeerFailureHandlingAsConfigured) {
   const char* tls = std::getenv("FERRY_TEST_NET_TLS");
   if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
   const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
-  const bool off = pf != nullptr && std::string(pf) == "0";
   auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
   HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
-  const bool expected = std::string(tls) == "tcp" && !off;
+  const bool expected = std::string(tls) == "tcp" && tcp_keeps_peer_failure();
   EXPECT_EQ(net.proxy->transport().detects_peer_failure(), expected)
       << "UCX_TLS " << tls << ", FERRY_UCX_PEER_FAILURE=" << (pf ? pf : "(unset)") << ": "
       << net.proxy->transport().describe();
@@ -208,8 +215,8 @@ TEST(Proxy, TcpSegmentsAsConfigured) {
 }
 
 // NOTE [Put pieces over tcp] (ucx_transport.cpp): over tcp with peer-failure
-// handling the proxy puts in 256 KiB pieces, elsewhere (shared memory; tcp
-// without peer-failure handling: zero-copy puts) in 4 MiB ones, and a
+// handling (FERRY_UCX_PEER_FAILURE=1) the proxy puts in 256 KiB pieces, elsewhere
+// (shared memory; tcp without it, the default: zero-copy puts) in 4 MiB ones, and a
 // FERRY_PROXY_PUT_CHUNK_BYTES the user set wins. A 1 MiB put counts its pieces
 // (ProxyStats::puts) and arrives whole.
 TEST(Proxy, PutPiecesFollowTheTransport) {
@@ -235,8 +242,7 @@ TEST(Proxy, PutPiecesFollowTheTransport) {
     EXPECT_EQ(wrong, 0u) << what;
     bootstrap->barrier();
   };
-  const char* pf = std::getenv("FERRY_UCX_PEER_FAILURE");
-  const bool emulated = std::string(tls) == "tcp" && !(pf != nullptr && std::string(pf) == "0");
+  const bool emulated = std::string(tls) == "tcp" && tcp_keeps_peer_failure();
   check(emulated ? size_t{256} << 10 : size_t{4} << 20, std::string("UCX_TLS ") + tls);
   {
     ScopedEnv user("FERRY_PROXY_PUT_CHUNK_BYTES", "131072");

@@ -91,7 +91,7 @@ TEST(Knobs, DefaultsAreThoseTheReadersHad) {
   EXPECT_EQ(knobs::kTimeoutMs.value(), 10000);
   EXPECT_FALSE(knobs::kRanksPerNode.read().has_value());
   EXPECT_EQ(knobs::kBootstrapAddr.value(), "127.0.0.1");
-  EXPECT_TRUE(knobs::kUcxPeerFailure.value());
+  EXPECT_EQ(knobs::kUcxPeerFailure.value(), knobs::UcxPeerFailure::kAuto);  // NOTE [tcp without UCX's peer-failure ...]
   EXPECT_EQ(knobs::kProxyFifoEntries.value(), 1024u);
   EXPECT_EQ(knobs::kProxyIdleSpins.value(), uint64_t{1} << 20);
   EXPECT_EQ(knobs::kProxyPutChunkBytes.value(), uint64_t{4} << 20);
@@ -119,10 +119,15 @@ TEST(Knobs, GoodValuesParse) {
     ScopedEnv e("FERRY_EP_OVERLAP", "0");
     EXPECT_FALSE(knobs::kEpOverlap.value());
   }
-  for (const char* on : {"1", "on", "true"}) {
+  for (const char* on : {"1", "on"}) {  // NOTE [tcp without UCX's peer-failure handling]: 1 and 0 as before
     ScopedEnv e("FERRY_UCX_PEER_FAILURE", on);
-    EXPECT_TRUE(knobs::kUcxPeerFailure.value()) << on;
+    EXPECT_EQ(knobs::kUcxPeerFailure.value(), knobs::UcxPeerFailure::kOn) << on;
   }
+  for (const char* off : {"0", "off"}) {
+    ScopedEnv e("FERRY_UCX_PEER_FAILURE", off);
+    EXPECT_EQ(knobs::kUcxPeerFailure.value(), knobs::UcxPeerFailure::kOff) << off;
+  }
+  EXPECT_EQ(knobs::kUcxPeerFailure.value(), knobs::UcxPeerFailure::kAuto);
   for (const char* off : {"0", "off", "false"}) {
     ScopedEnv e("FERRY_EP_HIERARCHICAL", off);
     EXPECT_EQ(knobs::kEpHierarchical.read(), std::optional<bool>(false)) << off;
@@ -204,7 +209,7 @@ TEST(Knobs, OutOfRangeValuesAreRejected) {
       {"FERRY_EP_DISPATCH_RECV_BLOCKS", "-3",
        "FERRY_EP_DISPATCH_RECV_BLOCKS must be a non-negative integer (blocks), got '-3'"},
       {"FERRY_EP_OVERLAP", "2", "FERRY_EP_OVERLAP must be 0 or 1 (or off/on, false/true), got '2'"},
-      {"FERRY_UCX_PEER_FAILURE", "yes", "FERRY_UCX_PEER_FAILURE must be 0 or 1 (or off/on, false/true), got 'yes'"},
+      {"FERRY_UCX_PEER_FAILURE", "yes", "FERRY_UCX_PEER_FAILURE must be one of off, on, auto (or 0 to 2), got 'yes'"},
       {"FERRY_TWO_SHOT_VARIANT", "3", "FERRY_TWO_SHOT_VARIANT must be one of auto, pull, push (or 0 to 2), got '3'"},
   };
   for (const Case& c : cases) {
