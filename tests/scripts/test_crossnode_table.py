@@ -49,12 +49,12 @@ class CrossnodeTable(unittest.TestCase):
             write(os.path.join(out, "ep_cuda_ipc.csv"), EP_FIELDS, [
                 {"mode": "ht", "layout": "expanded", "op": "combine bf16", "world_size": 2, "tokens": 4096,
                  "ferry_us": ipc, "nccl_us": ""}])
-            zc_nccl, zc_ferry = rng.uniform(100, 900), rng.uniform(100, 900)
-            write(os.path.join(out, "ar_tcp_zc.csv"), AR_FIELDS, [
+            pf_nccl, pf_ferry = rng.uniform(100, 900), rng.uniform(100, 900)
+            write(os.path.join(out, "ar_tcp_pf.csv"), AR_FIELDS, [
                 {"op": "allreduce", "dtype": "bf16", "bytes": 256 << 10, "world_size": 2, "impl": "ferry",
-                 "algorithm": "auto", "time_us": zc_ferry},
+                 "algorithm": "auto", "time_us": pf_ferry},
                 {"op": "allreduce", "dtype": "bf16", "bytes": 256 << 10, "world_size": 2, "impl": "nccl",
-                 "algorithm": "", "time_us": zc_nccl}])
+                 "algorithm": "", "time_us": pf_nccl}])
             table = self.run_table(out).splitlines()
 
         def line(prefix):
@@ -67,7 +67,7 @@ class CrossnodeTable(unittest.TestCase):
         for prefix, speed, target in (("sm       AllReduce bf16 1M", nccl_us / ferry_us, 1.0),
                                       ("sm       EP ht dispatch bf16 T=4096", ep_nccl / ep_ferry, 1.0),
                                       ("cuda_ipc EP ht combine bf16 T=4096", nvlink / ipc, 0.5),
-                                      ("tcp_zc   AllReduce bf16 256K", zc_nccl / zc_ferry, 1.0)):
+                                      ("tcp_pf   AllReduce bf16 256K", pf_nccl / pf_ferry, 1.0)):
             printed, printed_target, verdict = line(prefix)
             self.assertAlmostEqual(printed, speed, places=2)
             self.assertEqual(printed_target, target)
