@@ -4,7 +4,6 @@
 #include <ucp/api/ucp.h>
 #include <ucs/debug/log_def.h>
 
-#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -76,22 +75,6 @@ PeerFailureMode peer_failure_mode_from_env() {
 // force. Errors of a replaced endpoint (its peer closing its own) are not failures: on_endpoint_error ignores
 // endpoints no longer in endpoints_.
 // (UcxTransport::connect_tcp_again_without_peer_failure, ucx_transport.cpp.)
-
-void close_by_force(ucp_worker* worker, ucp_ep* endpoint) noexcept {
-  if (endpoint == nullptr) return;
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_EP_CLOSE_FLAG_FORCE;  // no handshake: a peer may be gone
-  ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
-  if (UCS_PTR_IS_PTR(request)) {
-    // A forced close completes locally; the bound only keeps a teardown from hanging on a UCX surprise
-    // (the worker's destruction releases what is left).
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline)
-      ucp_worker_progress(worker);
-    ucp_request_free(request);
-  }
-}
 
 // NOTE [Shared memory refuses peer-failure handling, quietly]
 // An endpoint asked for peer-failure handling over shared memory fails with

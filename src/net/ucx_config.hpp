@@ -10,7 +10,6 @@
 
 struct ucp_config;  // ucp_config_t (ucp/api/ucp_def.h)
 struct ucp_ep;      // ucp_ep_h
-struct ucp_worker;  // ucp_worker_h
 
 namespace ferry::net {
 
@@ -34,9 +33,6 @@ struct PeerFailureMode {
   bool drop_on_tcp = true;
 };
 PeerFailureMode peer_failure_mode_from_env();
-
-// Closes `endpoint` without a handshake (a peer may be gone), progressing `worker` for at most 5 s.
-void close_by_force(ucp_worker* worker, ucp_ep* endpoint) noexcept;
 
 // While pushed, UCX's expected refusal of peer-failure handling over shared
 // memory is not logged (NOTE [Shared memory refuses peer-failure handling, quietly]).

@@ -18,6 +18,7 @@
 #include "ferry/version.hpp"
 #include "net/transport.hpp"
 #include "net/ucx_config.hpp"
+#include "net/ucx_endpoints.hpp"
 
 namespace ferry::net {
 
@@ -312,30 +313,10 @@ class UcxTransport final : public Transport {
 
   // An endpoint to rank r, with UCX's peer-failure handling where asked and allowed.
   ucp_ep_h connect(int r, const AddressFrame& address, bool ask_peer_failure) {
-    ucp_ep_params_t ep_params{};
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    if (ask_peer_failure)
-      ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep_params.address = reinterpret_cast<const ucp_address_t*>(address.address);
-    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not the process
-    ep_params.err_handler.cb = &UcxTransport::on_endpoint_error;
-    ep_params.err_handler.arg = this;
-    ucp_ep_h endpoint = nullptr;
-    if (ask_peer_failure) push_peer_failure_refusal_filter();  // NOTE [Shared memory refuses ...]
-    ucs_status_t created = ucp_ep_create(worker_, &ep_params, &endpoint);
-    if (ask_peer_failure) pop_peer_failure_refusal_filter();
-    if (created == UCS_ERR_UNREACHABLE && ask_peer_failure) {
-      // Shared-memory transports cannot detect a dead peer, so UCX refuses
-      // peer-failure handling on them: connect without it. A dead peer is
-      // then found by the waits' timeouts alone.
-      ep_params.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-      created = ucp_ep_create(worker_, &ep_params, &endpoint);
-      peer_failure_detection_ = false;
-    }
-    FERRY_CHECK(created == UCS_OK, Error,
-                "UCX could not connect rank " << topology_.rank << " to rank " << r << ": "
-                                              << ucs_status_string(created) << " (UCX_TLS=" <<
-                                              (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all") << ")");
+    bool refused = false;
+    ucp_ep_h endpoint = connect_endpoint(worker_, address.address, ask_peer_failure, &UcxTransport::on_endpoint_error,
+                                         this, topology_.rank, r, refused);
+    if (refused) peer_failure_detection_ = false;
     return endpoint;
   }
 
