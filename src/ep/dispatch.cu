@@ -327,16 +327,18 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 }  // namespace
 
 
+// The send kernels by [quantize][pair layout] (NOTE [EP pair layout]).
+using SendKernel = void (*)(Params);
+constexpr SendKernel kSendKernels[2][2] = {{dispatch_send_kernel<false, false>, dispatch_send_kernel<false, true>},
+                                           {dispatch_send_kernel<true, false>, dispatch_send_kernel<true, true>}};
+
 void load_dispatch_kernels() {
-  load_kernels(dispatch_send_kernel<true, false>, dispatch_send_kernel<false, false>, dispatch_send_kernel<true, true>,
-               dispatch_send_kernel<false, true>, dispatch_recv_kernel);
+  for (const auto& by_layout : kSendKernels) load_kernels(by_layout[0], by_layout[1]);
+  load_kernels(dispatch_recv_kernel);
 }
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  const bool pairs = takes_pair_layout(p);
-  const auto kernel = quantizes(p) ? (pairs ? dispatch_send_kernel<true, true> : dispatch_send_kernel<true, false>)
-                    : pairs        ? dispatch_send_kernel<false, true>
-                                   : dispatch_send_kernel<false, false>;
+  const SendKernel kernel = kSendKernels[quantizes(p)][takes_pair_layout(p)];
   kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
