@@ -152,7 +152,8 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES", "allreduce", 0, "0",
         "built-in: up to 16 MiB, keeping the window under 64 MiB", "bytes",
         "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
-    int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 16; 32 where every node peer is mapped; 64 in pieces", "blocks",
+    int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0",
+        "built-in: 16; 32 where every node peer is mapped; 64 in pieces; 4 over tcp alone", "blocks",
         "hierarchical AllReduce: most blocks per launch (at most 64), within the SM budget (measurements)"),
     int_knob("FERRY_HIERARCHICAL_PIECES", "allreduce", 1, 64, "16", "", "pieces",
         "hierarchical AllReduce where every node peer's landing and signals are mapped (UCX shared memory): pieces "

@@ -215,6 +215,18 @@ TEST(Proxy, TcpSegmentsAsConfigured) {
   }
 }
 
+// The transport says when every remote endpoint is tcp alone (the hierarchical
+// AllReduce then launches fewer blocks): over tcp yes, over shared memory no.
+TEST(Proxy, TransportKnowsTcpAlone) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+  EXPECT_EQ(net.proxy->transport().remote_lanes_all_tcp(), std::string(tls) == "tcp")
+      << "UCX_TLS " << tls << ": " << net.proxy->transport().describe();
+  bootstrap->barrier();
+}
+
 // NOTE [Put pieces over tcp] (ucx_transport.cpp): over tcp with peer-failure
 // handling (FERRY_UCX_PEER_FAILURE=1) the proxy puts in 256 KiB pieces, elsewhere
 // (shared memory; tcp without it, the default: zero-copy puts) in 4 MiB ones, and a
