@@ -51,6 +51,7 @@ struct NetOptions {
   bool perftest = true;
   bool both_ways = false;  // host producers on both ranks at once, each to the other (--both-ways)
   bool exchange = false;   // --exchange: put_with_signal both ways, then wait (a cross-node AllReduce step)
+  int pieces = 1;          // --pieces K: each exchange is K puts of size / K, each with its own signal
   std::string csv;
 };
 
@@ -195,15 +196,23 @@ Measured run_host(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
 
 // --exchange: each iteration, both ranks put `size` bytes with a signal to the
 // other, then wait for the other's signal: one step of a cross-node AllReduce
-// over the proxy, without the kernels. Microseconds per exchange, rank 0's clock.
+// over the proxy, without the kernels. With --pieces K, K puts of size / K, each
+// with its own signal (as the hierarchical AllReduce's blocks put their chunks).
+// Microseconds per exchange, rank 0's clock.
 double run_exchange(Bootstrap& bootstrap, const NetOptions& o, size_t size) {
-  net::HostNet net(bootstrap, size, 1, 1024, std::chrono::milliseconds(60000));
+  const auto pieces = static_cast<uint32_t>(o.pieces);
+  net::HostNet net(bootstrap, size, pieces, 1024, std::chrono::milliseconds(60000));
   const int peer = 1 - bootstrap.rank();
   const int iters = std::min(puts_for(o, size), 2000);
+  const size_t piece = (size + pieces - 1) / pieces;
   uint64_t done = 0;
   const auto step = [&] {
-    net.put_with_signal(peer, 0, 0, size, 0, 1);
-    net.wait_signal(peer, 0, ++done, std::chrono::milliseconds(60000));
+    for (uint32_t k = 0; k < pieces; ++k) {
+      const size_t begin = std::min(size, k * piece), n = std::min(size, begin + piece) - begin;
+      net.put_with_signal(peer, begin, begin, n, k, 1);
+    }
+    ++done;
+    for (uint32_t k = 0; k < pieces; ++k) net.wait_signal(peer, k, done, std::chrono::milliseconds(60000));
   };
   bootstrap.barrier();
   for (int i = 0; i < std::max(8, iters / 10); ++i) step();
@@ -282,8 +291,11 @@ NetOptions parse(std::vector<std::string> args) {
   if (parser.take_flag("--no-perftest")) o.perftest = false;
   if (parser.take_flag("--both-ways")) o.both_ways = true;
   if (parser.take_flag("--exchange")) o.exchange = true;
+  if (auto k = parser.take_value("--pieces")) o.pieces = parse_positive_int("--pieces", *k);
   if (auto c = parser.take_value("--csv")) o.csv = *c;
   parser.finish();
+  if (o.pieces < 1 || o.pieces > 256) FERRY_THROW(UsageError, "--pieces must be in [1, 256], got " << o.pieces);
+  if (o.pieces > 1 && !o.exchange) FERRY_THROW(UsageError, "--pieces is for --exchange");
   if ((o.both_ways || o.exchange) && o.cuda)
     FERRY_THROW(UsageError, (o.exchange ? "--exchange" : "--both-ways") << " is for --memory host only");
   for (size_t s : o.sizes) {
@@ -313,6 +325,8 @@ void print_net_usage(std::FILE* out) {
                "  --exchange               (host) instead of the table: both ranks put_with_signal to each\n"
                "                           other, then wait for the other's signal (an AllReduce step over\n"
                "                           the proxy); microseconds per exchange\n"
+               "  --pieces K               (--exchange) K puts of size / K, each with its own signal (the\n"
+               "                           hierarchical AllReduce's blocks); default 1\n"
                "  --csv PATH               also write the rows as CSV\n");
 }
 
@@ -329,8 +343,9 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   if (o.exchange) {
     if (print)
       std::printf("ferry-bench net --exchange: 2 ranks, each its own node; UCX_TLS=%s; tcp segments: %s; both ranks "
-                  "put_with_signal then wait, per size: us per exchange, GB/s per direction\n",
-                  tls ? tls : "(UCX's choice)", std::to_string(net::tcp_segment_bytes()).c_str());
+                  "put_with_signal in %d piece%s then wait, per size: us per exchange, GB/s per direction\n",
+                  tls ? tls : "(UCX's choice)", std::to_string(net::tcp_segment_bytes()).c_str(), o.pieces,
+                  o.pieces == 1 ? "" : "s");
     for (size_t size : o.sizes) {
       const double us = run_exchange(*bootstrap, o, size);
       if (print)

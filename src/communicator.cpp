@@ -207,6 +207,10 @@ Communicator::~Communicator() {
 
 bool Communicator::aborted() const { return aborted_; }
 
+bool Communicator::reaches_other_nodes_over_tcp_only() const {
+  return proxy_ != nullptr && proxy_->transport().remote_lanes_all_tcp();
+}
+
 void Communicator::abort(const std::string& reason) const {
   if (!aborted_) {
     aborted_ = true;

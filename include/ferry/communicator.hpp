@@ -53,6 +53,9 @@ class Communicator {
   // when every rank shares this node. An internal type: Window and the
   // collectives use it.
   net::Proxy* proxy() const { return proxy_.get(); }
+  // True when every rank of another node is reached over tcp alone (UCX's choice
+  // of transports): many small puts then cost more than a few large ones.
+  bool reaches_other_nodes_over_tcp_only() const;
   int num_sms() const { return num_sms_; }
   // Ranks of this communicator whose process drives the same GPU as this one
   // (1 on a normal node; more where ranks share GPUs: MPS, test beds).

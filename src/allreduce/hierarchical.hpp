@@ -27,6 +27,7 @@ constexpr int kHierarchicalMaxBlocks = 64;      // signal words per phase (FERRY
 constexpr int kHierarchicalDefaultBlocks = 16;  // most blocks per launch unless the knob says,
 constexpr int kHierarchicalMappedBlocks = 32;   // and where every node peer is mapped (setup_hierarchical),
 constexpr int kHierarchicalPiecesBlocks = 64;   // and where the launch goes in pieces (p.pieces > 1)
+constexpr int kHierarchicalTcpBlocks = 4;       // and where the proxy puts over tcp alone (hierarchical_launch_shape)
 constexpr size_t kHierarchicalBlockBytes = size_t{64} << 10;
 // In pieces, blocks past kHierarchicalMappedBlocks come one per this many bytes.
 constexpr size_t kHierarchicalPiecesBlockBytes = size_t{128} << 10;

@@ -63,7 +63,10 @@ std::string hierarchical_unsupported(const CommShape& comm) {
 // [Mapped peers]), more blocks keep more host-memory reads in flight: 32
 // measured 0.93-0.95 of 16's time over UCX shared memory on 2x H100 (1-64 MB),
 // and in pieces 64 (hierarchical_blocks). Where the proxy moves the data, each
-// block is one more put per launch: 16. A rank that would go in pieces alone
+// block is one more put per launch: 16; over tcp alone 4, since there each put
+// with its signal costs far more than its bytes (2x H100, 2 virtual nodes over
+// loopback tcp, session 28 c6, 3 rounds: 4 blocks took 0.89 / 0.54 / 0.78 / 0.97 /
+// 1.00 of 16's time at 256K / 1M / 4M / 16M / 64M). A rank that would go in pieces alone
 // maps everything, so its 64 never outlives another rank's 32 or 16.
 struct LaunchShape {
   int32_t pieces;
@@ -82,7 +85,8 @@ LaunchShape hierarchical_launch_shape(Communicator& comm, const Window& window, 
   const int most = blocks_knob > 0      ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
                    : mine.pieces > 1    ? kHierarchicalPiecesBlocks
                    : data_mapped        ? kHierarchicalMappedBlocks
-                                        : kHierarchicalDefaultBlocks;
+                   : comm.reaches_other_nodes_over_tcp_only() ? kHierarchicalTcpBlocks
+                                                              : kHierarchicalDefaultBlocks;
   mine.max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
   if (options.max_blocks > 0) mine.max_blocks = std::min(mine.max_blocks, options.max_blocks);
   LaunchShape all = mine;

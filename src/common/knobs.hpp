@@ -126,6 +126,10 @@ inline constexpr Info kRegistry[] = {
         "makes producers wait"),
     size_knob("FERRY_PROXY_IDLE_SPINS", "net", 0, "1048576", "", "loops",
         "idle loops before the proxy thread naps 20 us at a time; 0: never naps"),
+    size_knob("FERRY_PROXY_HOLD_SIGNALS_BYTES", "net", 0, "1048576", "", "bytes",
+        "the proxy holds the signals of the descriptors it finds ready at once and sends them behind one fence "
+        "after the batch's puts, until this many bytes were put since the last fence (NOTE [Signals after the "
+        "batch's puts]); 0: a fence before every signal"),
     size_knob("FERRY_PROXY_PUT_CHUNK_BYTES", "net", 0, "4194304", "", "bytes",
         "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces. "
         "Unset: 4194304, or 262144 where every remote endpoint is tcp with peer-failure handling (NOTE [Put pieces "
@@ -148,7 +152,8 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_HIERARCHICAL_LAUNCH_BYTES", "allreduce", 0, "0",
         "built-in: up to 16 MiB, keeping the window under 64 MiB", "bytes",
         "bytes one launch of the hierarchical AllReduce carries; bigger calls run as several launches"),
-    int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0", "built-in: 16; 32 where every node peer is mapped; 64 in pieces", "blocks",
+    int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0",
+        "built-in: 16; 32 where every node peer is mapped; 64 in pieces; 4 over tcp alone", "blocks",
         "hierarchical AllReduce: most blocks per launch (at most 64), within the SM budget (measurements)"),
     int_knob("FERRY_HIERARCHICAL_PIECES", "allreduce", 1, 64, "16", "", "pieces",
         "hierarchical AllReduce where every node peer's landing and signals are mapped (UCX shared memory): pieces "
@@ -315,6 +320,7 @@ inline constexpr Knob<uint64_t> kUcxTcpSegSize = handle<uint64_t>("FERRY_UCX_TCP
 inline constexpr Knob<bool> kProxyStats = handle<bool>("FERRY_PROXY_STATS");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");
+inline constexpr Knob<uint64_t> kProxyHoldSignalsBytes = handle<uint64_t>("FERRY_PROXY_HOLD_SIGNALS_BYTES");
 inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PROXY_PUT_CHUNK_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceOneShotMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceLlMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL_MAX_BYTES");

@@ -168,6 +168,7 @@ void Proxy::run() {
         ++next_ticket_;
         busy = true;
       }
+      release_signals();  // NOTE [Signals after the batch's puts]
       if (busy) store_release(tail_, next_ticket_);  // once per batch: producers poll this line
       activity_.store(kIdle, std::memory_order_relaxed);
       busy = transport_->progress() || busy;
@@ -197,6 +198,7 @@ ProxyStats Proxy::stats() const {
   s.descriptors = counters_.descriptors.load(std::memory_order_relaxed);
   s.puts = counters_.puts.load(std::memory_order_relaxed);
   s.signals = counters_.signals.load(std::memory_order_relaxed);
+  s.fences = counters_.fences.load(std::memory_order_relaxed);
   s.completed = counters_.completed.load(std::memory_order_relaxed);
   s.issue_us = counters_.issue_ns.load(std::memory_order_relaxed) / 1e3;
   s.fence_us = counters_.fence_ns.load(std::memory_order_relaxed) / 1e3;
@@ -208,6 +210,7 @@ ProxyStats Proxy::stats() const {
 void Proxy::handle_entry(const FifoEntry& entry, uint64_t ticket) {
   const auto op = static_cast<FifoOp>(entry.op);
   if (op == FifoOp::kQuiet) {
+    release_signals();  // a quiet covers them too
     InFlight f;
     f.request = transport_->flush();
     f.quiet = ticket;
@@ -261,6 +264,7 @@ void Proxy::put(const ProxyWindow& window, const FifoEntry& entry) {
     keep_in_flight(std::move(f));
     bump<uint64_t>(counters_.puts, 1);
     bump<uint64_t>(counters_.put_bytes, n);
+    bytes_since_fence_ += n;
     done += n;
   }
 }
@@ -272,30 +276,66 @@ void Proxy::signal(const ProxyWindow& window, const FifoEntry& entry) {
     note_failure(os.str(), entry.peer);
     return;
   }
-  // NOTE [Network signals]
-  // Signal word (source, index) at a peer is written by one rank only, the
-  // source, and only through its proxy, in FIFO order. So the proxy keeps the
-  // word's running total and a signal is an 8-byte put of the new total: no
-  // remote atomic, which UCX can only emulate over tcp/shared memory, and not
-  // with the peer-failure handling that lets a survivor outlive a dead peer.
-  // The fence orders it after every put before it, and successive totals of
-  // one word after each other, so the word only grows and never runs ahead of
-  // the data it follows.
-  const int64_t fence_start = now_ns();
-  transport_->fence();
-  bump<int64_t>(counters_.fence_ns, now_ns() - fence_start);
-  bump<uint64_t>(counters_.signals, 1);
-  const uint64_t key = (static_cast<uint64_t>(entry.window) << 44) ^ (static_cast<uint64_t>(entry.peer) << 24) ^
-                       entry.signal_index;
-  uint64_t& total = signal_totals_[key];
-  total += entry.signal_value;
-  InFlight f;
-  f.peer = entry.peer;
-  f.operand = std::make_unique<uint64_t>(total);
-  const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + entry.signal_index;
-  f.request = transport_->put(entry.peer, f.operand.get(), sizeof(uint64_t), window.signal_region,
-                              word * sizeof(uint64_t), false);
-  keep_in_flight(std::move(f));
+  held_signals_.push_back({entry.window, entry.peer, entry.signal_index, entry.signal_value});
+  if (bytes_since_fence_ >= options_.hold_signals_bytes) release_signals();
+}
+
+// NOTE [Network signals]
+// Signal word (source, index) at a peer is written by one rank only, the
+// source, and only through its proxy, in FIFO order. So the proxy keeps the
+// word's running total and a signal is an 8-byte put of the new total: no
+// remote atomic, which UCX can only emulate over tcp/shared memory, and not
+// with the peer-failure handling that lets a survivor outlive a dead peer.
+// The fence orders it after every put before it, and successive totals of
+// one word after each other, so the word only grows and never runs ahead of
+// the data it follows.
+// NOTE [Signals after the batch's puts]
+// UCX's fence (ucp_worker_fence) is a flush of the whole worker that waits for
+// the targets (its "strong" mode, UCX's choice wherever the new protocols are
+// on): a round trip, during which the proxy issues nothing. With a fence per
+// signal, blocks that each put a chunk with a signal (the hierarchical
+// AllReduce's 16, the cross-node EP's per-peer puts) went out one round trip at a
+// time. So the proxy holds the signals of the descriptors it handles in one
+// batch (those it found ready at once, at most kBatch), issues their puts as they
+// come, and at the batch's end (and before a quiet) fences once and sends the
+// held signals in FIFO order. Still:
+//  - every signal follows every put that was before it in the FIFO (the fence
+//    covers all puts issued so far);
+//  - the signals keep their FIFO order, so a word's totals still only grow;
+//  - a put may now go out before a signal that was ahead of it in the FIFO.
+//    Without a fence between them UCX never ordered the two anyway, so no
+//    protocol may rely on that signal landing first (and none does: a put into
+//    an area a signal guards waits, on the GPU, for the target's answer to it).
+// held_signals_ is empty whenever the proxy thread lets go of lock_ (every
+// batch ends with release_signals), so windows never change under it.
+void Proxy::release_signals() {
+  if (held_signals_.empty()) return;
+  const int64_t start = now_ns();
+  try {
+    transport_->fence();
+    bytes_since_fence_ = 0;
+    bump<int64_t>(counters_.fence_ns, now_ns() - start);
+    bump<uint64_t>(counters_.fences, 1);
+    for (const HeldSignal& held : held_signals_) {
+      const ProxyWindow& window = *windows_[held.window];
+      bump<uint64_t>(counters_.signals, 1);
+      const uint64_t key = (static_cast<uint64_t>(held.window) << 44) ^ (static_cast<uint64_t>(held.peer) << 24) ^
+                           held.index;
+      uint64_t& total = signal_totals_[key];
+      total += held.value;
+      InFlight f;
+      f.peer = held.peer;
+      f.operand = std::make_unique<uint64_t>(total);
+      const size_t word = static_cast<size_t>(options_.rank) * window.num_signals + held.index;
+      f.request = transport_->put(held.peer, f.operand.get(), sizeof(uint64_t), window.signal_region,
+                                  word * sizeof(uint64_t), false);
+      keep_in_flight(std::move(f));
+    }
+  } catch (const std::exception& e) {  // a refused operation: fail, never terminate
+    note_failure(e.what(), held_signals_.front().peer);
+  }
+  held_signals_.clear();
+  bump<int64_t>(counters_.issue_ns, now_ns() - start);
 }
 
 // Bounds the requests in flight: waits (progressing) until the oldest complete.

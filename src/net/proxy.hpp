@@ -80,6 +80,9 @@ struct ProxyOptions {
   // Largest single put (at least 4 KiB); unset: the transport's preference, else the knob's default.
   std::optional<size_t> put_chunk_bytes = knobs::kProxyPutChunkBytes.read();
   bool timed = knobs::kProxyStats.value();  // ProxyStats' times (a clock read per step), not only counts
+  // Signals held for one fence per batch while fewer bytes were put since the last fence (NOTE [Signals after
+  // the batch's puts], proxy.cpp); 0: a fence before every signal.
+  uint64_t hold_signals_bytes = knobs::kProxyHoldSignalsBytes.value();
 };
 
 // Where the proxy thread's time goes, cumulative since it started (any thread
@@ -90,7 +93,8 @@ struct ProxyOptions {
 struct ProxyStats {
   uint64_t descriptors = 0;  // FIFO entries handled
   uint64_t puts = 0;         // UCX data puts issued (a large put counts its pieces)
-  uint64_t signals = 0;      // signal puts, each behind a fence
+  uint64_t signals = 0;      // signal puts
+  uint64_t fences = 0;       // fences issued before signals (fewer than signals where they were held)
   uint64_t completed = 0;    // requests seen complete (data, signals, quiets)
   double issue_us = 0;       // handling descriptors: the UCX calls that issue them
   double fence_us = 0;       // the fences before signals
@@ -169,7 +173,7 @@ class Proxy {
   };
   // The proxy thread's counters (ProxyStats; written by it alone, read by anyone).
   struct Counters {
-    std::atomic<uint64_t> descriptors{0}, puts{0}, signals{0}, completed{0}, put_bytes{0};
+    std::atomic<uint64_t> descriptors{0}, puts{0}, signals{0}, fences{0}, completed{0}, put_bytes{0};
     std::atomic<int64_t> issue_ns{0}, fence_ns{0}, wait_room_ns{0}, complete_ns{0};
   };
   // Steady-clock ns, or 0 when the proxy is not timed.
@@ -195,6 +199,7 @@ class Proxy {
   void handle_entry(const FifoEntry& entry, uint64_t ticket);
   void put(const ProxyWindow& window, const FifoEntry& entry);
   void signal(const ProxyWindow& window, const FifoEntry& entry);
+  void release_signals();  // NOTE [Signals after the batch's puts]
   bool wait_for_request_room();
   void retire();
   void note_failure(const std::string& what, int peer);
@@ -217,6 +222,14 @@ class Proxy {
   std::deque<InFlight> in_flight_;
   std::atomic<int> activity_{kIdle};
   std::unordered_map<uint64_t, uint64_t> signal_totals_;  // NOTE [Network signals]
+  struct HeldSignal {
+    uint32_t window;
+    int peer;
+    uint32_t index;
+    uint64_t value;
+  };
+  std::vector<HeldSignal> held_signals_;  // NOTE [Signals after the batch's puts]; empty while lock_ is free
+  uint64_t bytes_since_fence_ = 0;        // data put since the last fence
 
   cudaStream_t stream_ = nullptr;  // cuda only: raising the device abort flag after a failure
   Counters counters_;

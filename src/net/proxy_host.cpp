@@ -119,6 +119,7 @@ void Proxy::warm_up_window(uint32_t id, Bootstrap& bootstrap) {
             handle(make_fifo_entry(FifoOp::kPutWithSignal, id, peer, 0, 0, std::min(bytes, window_bytes), 0, 0), 0);
           }
         }
+        release_signals();
         Request flush = transport_->flush();
         const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
         while (!transport_->test(flush)) {

@@ -37,6 +37,9 @@ class Transport {
   // the proxy takes it unless FERRY_PROXY_PUT_CHUNK_BYTES is set (NOTE [Put
   // pieces over tcp], ucx_transport.cpp).
   virtual size_t preferred_put_chunk() const { return 0; }
+  // True when every remote endpoint moves data over tcp alone (no RDMA, no
+  // shared memory, no cuda_ipc lane).
+  virtual bool remote_lanes_all_tcp() const { return false; }
 
   // Collective (every rank, same order): registers [ptr, ptr + bytes) and
   // exchanges its remote key with every peer of another node. Returns the

@@ -79,6 +79,7 @@ class UcxTransport final : public Transport {
   // 1.25-1.36 against 0.95-1.41 / 0.98-1.09 (docs/results/net_cpu_2cores_tcp_segments.txt).
   // Not yet measured on the GPU machines.
   size_t preferred_put_chunk() const override { return all_tcp_emulated_ ? size_t{256} << 10 : 0; }
+  bool remote_lanes_all_tcp() const override { return all_tcp_; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
     ucp_mem_map_params_t map{};
@@ -446,7 +447,8 @@ class UcxTransport final : public Transport {
       if (!ep.cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.text + ")";
     }
     moves_cuda_memory_ = any && all_cuda;
-    all_tcp_emulated_ = any && all_tcp && peer_failure_detection_;
+    all_tcp_ = any && all_tcp;
+    all_tcp_emulated_ = all_tcp_ && peer_failure_detection_;
     if (mode == knobs::UcxGpuMemory::kOn && any && !all_cuda) no_gpu_memory_endpoint_ = without_cuda;
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
@@ -463,6 +465,7 @@ class UcxTransport final : public Transport {
   bool moves_cuda_memory_ = false;
   std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
   bool peer_failure_detection_ = true;
+  bool all_tcp_ = false;           // every remote endpoint is tcp only
   bool all_tcp_emulated_ = false;  // NOTE [Put pieces over tcp]
   std::string description_;
   std::string tcp_segments_;  // what set_tcp_segments asked UCX for, for describe()

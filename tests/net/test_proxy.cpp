@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -214,6 +215,18 @@ TEST(Proxy, TcpSegmentsAsConfigured) {
   }
 }
 
+// The transport says when every remote endpoint is tcp alone (the hierarchical
+// AllReduce then launches fewer blocks): over tcp yes, over shared memory no.
+TEST(Proxy, TransportKnowsTcpAlone) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+  EXPECT_EQ(net.proxy->transport().remote_lanes_all_tcp(), std::string(tls) == "tcp")
+      << "UCX_TLS " << tls << ": " << net.proxy->transport().describe();
+  bootstrap->barrier();
+}
+
 // NOTE [Put pieces over tcp] (ucx_transport.cpp): over tcp with peer-failure
 // handling (FERRY_UCX_PEER_FAILURE=1) the proxy puts in 256 KiB pieces, elsewhere
 // (shared memory; tcp without it, the default: zero-copy puts) in 4 MiB ones, and a
@@ -334,12 +347,58 @@ TEST(Proxy, StatsCountWhatItDid) {
   EXPECT_EQ(after.descriptors - before.descriptors, uint64_t{kPuts + 2});  // the puts, put_with_signal, quiet
   EXPECT_EQ(after.puts - before.puts, uint64_t{kPuts + 1});
   EXPECT_EQ(after.signals - before.signals, 1u);
+  EXPECT_EQ(after.fences - before.fences, 1u);
   EXPECT_EQ(after.completed - before.completed, uint64_t{kPuts + 3});  // + the signal's put and the flush
   EXPECT_GT(after.issue_us, before.issue_us);
   EXPECT_GT(after.complete_us, before.complete_us);
   EXPECT_GE(after.issue_us - before.issue_us, after.fence_us - before.fence_us);
   net.wait_signal((me + world - 1) % world, 0, 1, kTimeout);
   bootstrap->barrier();
+}
+
+// NOTE [Signals after the batch's puts] (proxy.cpp): the signals of descriptors
+// the proxy finds ready at once share one fence, and each still lands after its
+// data; with FERRY_PROXY_HOLD_SIGNALS_BYTES=0, or a limit below one put's size,
+// a fence goes before every signal. The test holds the proxy's lock while it
+// pushes, so the proxy finds all of them ready in its next batch.
+TEST(Proxy, SignalsOfOneBatchShareAFence) {
+  const int world = mpi_size(), me = mpi_rank();
+  if (world < 2) GTEST_SKIP() << "needs a peer";
+  constexpr uint32_t kPieces = 16;
+  constexpr size_t kPiece = 8 << 10, kSlot = kPieces * kPiece;
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  struct Case {
+    const char* hold;
+    uint64_t fences;
+  };
+  int round = 0;
+  for (const Case c : {Case{nullptr, 1}, Case{"0", kPieces}, Case{"4096", kPieces}}) {
+    ScopedEnv hold("FERRY_PROXY_HOLD_SIGNALS_BYTES", c.hold);
+    HostNet net(*bootstrap, world * kSlot, kPieces, 64, kTimeout);
+    const int to = (me + 1) % world, from = (me + world - 1) % world;
+    ++round;
+    for (size_t b = 0; b < kSlot; ++b) net.window[me * kSlot + b] = static_cast<char>(pattern(me, to, round, b));
+    bootstrap->barrier();
+    const ferry::net::ProxyStats before = net.proxy->stats();
+    {
+      std::lock_guard<std::mutex> held(net.proxy->lock());
+      for (uint32_t k = 0; k < kPieces; ++k)
+        net.put_with_signal(to, me * kSlot + k * kPiece, me * kSlot + k * kPiece, kPiece, k, k + 1);
+    }
+    bool ok = true;
+    for (uint32_t k = 0; k < kPieces; ++k) {
+      net.wait_signal(from, k, k + 1, kTimeout);
+      for (size_t b = k * kPiece; b < (k + 1) * kPiece && ok; ++b)
+        ok = static_cast<uint8_t>(net.window[from * kSlot + b]) == pattern(from, me, round, b);
+      EXPECT_TRUE(ok) << "rank " << me << ": piece " << k << " from rank " << from << " is not in place after its "
+                      << "signal (FERRY_PROXY_HOLD_SIGNALS_BYTES=" << (c.hold ? c.hold : "unset") << ")";
+    }
+    net.proxy->quiet();
+    const ferry::net::ProxyStats after = net.proxy->stats();
+    EXPECT_EQ(after.signals - before.signals, uint64_t{kPieces});
+    EXPECT_EQ(after.fences - before.fences, c.fences) << "FERRY_PROXY_HOLD_SIGNALS_BYTES=" << (c.hold ? c.hold : "unset");
+    bootstrap->barrier();
+  }
 }
 
 TEST(Proxy, StatsCountWithoutTimesByDefault) {
