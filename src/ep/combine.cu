@@ -144,15 +144,18 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
     }
     // Rank order (identical rounding everywhere); with own_scratch: the ranks below this one, the own partial,
     // the ranks above.
+    auto add_staged = [&](unsigned staged_ranks) {
+      for (unsigned m = staged_ranks; m != 0; m &= m - 1) {
+        const int r = __ffs(m) - 1;
+        const uint8_t* partial = p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset;
+        prefetch_row_steps_ahead<kPrefetchSteps>(partial, base, chunk_units, lane);
+        accumulate_units(acc, partial, 1.f, base, chunk_units, lane);
+      }
+    };
     unsigned below = ranks;
     if constexpr (kAnyPlace)
       if (own_scratch != nullptr) below &= (1u << p.rank) - 1u;
-    for (unsigned m = below; m != 0; m &= m - 1) {
-      const int r = __ffs(m) - 1;
-      const uint8_t* partial = p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset;
-      prefetch_row_steps_ahead<kPrefetchSteps>(partial, base, chunk_units, lane);
-      accumulate_units(acc, partial, 1.f, base, chunk_units, lane);
-    }
+    add_staged(below);
     if (kAnyPlace && own_scratch != nullptr) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {  // as accumulate_units with weight 1
@@ -161,12 +164,7 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, f[e], acc[u][e]);
       }
-      for (unsigned m = ranks & ~below; m != 0; m &= m - 1) {
-        const int r = __ffs(m) - 1;
-        const uint8_t* partial = p.combine_stage.at(p.rank) + (size_t(r) * p.max_tokens + t) * row_bytes + offset;
-        prefetch_row_steps_ahead<kPrefetchSteps>(partial, base, chunk_units, lane);
-        accumulate_units(acc, partial, 1.f, base, chunk_units, lane);
-      }
+      add_staged(ranks & ~below);
     }
     store_units(out, acc, base, chunk_units, lane);
   }
