@@ -32,5 +32,13 @@ ARGS="allreduce --sizes 1M,4M,16M,64M --dtypes bf16 --algos hierarchical"
 call_ab tcp8_ 3 $CALL_DIR/p1 $CALL_DIR/p8 "$TCP" $ARGS
 call_ab tcp4_ 2 $CALL_DIR/p1 $CALL_DIR/p4 "$TCP" $ARGS
 call_ab sm8_ 2 $CALL_DIR/p1 $CALL_DIR/p8 "$SMS" $ARGS
-rm -f $CALL_DIR/p1 $CALL_DIR/p4 $CALL_DIR/p8
+# UCX's endpoint-based fence against its default "strong" fence (a worker flush that waits for the targets, NOTE
+# [Signals after the batch's puts]), on the branch's default, over tcp. Read in UCX's source (ucp_ep_rma_handle_fence,
+# src/ucp/rma/rma.inl): with ep_based the next operation on an endpoint fences lazily, with the transport's own
+# ordering fence where the endpoint's unflushed operations and the new one use one lane (tcp), else a flush of
+# that endpoint only. If it wins, ferry could set it where UCX_FENCE_MODE is unset (ucx_config.cpp).
+printf '#!/usr/bin/env bash\nexport UCX_FENCE_MODE=ep_based\nexec %s "$@"\n' "$ROOT/$B" > $CALL_DIR/ep_fence
+chmod +x $CALL_DIR/ep_fence
+call_ab fence_ 2 $CALL_DIR/p8 $CALL_DIR/ep_fence "$TCP" $ARGS
+rm -f $CALL_DIR/p1 $CALL_DIR/p4 $CALL_DIR/p8 $CALL_DIR/ep_fence
 call_end
