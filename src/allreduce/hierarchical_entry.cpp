@@ -65,8 +65,9 @@ std::string hierarchical_unsupported(const CommShape& comm) {
 // and in pieces 64 (hierarchical_blocks). Where the proxy moves the data, each
 // block is one more put per launch: 16; over tcp alone 4, since there each put
 // with its signal costs far more than its bytes (2x H100, 2 virtual nodes over
-// loopback tcp, session 28 c6, 3 rounds: 4 blocks took 0.89 / 0.54 / 0.78 / 0.97 /
-// 1.00 of 16's time at 256K / 1M / 4M / 16M / 64M). A rank that would go in pieces alone
+// loopback tcp, session 28 c6, 3 rounds: 4 blocks took 0.54 / 0.78 / 0.97 / 1.00 of
+// 16's time at 1M / 4M / 16M / 64M; at 256K both launch 4 blocks, one per 64 KiB of
+// shard, and read 0.89, tcp's noise). A rank that would go in pieces alone
 // maps everything, so its 64 never outlives another rank's 32 or 16.
 struct LaunchShape {
   int32_t pieces;
