@@ -294,7 +294,7 @@ NetOptions parse(std::vector<std::string> args) {
   if (auto k = parser.take_value("--pieces")) o.pieces = parse_positive_int("--pieces", *k);
   if (auto c = parser.take_value("--csv")) o.csv = *c;
   parser.finish();
-  if (o.pieces < 1 || o.pieces > 256) FERRY_THROW(UsageError, "--pieces must be in [1, 256], got " << o.pieces);
+  if (o.pieces > 256) FERRY_THROW(UsageError, "--pieces must be at most 256, got " << o.pieces);
   if (o.pieces > 1 && !o.exchange) FERRY_THROW(UsageError, "--pieces is for --exchange");
   if ((o.both_ways || o.exchange) && o.cuda)
     FERRY_THROW(UsageError, (o.exchange ? "--exchange" : "--both-ways") << " is for --memory host only");

@@ -27,7 +27,7 @@ std::string set_tcp_segments(ucp_config* config);
 
 // Whether endpoints ask UCX for peer-failure handling (NOTE [Peer-failure handling and tcp]): first (auto, on),
 // and whether tcp-only endpoints then connect again without it (auto; NOTE [tcp without UCX's peer-failure
-// handling], ucx_transport.cpp).
+// handling], ucx_config.cpp).
 struct PeerFailureMode {
   bool ask = true;
   bool drop_on_tcp = true;

@@ -78,7 +78,7 @@ class UcxTransport final : public Transport {
   // 0.89-1.09; then 256 KiB against 4 MiB, alternating, 3 rounds: 1.63-1.90 /
   // 1.25-1.36 against 0.95-1.41 / 0.98-1.09 (docs/results/net_cpu_2cores_tcp_segments.txt).
   // Not yet measured on the GPU machines.
-  size_t preferred_put_chunk() const override { return all_tcp_emulated_ ? size_t{256} << 10 : 0; }
+  size_t preferred_put_chunk() const override { return all_tcp_emulated() ? size_t{256} << 10 : 0; }
   bool remote_lanes_all_tcp() const override { return all_tcp_; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
@@ -327,7 +327,7 @@ class UcxTransport final : public Transport {
   bool connect_tcp_again_without_peer_failure(const std::vector<AddressFrame>& all) {
     enum : uint8_t { kOther = 0, kTcp = 1, kNone = 2 };  // this rank's remote endpoints
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
-    const uint8_t mine = !remote ? kNone : (all_tcp_emulated_ ? kTcp : kOther);
+    const uint8_t mine = !remote ? kNone : (all_tcp_emulated() ? kTcp : kOther);
     const std::vector<uint8_t> kinds = bootstrap_.all_gather_value(mine);
     if (std::count(kinds.begin(), kinds.end(), kOther) > 0 || std::count(kinds.begin(), kinds.end(), kTcp) == 0)
       return false;
@@ -448,7 +448,6 @@ class UcxTransport final : public Transport {
     }
     moves_cuda_memory_ = any && all_cuda;
     all_tcp_ = any && all_tcp;
-    all_tcp_emulated_ = all_tcp_ && peer_failure_detection_;
     if (mode == knobs::UcxGpuMemory::kOn && any && !all_cuda) no_gpu_memory_endpoint_ = without_cuda;
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
@@ -465,8 +464,9 @@ class UcxTransport final : public Transport {
   bool moves_cuda_memory_ = false;
   std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
   bool peer_failure_detection_ = true;
-  bool all_tcp_ = false;           // every remote endpoint is tcp only
-  bool all_tcp_emulated_ = false;  // NOTE [Put pieces over tcp]
+  bool all_tcp_ = false;  // every remote endpoint is tcp only
+  // Every remote endpoint is tcp with peer-failure handling: UCX emulates its puts (NOTE [Put pieces over tcp]).
+  bool all_tcp_emulated() const { return all_tcp_ && peer_failure_detection_; }
   std::string description_;
   std::string tcp_segments_;  // what set_tcp_segments asked UCX for, for describe()
   bool failed_ = false;
