@@ -362,7 +362,8 @@ template <typename Fn> void for_each_kernel(DataType type, ReduceOp op, Fn&& fn)
 
 void launch_hierarchical(const HierarchicalParams& p, DataType type, ReduceOp op, int max_blocks,
                          cudaStream_t stream) {
-  const int blocks = hierarchical_blocks(p.count, dtype_size(type), p.local_size, max_blocks, p.pieces > 1);
+  const int blocks =
+      hierarchical_blocks(p.count, dtype_size(type), p.local_size, max_blocks, p.pieces > 1, p.block_bytes);
   for_each_kernel(type, op, [&](auto kernel) {
     kernel<<<blocks, kThreads, 0, stream>>>(p);
     FERRY_CUDA_CHECK_LAUNCH();

@@ -29,6 +29,8 @@ constexpr int kHierarchicalMappedBlocks = 32;   // and where every node peer is 
 constexpr int kHierarchicalPiecesBlocks = 64;   // and where the launch goes in pieces (p.pieces > 1)
 constexpr int kHierarchicalTcpBlocks = 4;       // and where the proxy puts over tcp alone (hierarchical_launch_shape)
 constexpr size_t kHierarchicalBlockBytes = size_t{64} << 10;
+// Over tcp alone a block per this many bytes of a shard (hierarchical_launch_shape).
+constexpr size_t kHierarchicalTcpBlockBytes = size_t{256} << 10;
 // In pieces, blocks past kHierarchicalMappedBlocks come one per this many bytes.
 constexpr size_t kHierarchicalPiecesBlockBytes = size_t{128} << 10;
 // Signal words per source rank in the window: one per (phase, block).
@@ -105,12 +107,14 @@ struct HierarchicalParams {
   int32_t local_peers[kMaxNodeRanks];  // global rank of each local index of this node
   int32_t node_peers[kMaxNodes];       // global rank of (node m, this local index), for every node m
   int32_t pieces;  // 1: one put with a signal per block and node; > 1: NOTE [Hierarchical AllReduce in pieces]
+  uint64_t block_bytes;  // a launch takes one block per this many bytes of a shard (hierarchical_blocks)
 };
 
 // Blocks one launch of `count` elements of `elem_size` bytes uses (the same on every rank).
-inline int hierarchical_blocks(size_t count, size_t elem_size, int local_size, int max_blocks, bool in_pieces) {
+inline int hierarchical_blocks(size_t count, size_t elem_size, int local_size, int max_blocks, bool in_pieces,
+                               size_t block_bytes = kHierarchicalBlockBytes) {
   const size_t shard_bytes = (packs_of(count, elem_size) + local_size - 1) / local_size * kPackBytes;
-  size_t want = (shard_bytes + kHierarchicalBlockBytes - 1) / kHierarchicalBlockBytes;
+  size_t want = (shard_bytes + block_bytes - 1) / block_bytes;
   // In pieces (NOTE [Hierarchical AllReduce in pieces]) a chunk of at least 128 KiB keeps its pieces:
   // 32 blocks up to a 4 MiB shard, then one block per 128 KiB (2x H100 over UCX shared memory, session
   // 19 c4: 64 blocks took 8-16 MiB in 0.90-0.93 of 32's time, 4 MiB in 1.10).

@@ -66,12 +66,15 @@ std::string hierarchical_unsupported(const CommShape& comm) {
 // block is one more put per launch: 16; over tcp alone 4, since there each put
 // with its signal costs far more than its bytes (2x H100, 2 virtual nodes over
 // loopback tcp, session 28 c6, 3 rounds: 4 blocks took 0.54 / 0.78 / 0.97 / 1.00 of
-// 16's time at 1M / 4M / 16M / 64M; at 256K both launch 4 blocks, one per 64 KiB of
-// shard, and read 0.89, tcp's noise). A rank that would go in pieces alone
+// 16's time at 1M / 4M / 16M / 64M), and over tcp alone one block per 256 KiB of
+// shard, not 64 KiB, for the same reason (session 29 c2, 3 rounds: 0.71 of the time
+// at 256K, 1.06 / 1.00 / 0.94 / 0.97 at 1M-64M, tcp's noise; c1 on top of pieces:
+// 0.79 / 0.88 / 0.96 / 0.96 / 0.96 at 256K-4M). A rank that would go in pieces alone
 // maps everything, so its 64 never outlives another rank's 32 or 16.
 struct LaunchShape {
   int32_t pieces;
   int32_t max_blocks;
+  uint64_t block_bytes;  // one block per this many bytes of a shard (hierarchical_blocks)
 };
 LaunchShape hierarchical_launch_shape(Communicator& comm, const Window& window, const HierarchicalParams& p,
                                       const AllReduceOptions& options) {
@@ -81,19 +84,26 @@ LaunchShape hierarchical_launch_shape(Communicator& comm, const Window& window, 
     data_mapped &= window.maps_peer(p.node_peers[m]);
     signals_mapped &= window.maps_peer_signals(p.node_peers[m]);
   }
-  LaunchShape mine{data_mapped && signals_mapped ? static_cast<int32_t>(knobs::kHierarchicalPieces.value()) : 1, 0};
+  LaunchShape mine{data_mapped && signals_mapped ? static_cast<int32_t>(knobs::kHierarchicalPieces.value()) : 1, 0,
+                   kHierarchicalBlockBytes};
+  const bool tcp_only = !data_mapped && comm.reaches_other_nodes_over_tcp_only();
   const int64_t blocks_knob = knobs::kHierarchicalBlocks.value();
   const int most = blocks_knob > 0      ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
                    : mine.pieces > 1    ? kHierarchicalPiecesBlocks
                    : data_mapped        ? kHierarchicalMappedBlocks
-                   : comm.reaches_other_nodes_over_tcp_only() ? kHierarchicalTcpBlocks
-                                                              : kHierarchicalDefaultBlocks;
+                   : tcp_only           ? kHierarchicalTcpBlocks
+                                        : kHierarchicalDefaultBlocks;
+  const uint64_t block_bytes_knob = knobs::kHierarchicalBlockBytes.value();
+  mine.block_bytes = block_bytes_knob > 0 ? block_bytes_knob
+                     : tcp_only           ? kHierarchicalTcpBlockBytes
+                                          : kHierarchicalBlockBytes;
   mine.max_blocks = std::min(most, std::max(comm.sm_budget(), 1));
   if (options.max_blocks > 0) mine.max_blocks = std::min(mine.max_blocks, options.max_blocks);
   LaunchShape all = mine;
   for (const LaunchShape& c : comm.bootstrap().all_gather_value(mine)) {
     all.pieces = std::min(all.pieces, c.pieces);
     all.max_blocks = std::min(all.max_blocks, c.max_blocks);
+    all.block_bytes = std::min(all.block_bytes, c.block_bytes);
   }
   return all;
 }
@@ -147,6 +157,7 @@ std::unique_ptr<AlgorithmState> setup_hierarchical(Communicator& comm, size_t ma
                 "AllReduce: node " << m << " has no rank with local index " << topology.local_rank);
   const LaunchShape shape = hierarchical_launch_shape(comm, *state->window, p, options);
   p.pieces = shape.pieces;
+  p.block_bytes = shape.block_bytes;
   state->max_blocks = shape.max_blocks;
   return state;
 }

@@ -155,6 +155,9 @@ inline constexpr Info kRegistry[] = {
     int_knob("FERRY_HIERARCHICAL_BLOCKS", "allreduce", 0, kIntMax, "0",
         "built-in: 16; 32 where every node peer is mapped; 64 in pieces; 4 over tcp alone", "blocks",
         "hierarchical AllReduce: most blocks per launch (at most 64), within the SM budget (measurements)"),
+    size_knob("FERRY_HIERARCHICAL_BLOCK_BYTES", "allreduce", 0, "0", "built-in: 64 KiB; 256 KiB over tcp alone",
+        "bytes", "hierarchical AllReduce: a launch takes one block per this many bytes of a shard, up to its most "
+        "blocks (larger: fewer puts per call)"),
     int_knob("FERRY_HIERARCHICAL_PIECES", "allreduce", 1, 64, "16", "", "pieces",
         "hierarchical AllReduce where every node peer's landing and signals are mapped (UCX shared memory): pieces "
         "per block chunk, written and read at once (NOTE [Hierarchical AllReduce in pieces]); 1: one put per block"),
@@ -330,6 +333,7 @@ inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("F
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
 inline constexpr Knob<int64_t> kHierarchicalBlocks = handle<int64_t>("FERRY_HIERARCHICAL_BLOCKS");
 inline constexpr Knob<int64_t> kHierarchicalPieces = handle<int64_t>("FERRY_HIERARCHICAL_PIECES");
+inline constexpr Knob<uint64_t> kHierarchicalBlockBytes = handle<uint64_t>("FERRY_HIERARCHICAL_BLOCK_BYTES");
 inline constexpr Knob<int64_t> kOneShotPacksPerThread = handle<int64_t>("FERRY_ONE_SHOT_PACKS_PER_THREAD");
 inline constexpr Knob<int64_t> kOneShotBlocks = handle<int64_t>("FERRY_ONE_SHOT_BLOCKS");
 inline constexpr Knob<int64_t> kOneShotLlBlocks = handle<int64_t>("FERRY_ONE_SHOT_LL_BLOCKS");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "allreduce/allreduce_args.hpp"
+#include "allreduce/hierarchical.hpp"
 #include "common/expect_error.hpp"
 #include "ferry/allreduce.hpp"
 #include "ferry/error.hpp"
@@ -378,6 +379,30 @@ TEST(AllReduceArgs, AlgorithmNamesComeFromOneTable) {
       ferry::testing::error_message<ferry::InvalidArgument>([] { return ferry::algorithm_from_string("one_shot_ll"); });
   EXPECT_EQ(user_part(msg), "ferry: unknown allreduce algorithm 'one_shot_ll' (expected auto, one_shot, two_shot, "
                             "ring, recursive_doubling, hierarchical)");
+}
+
+// The hierarchical AllReduce's grid: one block per `block_bytes` of a shard (64 KiB built in, 256 KiB over tcp
+// alone: each block is one put with its signal), at least one, at most the launch's most blocks; every rank
+// computes it from the call alone.
+TEST(HierarchicalBlocks, OnePerBlockBytesOfAShard) {
+  using ferry::allreduce::hierarchical_blocks;
+  using ferry::allreduce::kHierarchicalBlockBytes;
+  using ferry::allreduce::kHierarchicalTcpBlockBytes;
+  constexpr size_t kBf16 = 2;
+  const size_t kib = 1024;
+  // 1 MiB of bf16 on 1 rank per node: a 1 MiB shard.
+  EXPECT_EQ(hierarchical_blocks(512 * kib, kBf16, 1, 64, false), 16);
+  EXPECT_EQ(hierarchical_blocks(512 * kib, kBf16, 1, 64, false, kHierarchicalBlockBytes), 16);
+  EXPECT_EQ(hierarchical_blocks(512 * kib, kBf16, 1, 4, false, kHierarchicalTcpBlockBytes), 4);
+  // 256 KiB: 4 blocks of 64 KiB, or one of 256 KiB.
+  EXPECT_EQ(hierarchical_blocks(128 * kib, kBf16, 1, 4, false, kHierarchicalBlockBytes), 4);
+  EXPECT_EQ(hierarchical_blocks(128 * kib, kBf16, 1, 4, false, kHierarchicalTcpBlockBytes), 1);
+  // 512 KiB over 2 ranks per node: 256 KiB shards.
+  EXPECT_EQ(hierarchical_blocks(256 * kib, kBf16, 2, 4, false, kHierarchicalTcpBlockBytes), 1);
+  EXPECT_EQ(hierarchical_blocks(256 * kib + 8, kBf16, 2, 4, false, kHierarchicalTcpBlockBytes), 2);
+  // Tiny and empty calls keep one block.
+  EXPECT_EQ(hierarchical_blocks(1, kBf16, 4, 64, false, kHierarchicalTcpBlockBytes), 1);
+  EXPECT_EQ(hierarchical_blocks(0, kBf16, 1, 64, false), 1);
 }
 
 }  // namespace
