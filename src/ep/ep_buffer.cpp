@@ -218,15 +218,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->combine_one_role = knobs::kEpCombineOneRole.value() && state_->path->combine_one_role &&
                              config_.mode == EpMode::kHighThroughput;
   state_->combine_prefetch_max_blocks = static_cast<int>(knobs::kEpCombinePrefetchMaxBlocks.value());
-  // Across nodes the halves are the pack (stores into outboxes or mapped
-  // landings) and the placement or the sum (reads of landed ranges): half each
-  // until measured (NOTE [EP across nodes: pipelined ranges]).
+  // Across nodes the split above stays only where the network writes GPU memory (NOTE [EP across nodes:
+  // halves' split], set by init_cross_node once the window knows).
   if (state_->spans_nodes) {
-    const int half_max = std::max(1, config_.num_sms - 1);
-    state_->dispatch_recv_blocks =
-        std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
-    state_->combine_recv_blocks =
-        std::clamp(static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / 2)), 1, half_max);
     init_cross_node();
   } else {
     // Symmetric (one allocation, the same order and sizes on every rank), then
