@@ -99,10 +99,10 @@ void EpBuffer::init_cross_node() {
   // The overlapped halves (ranges, high throughput) are the pack and the placement or the sum. Where the network
   // writes this rank's landing in GPU memory (cuda_ipc here, GPUDirect RDMA on a cluster) both are bound by HBM
   // as inside a node, and they keep that split (ep_buffer.cpp: dispatch receive 2/3, combine receive 1/4 on 2
-  // ranks). 2x H100 as 2 virtual nodes over cuda_ipc, 24 SMs (session 29 c5, 2 rounds): combine 0.795, dispatch
-  // bf16 / fp8 0.851 / 0.932 of half and half's time. Elsewhere half each: over UCX shared memory (landings in
-  // host memory, both halves bound by PCIe) that split read combine 1.040, dispatch 0.987 / 1.021.
-  // The hierarchical path (above) takes half each too: not measured otherwise.
+  // ranks, 1/3 on more: not measured across nodes). 2x H100 as 2 virtual nodes over cuda_ipc, 24 SMs (session 29
+  // c5, 2 rounds): combine 0.795, dispatch bf16 / fp8 0.851 / 0.932 of half and half's time. Elsewhere half each:
+  // over UCX shared memory (landings in host memory, both halves bound by PCIe) that split read combine 1.040,
+  // dispatch 0.987 / 1.021. The hierarchical path (above) takes half each too: not measured otherwise.
   if (!st.window->network_writes_device_memory()) split_halves_evenly(st, config_.num_sms);
   // NOTE [EP across nodes: range size]: every range costs a signal, and where the proxy moves it a put
   // (over cuda_ipc a copy-engine operation with its fixed cost: 512 KiB ranges made the fp8 dispatch
