@@ -113,6 +113,7 @@ struct HierarchicalParams {
 // Blocks one launch of `count` elements of `elem_size` bytes uses (the same on every rank).
 inline int hierarchical_blocks(size_t count, size_t elem_size, int local_size, int max_blocks, bool in_pieces,
                                size_t block_bytes = kHierarchicalBlockBytes) {
+  if (block_bytes == 0) block_bytes = kHierarchicalBlockBytes;
   const size_t shard_bytes = (packs_of(count, elem_size) + local_size - 1) / local_size * kPackBytes;
   size_t want = (shard_bytes + block_bytes - 1) / block_bytes;
   // In pieces (NOTE [Hierarchical AllReduce in pieces]) a chunk of at least 128 KiB keeps its pieces:

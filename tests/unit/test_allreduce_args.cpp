@@ -403,6 +403,8 @@ TEST(HierarchicalBlocks, OnePerBlockBytesOfAShard) {
   // Tiny and empty calls keep one block.
   EXPECT_EQ(hierarchical_blocks(1, kBf16, 4, 64, false, kHierarchicalTcpBlockBytes), 1);
   EXPECT_EQ(hierarchical_blocks(0, kBf16, 1, 64, false), 1);
+  // 0 bytes per block: the built-in size, never a division by zero.
+  EXPECT_EQ(hierarchical_blocks(512 * kib, kBf16, 1, 64, false, 0), 16);
 }
 
 }  // namespace
