@@ -178,10 +178,12 @@ inline constexpr Info kRegistry[] = {
     // ---- ep
     int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
-    int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr, "2/3 of num_sms; 1/2 across nodes", "blocks",
+    int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
+        "2/3 of num_sms; 1/2 across nodes unless the network writes GPU memory", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_COMBINE_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
-        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency, with rank rows or across nodes", "blocks",
+        "1/3 of num_sms (1/4 on 2 ranks); 1/2 in low-latency, with rank rows or across nodes unless the network "
+        "writes GPU memory", "blocks",
         "blocks of num_sms combine's receive half gets while both halves run at once (1 to num_sms - 1)"),
     int_knob("FERRY_EP_COMBINE_PREFETCH_MAX_BLOCKS", "ep", 0, kIntMax, "48", "", "blocks",
         "one-role combine: grids of at most this many blocks ask the L2 for each row's next step (NOTE [EP combine "
