@@ -15,6 +15,7 @@
 #include "ep/ep_buffer_state.hpp"
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_paths.hpp"
+#include "ep/halves_split.hpp"
 #include "ep/ep_params.hpp"
 #include "ep/internode_params.hpp"
 #include "ep/ep_args.hpp"
@@ -166,22 +167,9 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // dispatch()/combine() run both halves at once (the receive half consumes
-  // tokens as they land): receive blocks + send blocks = num_sms.
-  // Measured on 4xH200 (T=4096, H=7168, 24 SMs): dispatch is bound by the
-  // receive half (it writes every expert row), combine by the send half (it
-  // reads every expert row), so each gets the larger share there.
-  const int clamp_max = std::max(1, config_.num_sms - 1);
-  state_->dispatch_recv_blocks =
-      std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(config_.num_sms * 2 / 3)), 1, clamp_max);
-  // Rank rows: the send half only copies rows to their homes, the receive half
-  // reads two or more rows per token and writes one: it gets half. Expanded
-  // high-throughput: 1/3 (4xH200); on 2 ranks the send half reads every
-  // expert row of the one peer and the receive half sums only two partials per
-  // token: 1/4 (2xH200, 24 SMs, receive blocks 3/4/5/6/8/10: 733/571/557/547/596/665 us).
-  const bool rank_rows = config_.layout == EpLayout::kRankRows;
-  const int combine_share = ll || rank_rows ? 2 : (comm_.size() == 2 ? 4 : 3);
-  state_->combine_recv_blocks = std::clamp(
-      static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(config_.num_sms / combine_share)), 1, clamp_max);
+  // tokens as they land): receive blocks + send blocks = num_sms, split by
+  // halves_split (halves_split.hpp), here inside one node; across nodes
+  // init_cross_node splits them once the window is known.
   // The halves overlap through programmatic dependent launch (NOTE [Overlapped halves
   // and free SMs]), which needs compute capability 9.0; before it they would only
   // run one after the other on half the SMs each, so they run apart with all of them.
@@ -218,11 +206,13 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   state_->combine_one_role = knobs::kEpCombineOneRole.value() && state_->path->combine_one_role &&
                              config_.mode == EpMode::kHighThroughput;
   state_->combine_prefetch_max_blocks = static_cast<int>(knobs::kEpCombinePrefetchMaxBlocks.value());
-  // Across nodes the split above stays only where the network writes GPU memory (NOTE [EP across nodes:
-  // halves' split], set by init_cross_node once the window knows).
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
+    const ep::HalvesSplit split = ep::halves_split(
+        {config_.num_sms, W, ll, config_.layout == EpLayout::kRankRows, false, false, false});
+    state_->dispatch_recv_blocks = split.dispatch_recv_blocks;
+    state_->combine_recv_blocks = split.combine_recv_blocks;
     // Symmetric (one allocation, the same order and sizes on every rank), then
     // local memory (ep_memory_plan.hpp).
     const ep::MemoryPlan plan = ep::plan_memory(p, config_.with_weights);

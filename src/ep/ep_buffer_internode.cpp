@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "ep/ep_buffer_state.hpp"
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_params.hpp"
+#include "ep/halves_split.hpp"
 #include "ep/internode_params.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
@@ -20,16 +20,6 @@
 #include "ferry/window.hpp"
 
 namespace ferry {
-namespace {
-
-// NOTE [EP across nodes: halves' split]: half of the SMs for each overlapped half (the knobs say otherwise).
-void split_halves_evenly(EpBuffer::State& st, int num_sms) {
-  const int most = std::max(1, num_sms - 1);
-  st.dispatch_recv_blocks = std::clamp(static_cast<int>(knobs::kEpDispatchRecvBlocks.read_or(num_sms / 2)), 1, most);
-  st.combine_recv_blocks = std::clamp(static_cast<int>(knobs::kEpCombineRecvBlocks.read_or(num_sms / 2)), 1, most);
-}
-
-}  // namespace
 
 // NOTE [EP across nodes] (internode_dispatch.cu, internode_combine.cu): the layout kernel, then the cross-node
 // kernels on one Window; local memory for the layout, the receive side and the
@@ -39,6 +29,14 @@ void split_halves_evenly(EpBuffer::State& st, int num_sms) {
 // together: their blocks wait for each other's signals.
 void EpBuffer::init_cross_node() {
   State& st = *state_;
+  // The overlapped halves' SMs (halves_split.hpp), once the window says where the network writes.
+  auto set_halves_split = [&](bool network_writes_device_memory) {
+    const ep::HalvesSplit split =
+        ep::halves_split({config_.num_sms, comm_.size(), config_.mode == EpMode::kLowLatency,
+                          config_.layout == EpLayout::kRankRows, true, st.hierarchical, network_writes_device_memory});
+    st.dispatch_recv_blocks = split.dispatch_recv_blocks;
+    st.combine_recv_blocks = split.combine_recv_blocks;
+  };
   ep::Params& p = st.base;
   const ep::NetMemoryPlan plan = ep::plan_net_memory(p, config_.with_weights);
   st.net_layout = plan.window;
@@ -90,20 +88,12 @@ void EpBuffer::init_cross_node() {
       reinterpret_cast<uint32_t*>(st.net_relays.headers + size_t(p.world_size) * (ep::kHeaderCounts + p.num_experts));
   st.net_relays.combine_range_written = st.net_relays.range_written + size_t(p.world_size) * ep::kMaxNetRanges;
   if (st.hierarchical) {
-    split_halves_evenly(st, config_.num_sms);  // NOTE [EP across nodes: halves' split]
+    set_halves_split(false);
     init_hierarchical();
     return;
   }
   st.window = std::make_unique<Window>(comm_, plan.window.total, WindowOptions{ep::kNumNetSignals});
-  // NOTE [EP across nodes: halves' split]
-  // The overlapped halves (ranges, high throughput) are the pack and the placement or the sum. Where the network
-  // writes this rank's landing in GPU memory (cuda_ipc here, GPUDirect RDMA on a cluster) both are bound by HBM
-  // as inside a node, and they keep that split (ep_buffer.cpp: dispatch receive 2/3, combine receive 1/4 on 2
-  // ranks, 1/3 on more: not measured across nodes). 2x H100 as 2 virtual nodes over cuda_ipc, 24 SMs (session 29
-  // c5, 2 rounds): combine 0.795, dispatch bf16 / fp8 0.851 / 0.932 of half and half's time. Elsewhere half each:
-  // over UCX shared memory (landings in host memory, both halves bound by PCIe) that split read combine 1.040,
-  // dispatch 0.987 / 1.021. The hierarchical path (above) takes half each too: not measured otherwise.
-  if (!st.window->network_writes_device_memory()) split_halves_evenly(st, config_.num_sms);
+  set_halves_split(st.window->network_writes_device_memory());  // NOTE [EP across nodes: halves' split]
   // NOTE [EP across nodes: range size]: every range costs a signal, and where the proxy moves it a put
   // (over cuda_ipc a copy-engine operation with its fixed cost: 512 KiB ranges made the fp8 dispatch
   // 1.20x slower there, 2x H100, session 13). Peers whose landing this rank maps take stores, no put.
