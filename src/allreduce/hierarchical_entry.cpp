@@ -86,7 +86,7 @@ LaunchShape hierarchical_launch_shape(Communicator& comm, const Window& window, 
   }
   LaunchShape mine{data_mapped && signals_mapped ? static_cast<int32_t>(knobs::kHierarchicalPieces.value()) : 1, 0,
                    kHierarchicalBlockBytes};
-  const bool tcp_only = !data_mapped && comm.reaches_other_nodes_over_tcp_only();
+  const bool tcp_only = comm.reaches_other_nodes_over_tcp_only();  // then no node peer is mapped
   const int64_t blocks_knob = knobs::kHierarchicalBlocks.value();
   const int most = blocks_knob > 0      ? static_cast<int>(std::min<int64_t>(blocks_knob, kHierarchicalMaxBlocks))
                    : mine.pieces > 1    ? kHierarchicalPiecesBlocks

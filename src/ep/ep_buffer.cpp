@@ -209,8 +209,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   if (state_->spans_nodes) {
     init_cross_node();
   } else {
-    const ep::HalvesSplit split = ep::halves_split(
-        {config_.num_sms, W, ll, config_.layout == EpLayout::kRankRows, false, false, false});
+    const ep::HalvesSplit split = ep::halves_split(ep::halves_shape(config_, W));
     state_->dispatch_recv_blocks = split.dispatch_recv_blocks;
     state_->combine_recv_blocks = split.combine_recv_blocks;
     // Symmetric (one allocation, the same order and sizes on every rank), then

@@ -31,9 +31,11 @@ void EpBuffer::init_cross_node() {
   State& st = *state_;
   // The overlapped halves' SMs (halves_split.hpp), once the window says where the network writes.
   auto set_halves_split = [&](bool network_writes_device_memory) {
-    const ep::HalvesSplit split =
-        ep::halves_split({config_.num_sms, comm_.size(), config_.mode == EpMode::kLowLatency,
-                          config_.layout == EpLayout::kRankRows, true, st.hierarchical, network_writes_device_memory});
+    ep::HalvesShape shape = ep::halves_shape(config_, comm_.size());
+    shape.spans_nodes = true;
+    shape.hierarchical = st.hierarchical;
+    shape.network_writes_device_memory = network_writes_device_memory;
+    const ep::HalvesSplit split = ep::halves_split(shape);
     st.dispatch_recv_blocks = split.dispatch_recv_blocks;
     st.combine_recv_blocks = split.combine_recv_blocks;
   };

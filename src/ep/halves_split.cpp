@@ -7,6 +7,11 @@
 
 namespace ferry::ep {
 
+HalvesShape halves_shape(const EpConfig& config, int world_size) {
+  return {config.num_sms, world_size, config.mode == EpMode::kLowLatency, config.layout == EpLayout::kRankRows,
+          false, false, false};
+}
+
 HalvesSplit builtin_halves_split(const HalvesShape& s) {
   // NOTE [EP across nodes: halves' split]
   // Across nodes the halves are the pack and the placement or the sum. Where the network writes this rank's

@@ -4,6 +4,8 @@
 // buffer is built, so the rule lives in one place and is tested on the CPU.
 #pragma once
 
+#include "ferry/ep.hpp"
+
 namespace ferry::ep {
 
 // What the split depends on, all known when the buffer is built (across nodes, once its window is).
@@ -16,6 +18,10 @@ struct HalvesShape {
   bool hierarchical;
   bool network_writes_device_memory;  // Window::network_writes_device_memory() (across nodes)
 };
+
+// The shape of a buffer of `config` on `world_size` ranks inside one node; across nodes the caller sets the
+// last three fields.
+HalvesShape halves_shape(const EpConfig& config, int world_size);
 
 struct HalvesSplit {
   int dispatch_recv_blocks;

@@ -168,9 +168,11 @@ void Proxy::run() {
         ++next_ticket_;
         busy = true;
       }
-      const int64_t release_start = now_ns();
-      release_signals();  // NOTE [Signals after the batch's puts]; within a handle() (a quiet) handle times it
-      bump<int64_t>(counters_.issue_ns, now_ns() - release_start);
+      if (!held_signals_.empty()) {  // NOTE [Signals after the batch's puts]; a quiet's, handle() times
+        const int64_t release_start = now_ns();
+        release_signals();
+        bump<int64_t>(counters_.issue_ns, now_ns() - release_start);
+      }
       if (busy) store_release(tail_, next_ticket_);  // once per batch: producers poll this line
       activity_.store(kIdle, std::memory_order_relaxed);
       busy = transport_->progress() || busy;

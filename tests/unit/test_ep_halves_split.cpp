@@ -52,6 +52,22 @@ TEST_F(HalvesSplitTest, AcrossNodesByWhereTheNetworkWrites) {
   expect_split(s, 12, 12);  // the hierarchical path: half each
 }
 
+TEST_F(HalvesSplitTest, ShapeFromTheConfig) {
+  ferry::EpConfig config;
+  config.num_sms = 24;
+  config.mode = ferry::EpMode::kLowLatency;
+  config.layout = ferry::EpLayout::kRankRows;
+  const HalvesShape s = ferry::ep::halves_shape(config, 4);
+  EXPECT_EQ(s.num_sms, 24);
+  EXPECT_EQ(s.world_size, 4);
+  EXPECT_TRUE(s.low_latency);
+  EXPECT_TRUE(s.rank_rows);
+  EXPECT_FALSE(s.spans_nodes || s.hierarchical || s.network_writes_device_memory);
+  config.mode = ferry::EpMode::kHighThroughput;
+  config.layout = ferry::EpLayout::kExpanded;
+  expect_split(ferry::ep::halves_shape(config, 2), 16, 6);
+}
+
 TEST_F(HalvesSplitTest, EveryHalfKeepsABlock) {
   expect_split(shape(1, 2), 1, 1);
   expect_split(shape(2, 2), 1, 1);
