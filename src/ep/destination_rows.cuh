@@ -9,6 +9,81 @@
 
 namespace ferry::ep {
 
+// NOTE [EP tagged counts]
+// Every source writes its counts (rows per expert, then tokens per rank) into
+// every rank's counts region, at the call's epoch parity (NOTE [EP direct
+// rows]). Each count travels as one 8-byte word: the low 32 bits of the call's
+// epoch above the count (tagged_count), stored relaxed with no flag after it.
+// A reader waits until every word of its region at that parity carries the
+// call's tag (wait_counts: acquire loads, then a block barrier), then reads
+// the counts with plain loads through CountsView. An aligned 8-byte store lands
+// whole, so a tag seen is its own count's: the counts need one one-way trip
+// over NVLink where a flag after them needed the writer's system-scope release
+// (a round trip for the counts' stores) and then the flag's own trip. The word
+// a tag replaces is the same parity's of two calls before, whose tag differs
+// (the 32 bits wrap only after 2^32 calls). Seeing a source's words of call n
+// still means it entered dispatch n, the reuse guard of NOTE [EP direct rows]:
+// its earlier readers of this rank's outputs were complete before its send
+// kernel began. The region is zeroed when the buffer is built, and a call's
+// epoch is never 0 there (current_epoch).
+__device__ __forceinline__ uint64_t tagged_count(uint64_t epoch, int32_t count) {
+  return (uint64_t(uint32_t(epoch)) << 32) | uint32_t(count);
+}
+
+// A rank's counts region at one parity, read as counts once wait_counts returned true.
+struct CountsView {
+  const uint64_t* words;
+  __device__ __forceinline__ int32_t operator[](size_t i) const { return int32_t(uint32_t(words[i])); }
+};
+
+// Block scope: this rank's counts of call `epoch` from every source are in (NOTE [EP tagged counts]); false for
+// the whole block once a wait timed out or the communicator aborted (the host reports it).
+__device__ __forceinline__ bool wait_counts(const Params& p, uint64_t epoch, int32_t phase) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  const int stride = p.num_experts + p.world_size, words = p.world_size * stride;
+  const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
+  const uint32_t tag = uint32_t(epoch);
+  for (int i = threadIdx.x; i < words; i += kThreads) {
+    const uint64_t* word = region + i;
+    const bool seen = device::spin_wait(
+        [&](uint64_t& observed) {
+          observed = device::ld_acquire_sys(word) >> 32;
+          return uint32_t(observed) == tag;
+        },
+        p.wait, i / stride, phase, tag);
+    if (!seen) {
+      failed = 1;
+      break;
+    }
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(&failed) == 0;
+}
+
+// This rank's counts of call `epoch` into every rank's counts region (block scope, after the barrier that ends
+// a fused layout; no barrier at the end): the layout's, zeros where the routing had a bad expert id (nothing is
+// sent then). own_first: NOTE [EP own rows first]. With a fused layout the other blocks of this grid read the
+// layout once they see this rank's words: each writing thread fences (GPU scope) after that barrier and before
+// its stores, so a reader's acquire of its word also orders the whole block's layout stores before the reader's
+// loads (fence-then-store release, cumulative through the barrier). A fence at GPU scope waits for local stores
+// only: none of this block's stores to peers precede it.
+__device__ __forceinline__ void write_counts(const Params& p, uint64_t epoch, bool own_first) {
+  const int W = p.world_size, E = p.num_experts;
+  const size_t at = size_t(epoch & 1) * W * (E + W) + size_t(p.rank) * (E + W);
+  if (p.fuse_layout) __threadfence();
+  const bool bad = *p.layout_error != 0;
+  for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
+    const int r = i / (E + W), c = i % (E + W);
+    // NOTE [EP own rows first]: every token is a row at its own rank.
+    const int v = bad ? 0
+                      : c < E ? p.send_expert_count[c]
+                              : (own_first && c - E == p.rank ? p.num_tokens : p.send_token_count[c - E]);
+    device::st_relaxed_sys(p.counts.at(r) + at + c, tagged_count(epoch, v));
+  }
+}
+
 // Where this rank's rows go at each destination, from the counts every rank
 // published (NOTE [EP direct rows]). Shared by the blocks of one launch.
 struct DestinationRows {
@@ -38,7 +113,7 @@ __device__ __forceinline__ bool source_before(int s, int source, int destination
 
 // own_first: p.own_rows_first, or false where the layout has no such order (a
 // constant there, so that kernel's code does not change).
-__device__ inline void compute_destination_rows(const Params& p, const int32_t* counts, DestinationRows& rows,
+__device__ inline void compute_destination_rows(const Params& p, CountsView counts, DestinationRows& rows,
                                                 bool own_first) {
   const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
   const int stride = E + W;
@@ -90,27 +165,15 @@ __device__ inline void record_overflow(const Params& p, const DestinationRows& r
 
 // Block 0 of a dispatch send launch: the layout itself when it fuses it (NOTE
 // [EP fused layout], in `smem`), then this rank's counts into every rank's
-// counts region (epoch parity, NOTE [EP direct rows]) and the kCountsReady
-// signal. A bad expert id publishes zeros: nothing is sent (EpBuffer reports it).
+// counts region (NOTE [EP tagged counts]). A bad expert id publishes zeros:
+// nothing is sent (EpBuffer reports it).
 template <bool kOwnFirst>
-__device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, uint64_t epoch,
-                                               size_t parity_offset) {
-  const int W = p.world_size, E = p.num_experts;
+__device__ __forceinline__ void publish_counts(const Params& p, uint8_t* smem, uint64_t epoch) {
   if (p.fuse_layout) {
     layout_block(p, reinterpret_cast<uint32_t*>(smem), 0, 1, fused_layout_block_tokens(p.num_tokens));
     __syncthreads();  // the layout's counts and error flag, for every thread
   }
-  const bool bad = *p.layout_error != 0;
-  for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
-    const int r = i / (E + W), c = i % (E + W);
-    // NOTE [EP own rows first]: every token is a row at its own rank.
-    const int v = bad ? 0
-                      : c < E ? p.send_expert_count[c]
-                              : (kOwnFirst && c - E == p.rank ? p.num_tokens : p.send_token_count[c - E]);
-    p.counts.at(r)[parity_offset + size_t(p.rank) * (E + W) + c] = v;
-  }
-  __syncthreads();
-  p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
+  write_counts(p, epoch, kOwnFirst);
 }
 
 }  // namespace ferry::ep

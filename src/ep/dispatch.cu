@@ -91,8 +91,8 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // the expert's offset plus the rows of lower sources), so the receiver copies
 // only the rows of a token's further experts on that rank. That needs every
 // rank's counts before any data moves: each send launch first publishes its
-// counts to every rank (double-buffered by epoch parity) and waits for
-// everyone's. Seeing rank r's counts of epoch n also means r has entered
+// counts to every rank (double-buffered by epoch parity, tagged: NOTE [EP
+// tagged counts] in destination_rows.cuh) and waits for everyone's. Seeing rank r's counts of epoch n also means r has entered
 // dispatch n, so (by the API contract) it is done with its previous output,
 // and (by stream order) its previous receive half, the reader of the routing
 // records, has finished: the counts are the only reuse guard dispatch needs.
@@ -105,8 +105,9 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
 // their launch gaps and their round trips through global memory. The other
 // blocks read the layout (token_slot, token_expert,
 // pos_in_expert, layout_error) only after they acquired every rank's counts,
-// this rank's included: block 0 releases those after its layout stores and a
-// block barrier, so the acquire makes the layout visible. The layout's shared
+// this rank's included: block 0's threads write those after the layout's block
+// barrier and a fence (write_counts, NOTE [EP tagged counts]), so the acquire
+// makes the layout visible. The layout's shared
 // memory and DestinationRows share the dynamic region (one is done before the
 // other starts). kPairLayout: the layout takes one thread per (token, k) (NOTE [EP pair layout]), in a kernel of
 // its own so that the other calls' kernels keep their code.
@@ -149,23 +150,16 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
       __syncthreads();  // the layout's counts and error flag, for every thread
     }
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 1);
-    const bool bad = *p.layout_error != 0;  // a bad expert id: send nothing (EpBuffer reports it)
-    for (int i = threadIdx.x; i < W * (E + W); i += kThreads) {
-      const int r = i / (E + W), c = i % (E + W);
-      const int v = bad ? 0 : (c < E ? p.send_expert_count[c] : p.send_token_count[c - E]);
-      p.counts.at(r)[parity_offset + size_t(p.rank) * (E + W) + c] = v;
-    }
-    __syncthreads();
-    p.flags.block_signal_row(kCountsReady, epoch, /*include_self=*/true);  // thread r < W: to rank r
+    write_counts(p, epoch, /*own_first=*/false);  // a bad expert id: zeros, send nothing (EpBuffer reports it)
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 2);
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
-  if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+  if (wait_counts(p, epoch, kPhaseEpDispatch)) {
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 3);
     // After the wait: with a fused layout, this rank's counts guard the layout too.
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_destination_rows(p, p.counts.at(p.rank) + parity_offset, rows, /*own_first=*/false);
+    compute_destination_rows(p, CountsView{p.counts.at(p.rank) + parity_offset}, rows, /*own_first=*/false);
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 4);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {
@@ -213,13 +207,13 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   __shared__ int32_t max_token_count;
   __shared__ bool overflow;
   FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 0);
-  if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
+  if (!wait_counts(p, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
   FERRY_EP_TRACE_POINT(g_trace_dispatch_recv, 1);
 
   // Rows of (source s, local expert le) start at the expert's offset plus the
   // rows of lower sources (the senders compute the same, NOTE [EP direct rows]).
   const int stride = E + W;
-  const int32_t* counts = p.counts.at(p.rank) + size_t(epoch & 1) * W * stride;
+  const CountsView counts{p.counts.at(p.rank) + size_t(epoch & 1) * W * stride};
   const int mine = p.rank * Le;  // this rank's first global expert
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int run = 0;

@@ -37,7 +37,7 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   s.out_tokens = sym.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
   s.out_scales = sym.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / kScaleBlock) : 0);
   s.meta = sym.take(size_t(W) * T * p.meta_bytes);
-  s.counts = sym.take(sizeof(int32_t) * 2 * W * (E + W));
+  s.counts = sym.take(sizeof(uint64_t) * 2 * W * (E + W));  // NOTE [EP tagged counts]
   s.combine = sym.take(size_t(W) * T * H * 2);
   s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   s.stage_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
@@ -158,7 +158,7 @@ void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer&
   p.peer_out_tokens = node_region<uint8_t>(buffer, ranks, plan.out_tokens);
   p.peer_out_scales = p.fp8_out ? node_region<float>(buffer, ranks, plan.out_scales) : device::NodeRegion<float>{};
   p.stage_meta = node_region<uint8_t>(buffer, ranks, plan.meta);
-  p.counts = node_region<int32_t>(buffer, ranks, plan.counts);
+  p.counts = node_region<uint64_t>(buffer, ranks, plan.counts);
   p.combine_stage = node_region<uint8_t>(buffer, ranks, plan.combine);
   p.combine_ready = node_region<uint64_t>(buffer, ranks, plan.combine_ready);
   p.stage_ready = node_region<uint64_t>(buffer, ranks, plan.stage_ready);

@@ -31,11 +31,11 @@ constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 // Flag words of one rank's flag region (uint64, they only grow; NOTE [EP epochs]).
 // Each slot is a flag row of the channel's node part (NOTE [Flag rows] in
 // ferry/device/channel.cuh): word row + r is written only by rank r.
+// (A source's counts carry their own tags instead of a flag: NOTE [EP tagged counts] in destination_rows.cuh.)
 enum FlagSlot : int {
-  kCountsReady = 0,                // + source rank: its counts are written (it entered the dispatch)
-  kCombineConsumed = kMaxRanks,    // + home rank: home done reading the partials
-  kRowsWritten = 2 * kMaxRanks,    // + source rank: all its rank rows of this dispatch are written (NOTE [EP rank rows])
-  kNumFlagSlots = 3 * kMaxRanks,
+  kCombineConsumed = 0,            // + home rank: home done reading the partials
+  kRowsWritten = kMaxRanks,        // + source rank: all its rank rows of this dispatch are written (NOTE [EP rank rows])
+  kNumFlagSlots = 2 * kMaxRanks,
 };
 
 // Device-local progress of one EpBuffer: launches completed per kernel kind.
@@ -131,7 +131,8 @@ struct Params {
   device::NodeRegion<float> peer_out_scales;    // fp8 only (else all nullptr)
   device::NodeRegion<uint8_t> stage_meta;       // [W source][T][meta_bytes]
   device::NodeRegion<uint64_t> stage_ready;     // [W source][T][num_chunks]: epoch of the chunk's last write
-  device::NodeRegion<int32_t> counts;           // [2 parity][W source][E + W]: rows per expert, then tokens per rank
+  // [2 parity][W source][E + W]: rows per expert, then tokens per rank, each tagged (NOTE [EP tagged counts])
+  device::NodeRegion<uint64_t> counts;
   device::NodeRegion<uint8_t> combine_stage;    // [W expert rank][T][H] bf16
   device::NodeRegion<uint64_t> combine_ready;   // [W expert rank][T][num_chunks]: epoch of the chunk's last write
   device::NodeFlags flags;                    // kNumFlagSlots words per rank (FlagSlot rows); rank, world_size

@@ -29,7 +29,7 @@ namespace {
 // kRowsWritten + sender at every destination, itself included, and a
 // destination's receive half waits for that word from every source. The offsets
 // and the -1 padding of the row lists need only the counts, so the receive half
-// writes them once every rank's counts are in (kCountsReady), while the rows
+// writes them once every rank's counts are in (wait_counts), while the rows
 // move, and after the last row only returns: the padding lies past each
 // expert's entries, where no sender writes, and the caller reads none of it
 // before the call ends. A call whose layout was bad sends nothing but still
@@ -76,7 +76,7 @@ struct RankRowsTargets {
 };
 
 template <bool kOwnFirst>
-__device__ void compute_rank_rows(const Params& p, const int32_t* counts, RankRowsTargets& t) {
+__device__ void compute_rank_rows(const Params& p, CountsView counts, RankRowsTargets& t) {
   compute_destination_rows(p, counts, t.rows, kOwnFirst);  // ends with a barrier
   const int W = p.world_size, E = p.num_experts;
   if (threadIdx.x < W) {
@@ -152,14 +152,14 @@ __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targ
   __syncwarp();  // dst is rewritten by the warp's next item
 }
 
-// The receive half's work, once every rank's counts are in (kCountsReady): the
+// The receive half's work, once every rank's counts are in (wait_counts): the
 // per-expert counts and offsets, the source offsets and the row lists' -1
 // padding (NOTE [EP rank rows]). One block; offsets: [Le + 1] of shared memory.
 __device__ void write_recv_offsets(const Params& p, uint64_t epoch, int64_t* offsets) {
   const int W = p.world_size, Le = p.local_experts, E = p.num_experts;
   const int stride = E + W;
   __shared__ bool overflow;
-  const int32_t* counts = p.counts.at(p.rank) + size_t(epoch & 1) * W * stride;
+  const CountsView counts{p.counts.at(p.rank) + size_t(epoch & 1) * W * stride};
   const int mine = p.rank * Le;
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int rows = 0;
@@ -211,12 +211,12 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_send_kernel(Params p) {
   RankRowsTargets& targets = *reinterpret_cast<RankRowsTargets*>(send_smem);
   const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // the one receive block may start spinning (NOTE [Overlapped halves and free SMs])
-  if (blockIdx.x == 0) publish_counts<kOwnFirst>(p, send_smem, epoch, parity_offset);
+  if (blockIdx.x == 0) publish_counts<kOwnFirst>(p, send_smem, epoch);
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
-  if (wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) {
+  if (wait_counts(p, epoch, kPhaseEpDispatch)) {
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_rank_rows<kOwnFirst>(p, p.counts.at(p.rank) + parity_offset, targets);
+    compute_rank_rows<kOwnFirst>(p, CountsView{p.counts.at(p.rank) + parity_offset}, targets);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_rank_rows_overflow(p, targets);
     if (!bad) {
       const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -260,7 +260,7 @@ static_assert(std::max(sizeof(RankRowsTargets), kFusedLayoutSmemBytes) + 2 * siz
 __global__ void __launch_bounds__(kThreads, 1) rank_rows_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchRecv);
   extern __shared__ int64_t offsets[];  // [Le + 1]
-  if (!wait_all_peers(p, kCountsReady, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
+  if (!wait_counts(p, epoch, kPhaseEpDispatch)) return;  // aborted: the host throws
   write_recv_offsets(p, epoch, offsets);
   if (!wait_all_peers(p, kRowsWritten, epoch, kPhaseEpDispatch)) return;
   finish_launch(p, kDispatchRecv, epoch, -1);
