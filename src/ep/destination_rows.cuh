@@ -36,24 +36,35 @@ struct CountsView {
   __device__ __forceinline__ int32_t operator[](size_t i) const { return int32_t(uint32_t(words[i])); }
 };
 
+// Spins (the timeout primitive) until `word` carries `tag`; `source` and `phase` name the wait in a report.
+__device__ __forceinline__ bool wait_count_word(const uint64_t* word, uint32_t tag, const WaitContext& ctx, int source,
+                                                int32_t phase) {
+  return device::spin_wait(
+      [&](uint64_t& observed) {
+        observed = device::ld_acquire_sys(word) >> 32;
+        return uint32_t(observed) == tag;
+      },
+      ctx, source, phase, tag);
+}
+
 // Block scope: this rank's counts of call `epoch` from every source are in (NOTE [EP tagged counts]); false for
-// the whole block once a wait timed out or the communicator aborted (the host reports it).
+// the whole block once a wait timed out or the communicator aborted (the host reports it). Thread s < W first
+// spins on source s's last word alone, as the old flag wait did, so that the grid's blocks do not all poll every
+// word while the counts are on their way; then every word is checked once (a source writes all of its words at
+// once, so those loads find them) and spun on only where its tag is still missing.
 __device__ __forceinline__ bool wait_counts(const Params& p, uint64_t epoch, int32_t phase) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
-  const int stride = p.num_experts + p.world_size, words = p.world_size * stride;
+  const int W = p.world_size, stride = p.num_experts + W, words = W * stride;
   const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
   const uint32_t tag = uint32_t(epoch);
+  const int s = static_cast<int>(threadIdx.x);
+  if (s < W && !wait_count_word(region + s * stride + stride - 1, tag, p.wait, s, phase)) failed = 1;
+  __syncthreads();
+  if (*static_cast<volatile int*>(&failed) != 0) return false;
   for (int i = threadIdx.x; i < words; i += kThreads) {
-    const uint64_t* word = region + i;
-    const bool seen = device::spin_wait(
-        [&](uint64_t& observed) {
-          observed = device::ld_acquire_sys(word) >> 32;
-          return uint32_t(observed) == tag;
-        },
-        p.wait, i / stride, phase, tag);
-    if (!seen) {
+    if (!wait_count_word(region + i, tag, p.wait, i / stride, phase)) {
       failed = 1;
       break;
     }
