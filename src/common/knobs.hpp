@@ -205,6 +205,10 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_EP_PAIR_LAYOUT", "ep", "1", "",
         "a fused layout whose block has a thread for every (token, k) takes one thread per pair (NOTE [EP pair "
         "layout]; low latency up to 128 tokens at top-8); 0: one thread per token (for comparisons)"),
+    bool_knob("FERRY_EP_LL_STAGED", "ep", "1", "",
+        "low latency inside a node: senders write each chunk into a staging row per (source, slot) at once, "
+        "without waiting for the other ranks' counts, and the receive half copies it into the expert rows (NOTE "
+        "[EP staged low latency]); 0: straight into the output rows once every rank's counts are in"),
     bool_knob("FERRY_EP_COMBINE_ONE_ROLE", "ep", "1", "",
         "combine() in high-throughput mode inside a node: every SM reduces rows, this rank's own tokens last, "
         "summed into out by the block that reduced them (NOTE [EP combine one role]); 0: a send half and a "
@@ -353,6 +357,7 @@ inline constexpr Knob<bool> kEpOverlap = handle<bool>("FERRY_EP_OVERLAP");
 inline constexpr Knob<bool> kEpFuseLayout = handle<bool>("FERRY_EP_FUSE_LAYOUT");
 inline constexpr Knob<bool> kEpCombineOneRole = handle<bool>("FERRY_EP_COMBINE_ONE_ROLE");
 inline constexpr Knob<bool> kEpPairLayout = handle<bool>("FERRY_EP_PAIR_LAYOUT");
+inline constexpr Knob<bool> kEpLlStaged = handle<bool>("FERRY_EP_LL_STAGED");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");
 inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
 inline constexpr Knob<uint64_t> kEpNetRangeBytes = handle<uint64_t>("FERRY_EP_NET_RANGE_BYTES");

@@ -20,6 +20,7 @@ namespace ferry::ep {
 struct SymmetricPlan {
   size_t out_tokens, out_scales, meta, counts, combine, combine_ready, stage_ready, flags;
   size_t row_experts, row_weights, expert_rows;  // rank rows only (else empty)
+  size_t stage_rows;                             // NOTE [EP staged low latency] only (else empty)
   size_t total;  // bytes of the allocation
 };
 

@@ -144,6 +144,13 @@ struct Params {
   Epochs* epochs;
   EpStatus* status;             // host-mapped
   WaitContext wait;
+
+  // NOTE [EP staged low latency] (dispatch.cu): low latency inside a node, chunks through staging rows
+  // ([2 parity][W source][T][stage_row_bytes]: the row, then its fp8 scales); records and ready words are
+  // [2 parity][W][T] then. Last, so that no field above moves.
+  bool staged_rows;
+  size_t stage_row_bytes;
+  device::NodeRegion<uint8_t> stage_rows;
 };
 
 // Staged routing record of one token: its index at the source, then per k the
@@ -153,6 +160,13 @@ struct Params {
 // receiver of any chunk may read it.
 inline size_t meta_record_bytes(int topk) {
   const size_t raw = sizeof(int32_t) * (1 + 3 * static_cast<size_t>(topk));
+  return (raw + 15) / 16 * 16;
+}
+
+// One staging row of NOTE [EP staged low latency]: the row in the dispatch type, then (fp8) its scales, in whole
+// 16-byte units.
+inline size_t stage_row_bytes(int hidden, bool fp8) {
+  const size_t raw = size_t(hidden) * (fp8 ? 1 : 2) + (fp8 ? sizeof(float) * size_t(hidden / kScaleBlock) : 0);
   return (raw + 15) / 16 * 16;
 }
 

@@ -281,6 +281,50 @@ TEST(Ep, FusedAndSeparateLayoutAgree) {
   }
 }
 
+// ---------------------------------------------------------------- staged and direct low latency
+// NOTE [EP staged low latency]: the expanded low-latency dispatch inside a node sends its chunks through staging
+// rows that alternate by epoch parity; FERRY_EP_LL_STAGED=0 (read when the buffer is made) sends them straight
+// into the output rows. The same inputs through both, bf16 and fp8, 1 to 300 tokens (pair and token layouts),
+// skewed routing and dropped (-1) experts, four rounds per buffer (both parities twice; int64 ids, the halves
+// launched apart): every round checked against the reference, and bitwise the same rows and combine output.
+TEST(Ep, StagedAndDirectLowLatencyAgree) {
+  REQUIRE_EP();
+  struct Case {
+    int tokens;
+    ep::Routing routing;
+  };
+  const Case cases[] = {{1, ep::Routing::kZipf}, {77, ep::Routing::kDrops}, {128, ep::Routing::kZipf},
+                        {300, ep::Routing::kDrops}};
+  for (DataType type : {DataType::kBFloat16, DataType::kFloat8E4M3}) {
+    for (const Case& k : cases) {
+      const EpConfig cfg = make_config(EpMode::kLowLatency, type, k.tokens, 2048, 8, 8);
+      const ep::Spec s = make_spec(cfg, shared().next_seed(), k.routing, ep::TokenCounts::kFull);
+      SCOPED_TRACE(describe(cfg, s));
+      const auto all = ep::make_all_inputs(s);
+      std::vector<Harness::Outcome> results;
+      for (const char* staged : {"1", "0"}) {
+        setenv("FERRY_EP_LL_STAGED", staged, 1);
+        Harness h(shared(), cfg);
+        unsetenv("FERRY_EP_LL_STAGED");
+        ASSERT_TRUE(h.alive());
+        Harness::Outcome out;
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        results.push_back(out);
+        Harness::Options idx64, halves;
+        idx64.idx64 = true;
+        halves.halves = true;
+        for (const Harness::Options& o : {idx64, halves, Harness::Options{}}) {
+          ASSERT_TRUE(h.round(s, all, o, &out));
+          EXPECT_EQ(out.dispatch_hash, results.back().dispatch_hash) << "staged=" << staged << ": a later round";
+          EXPECT_EQ(out.out_hash, results.back().out_hash) << "staged=" << staged << ": a later round";
+        }
+      }
+      EXPECT_EQ(results[1].dispatch_hash, results[0].dispatch_hash) << "staged and direct rows differ";
+      EXPECT_EQ(results[1].out_hash, results[0].out_hash);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- pair and token layouts
 // NOTE [EP pair layout]: a fused layout whose send block has a thread for every (token, k) (tokens x top-k
 // rounded up to a power of two <= 1024) takes one thread per pair; FERRY_EP_PAIR_LAYOUT=0 (read when the buffer
