@@ -210,7 +210,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     init_cross_node();
   } else {
     // NOTE [EP staged low latency] (dispatch.cu): the expanded low-latency dispatch through staging rows.
-    p.staged_rows = ll && !p.rank_rows && knobs::kEpLlStaged.value();
+    p.staged_rows = ll && !p.rank_rows && ep::stages_low_latency_rows(T, H, fp8);
     p.stage_row_bytes = p.staged_rows ? ep::stage_row_bytes(H, fp8) : 0;
     const ep::HalvesSplit split = ep::halves_split(ep::halves_shape(config_, W));
     state_->dispatch_recv_blocks = split.dispatch_recv_blocks;

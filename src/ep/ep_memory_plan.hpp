@@ -53,6 +53,13 @@ struct NetMemoryPlan {
 // set); out_weights is empty without weights.
 MemoryPlan plan_memory(const Params& p, bool with_weights);
 
+// NOTE [EP staged low latency] (dispatch.cu): whether an expanded low-latency buffer inside a node sends through
+// staging rows. FERRY_EP_LL_STAGED decides where set; else the rule: while a rank's largest call's rows
+// (max_tokens x hidden in the dispatch type) take at most kStagedRowsMaxBytes. The shape is the same on every
+// rank, so all ranks agree (senders and receivers must).
+constexpr size_t kStagedRowsMaxBytes = size_t(4) << 20;
+bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8);
+
 // The plan of the cross-node path; sets p.out_tokens / p.out_scales once
 // bound to `local` with bind_net_outputs.
 NetMemoryPlan plan_net_memory(const Params& p, bool with_weights);

@@ -1,0 +1,35 @@
+// Whether an expanded low-latency EpBuffer inside a node sends through staging rows (NOTE [EP staged low latency],
+// ep::stages_low_latency_rows), on the CPU: the built-in rule by a rank's largest call's rows, and the knob over it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "ep/ep_memory_plan.hpp"
+
+namespace {
+
+using ferry::ep::stages_low_latency_rows;
+
+class StagedRowsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv("FERRY_EP_LL_STAGED"); }
+  void TearDown() override { SetUp(); }
+};
+
+TEST_F(StagedRowsTest, UpToFourMiBOfRows) {
+  EXPECT_TRUE(stages_low_latency_rows(1, 7168, false));
+  EXPECT_TRUE(stages_low_latency_rows(128, 7168, false));   // 1.8 MB of bf16 rows: staged won (0.957)
+  EXPECT_TRUE(stages_low_latency_rows(512, 7168, true));    // 3.7 MB of fp8 rows: staged won (0.958)
+  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));  // 7.3 MB of bf16 rows: staged lost (1.043)
+  EXPECT_TRUE(stages_low_latency_rows(256, 8192, false));   // exactly 4 MiB
+  EXPECT_FALSE(stages_low_latency_rows(257, 8192, false));
+}
+
+TEST_F(StagedRowsTest, TheKnobDecides) {
+  setenv("FERRY_EP_LL_STAGED", "1", 1);
+  EXPECT_TRUE(stages_low_latency_rows(4096, 7168, false));
+  setenv("FERRY_EP_LL_STAGED", "0", 1);
+  EXPECT_FALSE(stages_low_latency_rows(1, 7168, false));
+}
+
+}  // namespace
