@@ -73,12 +73,16 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   return plan;
 }
 
+bool staged_rows_fit(int max_tokens, int hidden, bool fp8) {
+  // 2x H100, 2 ranks, 132 SMs (docs/results/session30_2xH100, c4 3 rounds, c5 2), staged / direct dispatch time:
+  // bf16 T=1 / 128 / 512 (rows of 14 KB, 1.8 MB, 7.3 MB): 0.914 / 0.957 / 1.043 (c4), 0.906 / 0.956 (c5); fp8
+  // (0.9 MB at T=128, 3.7 MB at 512): 0.921 / 0.932 / 0.958, 0.905 / 0.926 / 0.957. The extra local copy grows
+  // with the rows, the chain it takes off does not.
+  return size_t(max_tokens) * hidden * (fp8 ? 1 : 2) <= kStagedRowsMaxBytes;
+}
+
 bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8) {
-  // 2x H100, 2 ranks, 132 SMs, 3 rounds (docs/results/session30_2xH100, c4), staged / direct dispatch time:
-  // bf16 T=1 / 128 / 512 (rows of 14 KB, 1.8 MB, 7.3 MB): 0.914 / 0.957 / 1.043; fp8 (0.9 MB at T=128, 3.7 MB at
-  // 512): 0.921 / 0.932 / 0.958. The extra local copy grows with the rows, the chain it takes off does not.
-  const size_t rows_bytes = size_t(max_tokens) * hidden * (fp8 ? 1 : 2);
-  return knobs::kEpLlStaged.read().value_or(rows_bytes <= kStagedRowsMaxBytes);
+  return knobs::kEpLlStaged.read().value_or(kStagedRowsByDefault && staged_rows_fit(max_tokens, hidden, fp8));
 }
 
 void set_net_ranges(NetLayout& l, const Params& p, uint64_t min_range_bytes) {

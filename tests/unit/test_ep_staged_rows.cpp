@@ -1,5 +1,5 @@
 // Whether an expanded low-latency EpBuffer inside a node sends through staging rows (NOTE [EP staged low latency],
-// ep::stages_low_latency_rows), on the CPU: the built-in rule by a rank's largest call's rows, and the knob over it.
+// ep::stages_low_latency_rows), on the CPU: the measured rule by a rank's largest call's rows, the default, the knob.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,12 +17,18 @@ class StagedRowsTest : public ::testing::Test {
 };
 
 TEST_F(StagedRowsTest, UpToFourMiBOfRows) {
-  EXPECT_TRUE(stages_low_latency_rows(1, 7168, false));
-  EXPECT_TRUE(stages_low_latency_rows(128, 7168, false));   // 1.8 MB of bf16 rows: staged won (0.957)
-  EXPECT_TRUE(stages_low_latency_rows(512, 7168, true));    // 3.7 MB of fp8 rows: staged won (0.958)
-  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));  // 7.3 MB of bf16 rows: staged lost (1.043)
-  EXPECT_TRUE(stages_low_latency_rows(256, 8192, false));   // exactly 4 MiB
-  EXPECT_FALSE(stages_low_latency_rows(257, 8192, false));
+  using ferry::ep::staged_rows_fit;
+  EXPECT_TRUE(staged_rows_fit(1, 7168, false));
+  EXPECT_TRUE(staged_rows_fit(128, 7168, false));   // 1.8 MB of bf16 rows: staged won (0.957)
+  EXPECT_TRUE(staged_rows_fit(512, 7168, true));    // 3.7 MB of fp8 rows: staged won (0.958)
+  EXPECT_FALSE(staged_rows_fit(512, 7168, false));  // 7.3 MB of bf16 rows: staged lost (1.043)
+  EXPECT_TRUE(staged_rows_fit(256, 8192, false));   // exactly 4 MiB
+  EXPECT_FALSE(staged_rows_fit(257, 8192, false));
+}
+
+TEST_F(StagedRowsTest, UnsetTakesTheDefault) {
+  EXPECT_EQ(stages_low_latency_rows(128, 7168, false), ferry::ep::kStagedRowsByDefault);
+  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));  // past the rule either way
 }
 
 TEST_F(StagedRowsTest, TheKnobDecides) {
