@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
 }
 
 // The send half of NOTE [EP staged low latency]: block 0 lays out the call where it fuses the layout and writes
-// this rank's counts as dispatch_send_kernel does; every block then waits for this rank's own counts words only
+// this rank's counts (publish_counts, or the pair layout then write_counts); every block then waits for this rank's own counts words only
 // (the layout is visible after them) and sends its chunks into the staging rows.
 template <bool kQuantize, bool kPairLayout>
 __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
@@ -250,15 +250,14 @@ __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 0);
   if (blockIdx.x == 0) {
+    // A bad expert id publishes zeros and sends nothing (EpBuffer reports it).
     if constexpr (kPairLayout) {
       layout_block_of_pairs(p, reinterpret_cast<uint32_t*>(send_smem));
       __syncthreads();  // the layout's counts and error flag, for every thread
-    } else if (p.fuse_layout) {
-      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1, fused_layout_block_tokens(p.num_tokens));
-      __syncthreads();
+      write_counts(p, epoch, /*own_first=*/false);
+    } else {
+      publish_counts</*kOwnFirst=*/false>(p, send_smem, epoch);
     }
-    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 1);
-    write_counts(p, epoch, /*own_first=*/false);  // a bad expert id: zeros, send nothing (EpBuffer reports it)
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 2);
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
