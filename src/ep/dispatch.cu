@@ -155,10 +155,11 @@ __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8
 // only the rows of a token's further experts on that rank. That needs every
 // rank's counts before any data moves: each send launch first publishes its
 // counts to every rank (double-buffered by epoch parity, tagged: NOTE [EP
-// tagged counts] in destination_rows.cuh) and waits for everyone's. Seeing rank r's counts of epoch n also means r has entered
-// dispatch n, so (by the API contract) it is done with its previous output,
-// and (by stream order) its previous receive half, the reader of the routing
-// records, has finished: the counts are the only reuse guard dispatch needs.
+// tagged counts] in destination_rows.cuh) and waits for everyone's. Seeing
+// rank r's counts of epoch n also means r has entered dispatch n, so (by the
+// API contract) it is done with its previous output, and (by stream order) its
+// previous receive half, the reader of the routing records, has finished: the
+// counts are the only reuse guard dispatch needs.
 // NOTE [EP fused layout]
 // When a call's tokens fit one block of the send kernel (at most
 // max_fused_layout_tokens(E): 1024 with 256 experts, one thread per token, its
@@ -240,8 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
 }
 
 // The send half of NOTE [EP staged low latency]: block 0 lays out the call where it fuses the layout and writes
-// this rank's counts (publish_counts, or the pair layout then write_counts); every block then waits for this rank's own counts words only
-// (the layout is visible after them) and sends its chunks into the staging rows.
+// this rank's counts (publish_counts, or the pair layout then write_counts); every block then waits for this
+// rank's own counts words only (the layout is visible after them) and sends its chunks into the staging rows.
 template <bool kQuantize, bool kPairLayout>
 __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);

@@ -34,7 +34,7 @@ constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 // (A source's counts carry their own tags instead of a flag: NOTE [EP tagged counts] in destination_rows.cuh.)
 enum FlagSlot : int {
   kCombineConsumed = 0,            // + home rank: home done reading the partials
-  kRowsWritten = kMaxRanks,        // + source rank: all its rank rows of this dispatch are written (NOTE [EP rank rows])
+  kRowsWritten = kMaxRanks,        // + source rank: all its rank rows of this dispatch written (NOTE [EP rank rows])
   kNumFlagSlots = 2 * kMaxRanks,
 };
 
