@@ -14,6 +14,9 @@
 #                                  .ab/TREE (made here by scripts/ab_trees.sh: a git archive of one revision,
 #                                  patches applied; .deps linked in) at once, then
 #                                  prints the build time; e.g. call_build_trees ferry-bench base new+ferry_gpu_tests
+#   call_base_new [EXTRA]          the usual two-tree call: call_build_trees ferry-bench base new[+EXTRA], then
+#                                  sets M (mpirun), T (new's GPU tests), B / N (base's / new's ferry-bench) and
+#                                  SAN (compute-sanitizer) for the driver's stages
 #   call_build_dir DIR "TARGETS"   configures DIR (a Release build of the working tree; FERRY_EP_TRACE=1: with
 #                                  the EP trace) and builds TARGETS there, then prints the build time
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
@@ -99,6 +102,21 @@ call_build_trees() {
     rm -f "$CALL_DIR"/cfg_*.log "$CALL_DIR"/build_*.log
   fi
   echo "built in $(call_elapsed) s"
+}
+
+call_base_new() {
+  call_build_trees ferry-bench base "new${1:++$1}"
+  # M, T, B, N, SAN: read by the sourcing driver script.
+  # shellcheck disable=SC2034
+  M="${CALL_MPIRUN:-mpirun --allow-run-as-root --bind-to none}"
+  # shellcheck disable=SC2034
+  T=.ab/new/build/tests/ferry_gpu_tests
+  # shellcheck disable=SC2034
+  B="$ROOT/.ab/base/build/bench/ferry-bench"
+  # shellcheck disable=SC2034
+  N="$ROOT/.ab/new/build/bench/ferry-bench"
+  # shellcheck disable=SC2034
+  SAN="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 }
 
 call_build_dir() {

@@ -62,6 +62,14 @@ expect "new: its extra targets too" "$(grep -- --build "$WORK/tree/.ab/new/cmake
   "target ferry-bench ferry_gpu_tests ferry_gpu_fault_tests$"
 expect "configured once each" "$(grep -c -- -DFERRY_BUILD_PYTHON=OFF "$WORK/tree/.ab/new/cmake.calls")" "^1$"
 
+# call_base_new: the same two trees (new with its extra targets), then the paths a driver's stages use.
+rm -f "$WORK/tree/.ab/base/cmake.calls" "$WORK/tree/.ab/new/cmake.calls"
+(cd "$WORK/tree" && PATH="$WORK/bin:$PATH" call_base_new ferry_gpu_tests >/dev/null && echo "$B|$N|$T") >"$WORK/paths"
+expect "call_base_new: new's extra target" "$(grep -- --build "$WORK/tree/.ab/new/cmake.calls")" \
+  "target ferry-bench ferry_gpu_tests$"
+expect "call_base_new: base's bench, new's bench and tests" "$(cat "$WORK/paths")" \
+  "/\.ab/base/build/bench/ferry-bench\|.*/\.ab/new/build/bench/ferry-bench\|\.ab/new/build/tests/ferry_gpu_tests$"
+
 call_begin c2 10
 expect "no stage once the budget is spent" "$(call_run late 5 true)" "^late skipped \(time\)"
 

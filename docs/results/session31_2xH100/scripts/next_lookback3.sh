@@ -11,10 +11,7 @@
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next_lookback3 570
-call_build_trees ferry-bench base new+ferry_gpu_tests
-M="mpirun --allow-run-as-root --bind-to none"; T=.ab/new/build/tests/ferry_gpu_tests
-B=$ROOT/.ab/base/build/bench/ferry-bench; N=$ROOT/.ab/new/build/bench/ferry-bench
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+call_base_new ferry_gpu_tests  # sets M, T, B, N, SAN (scripts/device_call.sh)
 call_ab ht_ 3 $B $N "" ep --mode ht --sms 8,24,48 --route-ahead
 grep -h "route ahead" $CALL_DIR/ab/ht_*.log | sort | uniq -c | head -12
 call_run ep_np2 150 $M -np 2 $T --gtest_filter='Ep*'
