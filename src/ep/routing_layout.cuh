@@ -357,16 +357,50 @@ __device__ inline void layout_block_of_pairs(const Params& p, uint32_t* smem, St
 // first): block `block` adds the totals of the blocks below it to its tokens'
 // offsets; block 0 also writes the rank's totals and reports a bad entry.
 // `base` is shared memory for E + W ints.
+// NOTE [EP layout add loads]
+// Every load of a thread's token (its K expert ids and positions, its W slots)
+// is issued before any store and before the block totals' sums: the rows are
+// read-modify-written through int32 pointers the compiler must assume alias,
+// so a loop of load, add, store per k waited an L2 round trip for each load,
+// 2K + W of them one after another (the second kernel's blocks took 2.6-4.3 us
+// at T=4096, session 31's trace); batched, they are one round trip beside the
+// totals' loads.
+// The sum of column[b * stride] over b < blocks, 16 predicated loads in flight at a time (a remainder loop
+// waited a round trip per load: NOTE [EP layout add loads]).
+__device__ __forceinline__ int sum_block_totals(const int32_t* column, int stride, int blocks) {
+  int sum = 0;
+  for (int first = 0; first < blocks; first += 16) {
+    int value[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) value[j] = column[size_t(min(first + j, blocks - 1)) * stride];  // in bounds
+#pragma unroll
+    for (int j = 0; j < 16; ++j) sum += first + j < blocks ? value[j] : 0;
+  }
+  return sum;
+}
+
 __device__ inline void layout_add_lower_blocks(const Params& p, int32_t* base, int block, int num_blocks) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, stride = E + W + 1;
   const int32_t* totals = p.layout_block_totals;
+  const int t = block * kLayoutThreads + threadIdx.x;
+  const bool has_token = threadIdx.x < kLayoutThreads && t < p.num_tokens;
+  int expert[kMaxTopk], pos[kMaxTopk], slot[kMaxRanks];
+  if (has_token) {
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      if (k < K) {
+        expert[k] = p.token_expert[size_t(t) * K + k];
+        pos[k] = p.pos_in_expert[size_t(t) * K + k];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kMaxRanks; ++r)
+      if (r < W) slot[r] = p.token_slot[size_t(t) * W + r];
+  }
   for (int i = threadIdx.x; i < E + W; i += blockDim.x) {
-    int below_blocks = 0;
-    for (int b = 0; b < block; ++b) below_blocks += totals[size_t(b) * stride + i];
-    base[i] = below_blocks;
+    base[i] = sum_block_totals(totals + i, stride, block);
     if (block == 0) {
-      int all_blocks = 0;
-      for (int b = 0; b < num_blocks; ++b) all_blocks += totals[size_t(b) * stride + i];
+      const int all_blocks = sum_block_totals(totals + i, stride, num_blocks);
       if (i < E)
         p.send_expert_count[i] = all_blocks;
       else
@@ -379,16 +413,13 @@ __device__ inline void layout_add_lower_blocks(const Params& p, int32_t* base, i
     report_layout_error(p, bad);
   }
   __syncthreads();
-  const int t = block * kLayoutThreads + threadIdx.x;
-  if (threadIdx.x >= kLayoutThreads || t >= p.num_tokens) return;
-  for (int k = 0; k < K; ++k) {
-    const int e = p.token_expert[size_t(t) * K + k];
-    if (e >= 0) p.pos_in_expert[size_t(t) * K + k] += base[e];
-  }
-  for (int r = 0; r < W; ++r) {
-    int32_t& slot = p.token_slot[size_t(t) * W + r];
-    if (slot >= 0) slot += base[E + r];
-  }
+  if (!has_token) return;
+#pragma unroll
+  for (int k = 0; k < kMaxTopk; ++k)
+    if (k < K && expert[k] >= 0) p.pos_in_expert[size_t(t) * K + k] = pos[k] + base[expert[k]];
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r)
+    if (r < W && slot[r] >= 0) p.token_slot[size_t(t) * W + r] = slot[r] + base[E + r];
 }
 
 }  // namespace ferry::ep
