@@ -65,41 +65,50 @@ __device__ __forceinline__ void copy_units(const uint8_t* src, uint8_t* dst, int
 }
 
 // Columns [begin, end) of a bf16 row -> fp8 in each destination row, plus one
-// scale per 128 columns into each destination's scale row. Lane = 8 columns;
-// 16 lanes = one scale group, reduced with shuffles. begin is a multiple of 256.
-// Like copy_units_to_rows, the loads of kSendUnroll 256-column steps are issued
-// before any is quantized: one load in flight per lane left the warp waiting on
-// memory once per step.
+// scale per 128 columns into each destination's scale row. begin is a multiple of 256.
+// NOTE [EP fp8 wide stores]
+// Lane = 16 columns (two 16-byte loads), so each lane stores its 16 fp8 bytes as
+// one 16-byte store, as the bf16 copies do; 8 lanes = one scale group, reduced
+// with shuffles, and the scale stores of a 512-column step go out as 4 adjacent
+// words. With 8 columns a lane, each destination row took 8-byte stores, half
+// the bytes per store instruction, toward a peer over NVLink. Like
+// copy_units_to_rows, the loads of several steps are issued before any is
+// quantized (kSendUnroll / 2 steps of two units: the same bytes in flight, the
+// same registers).
 __device__ __forceinline__ void quantize_to_rows(const uint8_t* src, uint8_t* const* dst, float* const* scales,
                                                  int num_dst, int begin, int end, int lane) {
-  for (int base = begin; base < end; base += 256 * kSendUnroll) {
-    uint4 v[kSendUnroll];
+  constexpr int kSteps = kSendUnroll / 2;
+  for (int base = begin; base < end; base += 512 * kSteps) {
+    uint4 v[kSteps][2];
 #pragma unroll
-    for (int u = 0; u < kSendUnroll; ++u) {
-      const int i = (base + u * 256) / 8 + lane;  // this lane's 8-column unit of step u
-      v[u] = i * 8 < end ? device::load16(src + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < kSteps; ++u) {
+      const int i = (base + u * 512) / 16 + lane;  // this lane's 16-column unit of step u
+      const bool in = i * 16 < end;
+      v[u][0] = in ? device::load16(src + size_t(i) * 32) : make_uint4(0, 0, 0, 0);
+      v[u][1] = in ? device::load16(src + size_t(i) * 32 + 16) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kSendUnroll; ++u) {
-      const int col = base + u * 256;
+    for (int u = 0; u < kSteps; ++u) {
+      const int col = base + u * 512;
       if (col >= end) break;  // warp-uniform
-      const int i = col / 8 + lane;
+      const int i = col / 16 + lane;
       // Zeros past the end: a whole 128-column group is in or out (H % 128 == 0).
-      float amax = amax_bf16x8(v[u]);
+      float amax = fmaxf(amax_bf16x8(v[u][0]), amax_bf16x8(v[u][1]));
 #pragma unroll
-      for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+      for (int m = 4; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
       const float scale = fmaxf(amax, kMinAmax) / kFp8Max;
-      const uint2 q = quantize_bf16x8_fp8(v[u], 1.f / scale);
-      if (i * 8 < end) {
+      const uint2 low = quantize_bf16x8_fp8(v[u][0], 1.f / scale);
+      const uint2 high = quantize_bf16x8_fp8(v[u][1], 1.f / scale);
+      const uint4 q = make_uint4(low.x, low.y, high.x, high.y);
+      if (i * 16 < end) {
         for (int d = 0; d < num_dst; ++d) {
-          *reinterpret_cast<uint2*>(dst[d] + size_t(i) * 8) = q;
-          if ((lane & 15) == 0) scales[d][i / 16] = scale;
+          device::store16(dst[d] + size_t(i) * 16, q);
+          if ((lane & 7) == 0) scales[d][i / 8] = scale;
         }
       }
     }
   }
 }
-
 
 // Columns [begin, end) of token t's row, in the dispatch type, into each of the
 // `num_dst` rows whose bases are in `dst` (and, fp8, their scale rows in
