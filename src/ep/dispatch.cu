@@ -48,11 +48,13 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     const size_t index = size_t(p.rank) * p.max_tokens + s;
     int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta.at(r) + index * p.meta_bytes);
     const bool here = e >= 0 && e / Le == r;
-    if (lane == 0) record[0] = t;
-    if (lane < K) {
-      record[1 + lane] = here ? e % Le : -1;
-      record[1 + K + lane] = pos;
-      reinterpret_cast<float*>(record)[1 + 2 * K + lane] = w;
+    if (c == 0) {  // the routing record goes with the first chunk only (NOTE [EP record once])
+      if (lane == 0) record[0] = t;
+      if (lane < K) {
+        record[1 + lane] = here ? e % Le : -1;
+        record[1 + K + lane] = pos;
+        reinterpret_cast<float*>(record)[1 + 2 * K + lane] = w;
+      }
     }
     const int first = __ffs(__ballot_sync(0xffffffffu, here)) - 1;  // the token's first expert on r
     const int first_expert = __shfl_sync(0xffffffffu, e, first) % Le;
@@ -331,6 +333,28 @@ __device__ __forceinline__ void copy_staged_chunk(const Params& p, const uint8_t
   __syncwarp();  // dst is rewritten by the warp's next item
 }
 
+// NOTE [EP record once]
+// In the direct path a token's routing record (its source token, its experts
+// here, their positions and weights) travels with its first chunk only: every
+// chunk's warp used to store the same record to the destination, at T=128 and
+// 1024-column chunks 7 small stores of up to 128 bytes beside each 2 KB chunk
+// (fp8: 1 KB), for a record the receiver needs once per chunk to find its rows.
+// The receiving warp of chunk c > 0 therefore acquires chunk 0's ready word too
+// (lane 1, while lane 0 waits for chunk c's), since that release is what makes
+// the record visible; the first chunk leaves its sender first and usually has
+// landed already. The staged path (NOTE [EP staged low latency]) keeps a record
+// per chunk.
+__device__ __forceinline__ bool warp_wait_chunk_and_record(const uint64_t* ready, int c, uint64_t epoch, int source,
+                                                           const Params& p) {
+  const int lane = threadIdx.x & 31;
+  int ok = 1;
+  if (lane == 0 || (lane == 1 && c != 0))
+    ok = device::wait_flag_geq(ready + (lane == 0 ? c : 0), epoch, p.wait, source, kPhaseEpDispatch);
+  ok = __all_sync(0xffffffffu, ok);
+  __syncwarp();
+  return ok != 0;
+}
+
 // kStaged: the chunks come from staging rows (NOTE [EP staged low latency]).
 template <bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
@@ -404,7 +428,10 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
       const size_t staged = kStaged ? staged_index(p, epoch, s, slot) : index;  // staging, records, ready words
-      if (!warp_wait_ready(p.stage_ready.at(p.rank) + staged * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
+      const uint64_t* ready = p.stage_ready.at(p.rank) + staged * p.num_chunks;
+      if (!(kStaged ? warp_wait_ready(ready + c, epoch, s, kPhaseEpDispatch, p)
+                    : warp_wait_chunk_and_record(ready, c, epoch, s, p)))
+        break;
       const int32_t* record = reinterpret_cast<const int32_t*>(p.stage_meta.at(p.rank) + staged * p.meta_bytes);
       int row = -1;
       if (lane < K) {
