@@ -334,16 +334,12 @@ __device__ __forceinline__ void copy_staged_chunk(const Params& p, const uint8_t
 }
 
 // NOTE [EP record once]
-// In the direct path a token's routing record (its source token, its experts
-// here, their positions and weights) travels with its first chunk only: every
-// chunk's warp used to store the same record to the destination, at T=128 and
-// 1024-column chunks 7 small stores of up to 128 bytes beside each 2 KB chunk
-// (fp8: 1 KB), for a record the receiver needs once per chunk to find its rows.
-// The receiving warp of chunk c > 0 therefore acquires chunk 0's ready word too
-// (lane 1, while lane 0 waits for chunk c's), since that release is what makes
-// the record visible; the first chunk leaves its sender first and usually has
-// landed already. The staged path (NOTE [EP staged low latency]) keeps a record
-// per chunk.
+// In the direct path a token's routing record (source token, experts here,
+// positions, weights) goes with its first chunk only; every chunk's warp used to
+// store it (at T=128, 7 small stores per token and destination beside 1-2 KB
+// chunks). So the warp receiving chunk c > 0 also acquires chunk 0's ready word
+// (lane 1, beside lane 0's wait), whose release makes the record visible; chunk
+// 0 has usually landed already. The staged path keeps a record per chunk.
 __device__ __forceinline__ bool warp_wait_chunk_and_record(const uint64_t* ready, int c, uint64_t epoch, int source,
                                                            const Params& p) {
   const int lane = threadIdx.x & 31;

@@ -24,8 +24,9 @@ namespace ferry::ep {
 // halves both work on epoch n = (their counter) + 1, so CUDA graphs replay with
 // no host bookkeeping, and the two halves may run concurrently (NOTE [Overlapped
 // halves and free SMs]).
-//  - Data readiness is per chunk of a token row: after a chunk's stores (data,
-//    routing record) the sending warp release-stores n into that chunk's ready
+//  - Data readiness is per chunk of a token row: after a chunk's stores (data;
+//    the routing record with the first chunk, NOTE [EP record once] in
+//    dispatch.cu) the sending warp release-stores n into that chunk's ready
 //    word (stage_ready / combine_ready); the receiving warp acquire-spins on it
 //    (timeout primitive), so receivers consume chunks while the rest are still
 //    in flight, and a row is spread over many warps when tokens are few.
