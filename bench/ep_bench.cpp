@@ -39,6 +39,18 @@ constexpr int kDefaultLlSms = 0;  // all
 const char* mode_label(EpMode mode) { return mode == EpMode::kHighThroughput ? "ht" : "ll"; }
 const char* type_label(DataType type) { return type == DataType::kFloat8E4M3 ? "fp8" : "bf16"; }
 
+// High-throughput fp8 dispatches tokens quantized beforehand (DeepEP's convention), unless --ht-quantize asks
+// for bf16 tokens quantized in the kernel, as low latency always does.
+bool quantizes_in_kernel(const Options& options, EpMode mode, DataType type) {
+  return type == DataType::kFloat8E4M3 && (mode == EpMode::kLowLatency || options.ht_quantize);
+}
+
+// A dispatch type as rows name it: "fp8q" where high throughput quantizes in the kernel.
+std::string dispatch_label(const Options& options, EpMode mode, DataType type) {
+  return std::string(type_label(type)) +
+         (mode == EpMode::kHighThroughput && quantizes_in_kernel(options, mode, type) ? "q" : "");
+}
+
 // ------------------------------------------------------------------ ferry
 
 struct FerryMeasurement {
@@ -76,8 +88,8 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   EpBuffer ep(comm, config);
 
   // DeepEP's conventions: high-throughput fp8 dispatches tokens quantized beforehand
-  // (with their scales); low-latency fp8 quantizes bf16 tokens in the kernel.
-  const bool fp8_input = type == DataType::kFloat8E4M3 && mode == EpMode::kHighThroughput;
+  // (with their scales); low-latency fp8 quantizes bf16 tokens in the kernel (quantizes_in_kernel).
+  const bool fp8_input = type == DataType::kFloat8E4M3 && !quantizes_in_kernel(options, mode, type);
   const TensorView tokens = fp8_input ? TensorView(in.x_fp8->get(), DataType::kFloat8E4M3, {T, H})
                                       : TensorView(in.x_bf16->get(), DataType::kBFloat16, {T, H});
   const TensorView scales =
@@ -351,7 +363,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
         for (size_t i = 0; i < options.dispatch_types.size(); ++i) {
           const DataType type = options.dispatch_types[i];
           const std::string name = std::string(mode_label(mode)) + " " + layout_label(layout, options) + " " +
-                                   type_label(type) + " T=" + std::to_string(tokens) + " SMs=" + std::to_string(sms);
+                                   dispatch_label(options, mode, type) + " T=" + std::to_string(tokens) + " SMs=" + std::to_string(sms);
           bootstrap->barrier();  // cases start together
           FerryMeasurement m;
           try {
@@ -368,7 +380,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           failed |= m.check_failed;
           const auto& baseline = nccl_results[i];
           auto dispatch_row = [&](const char* suffix, double us) {
-            rows.push_back({std::string("dispatch ") + type_label(type) + suffix, bytes_per_token(type, options.hidden),
+            rows.push_back({"dispatch " + dispatch_label(options, mode, type) + suffix, bytes_per_token(type, options.hidden),
                             us, m.used_graph, m.check_failed,
                             baseline ? std::optional<double>(baseline->forward_us) : std::nullopt});
           };
