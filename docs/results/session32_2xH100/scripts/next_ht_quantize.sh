@@ -1,0 +1,13 @@
+# Prepared in session 32 for a later session (NOT run). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~330 s.
+# (1) ferry-bench ep --ht-quantize (main c015ab6) runs for the first time: high-throughput fp8 from bf16 tokens
+# quantized in the kernel, rows "fp8q", --check. (2) The same-run A/B of NOTE [EP fp8 wide stores] on the quantizing
+# high-throughput kernels, which session 32's c3 could not time: base = 71e3ba3 (before the wide stores) with the
+# bench option patched in, new = main.
+# Before (here): scripts/ab_trees.sh base=71e3ba3+docs/results/session32_2xH100/scripts/ht_quantize_option.patch new=main
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
+call_begin next_ht_quantize 570
+call_base_new  # sets M, T, B, N, SAN (scripts/device_call.sh)
+call_run check_new 90 $M -np 2 $N ep --mode ht --dispatch-types fp8 --ht-quantize --check --csv ''
+call_ab htq_ 3 $B $N "" ep --mode ht --sms 8,24,48 --dispatch-types fp8 --ht-quantize --route-ahead
+call_end
