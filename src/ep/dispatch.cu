@@ -333,24 +333,6 @@ __device__ __forceinline__ void copy_staged_chunk(const Params& p, const uint8_t
   __syncwarp();  // dst is rewritten by the warp's next item
 }
 
-// NOTE [EP record once]
-// In the direct path a token's routing record (source token, experts here,
-// positions, weights) goes with its first chunk only; every chunk's warp used to
-// store it (at T=128, 7 small stores per token and destination beside 1-2 KB
-// chunks). So the warp receiving chunk c > 0 also acquires chunk 0's ready word
-// (lane 1, beside lane 0's wait), whose release makes the record visible; chunk
-// 0 has usually landed already. The staged path keeps a record per chunk.
-__device__ __forceinline__ bool warp_wait_chunk_and_record(const uint64_t* ready, int c, uint64_t epoch, int source,
-                                                           const Params& p) {
-  const int lane = threadIdx.x & 31;
-  int ok = 1;
-  if (lane == 0 || (lane == 1 && c != 0))
-    ok = device::wait_flag_geq(ready + (lane == 0 ? c : 0), epoch, p.wait, source, kPhaseEpDispatch);
-  ok = __all_sync(0xffffffffu, ok);
-  __syncwarp();
-  return ok != 0;
-}
-
 // kStaged: the chunks come from staging rows (NOTE [EP staged low latency]).
 template <bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {

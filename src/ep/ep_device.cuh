@@ -159,6 +159,24 @@ __device__ __forceinline__ bool warp_wait_ready(const uint64_t* ready, uint64_t 
   return ok != 0;
 }
 
+// NOTE [EP record once] (the dispatch of dispatch.cu)
+// In the direct path a token's routing record (source token, experts here,
+// positions, weights) goes with its first chunk only; every chunk's warp used to
+// store it (at T=128, 7 small stores per token and destination beside 1-2 KB
+// chunks). So the warp receiving chunk c > 0 also acquires chunk 0's ready word
+// (lane 1, beside lane 0's wait), whose release makes the record visible; chunk
+// 0 has usually landed already. The staged path keeps a record per chunk.
+__device__ __forceinline__ bool warp_wait_chunk_and_record(const uint64_t* ready, int c, uint64_t epoch, int source,
+                                                           const Params& p) {
+  const int lane = threadIdx.x & 31;
+  int ok = 1;
+  if (lane == 0 || (lane == 1 && c != 0))
+    ok = device::wait_flag_geq(ready + (lane == 0 ? c : 0), epoch, p.wait, source, kPhaseEpDispatch);
+  ok = __all_sync(0xffffffffu, ok);
+  __syncwarp();
+  return ok != 0;
+}
+
 // Inclusive prefix sum over the 32 lanes of a warp.
 template <typename T>
 __device__ __forceinline__ T warp_inclusive_sum(T value, int lane) {
