@@ -39,6 +39,7 @@ const std::vector<Row> kRows = {
     {4096, 6, 4, ep::Routing::kUniform, ep::TokenCounts::kVaried, true, false, 16, true, false},
     {2048, 7, 1, ep::Routing::kDrops, ep::TokenCounts::kSomeZero, false, true, 1, false, true},
     {7168, 8, 8, ep::Routing::kZipf, ep::TokenCounts::kVaried, true, true, 128, true, false},
+    {1152, 5, 2, ep::Routing::kUniform, ep::TokenCounts::kSomeZero, false, true, 1, true, true},  // 9 scale groups
 };
 
 class EpRankRows : public ::testing::TestWithParam<std::tuple<DataType, int>> {};
