@@ -19,6 +19,7 @@
 #include "bench_common.hpp"
 #include "bench_timing.hpp"
 #include "ep_check.hpp"
+#include "ep_expert_pass.hpp"
 #include "ep_nccl.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
@@ -135,10 +136,14 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
       [&](cudaStream_t s) { last = ep.dispatch(tokens, topk_idx, topk_weights, scales, s, no_sync); },
       [&](cudaStream_t s) { ep.combine(expert_view, last.handle, out_view, s); },
   };
+  if (options.expert_pass)  // between the two, timed apart (ep_expert_pass.cu)
+    sequence.steps.insert(sequence.steps.begin() + 1, [&](cudaStream_t s) {
+      launch_expert_pass(last, layout, comm.size(), expert_outputs.get(), options.hidden, s);
+    });
   sequence.synchronize = [&](cudaStream_t s) { comm.synchronize(s); };  // surfaces device timeouts
   const SequenceTimingResult timed = time_sequence(sequence, stream, bootstrap, timing_options(options));
   m.dispatch_us = timed.step_us[0];
-  m.combine_us = timed.step_us[1];
+  m.combine_us = timed.step_us.back();
   m.used_graph = timed.used_graph;
 
   if (options.halves) {

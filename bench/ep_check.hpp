@@ -46,6 +46,7 @@ struct Options {
   bool layout_given = false;  // --layout named (else rank rows are left out across nodes, with a note)
   bool own_rows_first = false;  // --own-rows-first: rank rows with EpConfig::own_rows_first
   bool ht_quantize = false;     // --ht-quantize: high-throughput fp8 quantizes bf16 tokens in the kernel
+  bool expert_pass = false;     // --expert-pass: the expert GEMM's stand-in between dispatch and combine
 };
 
 // The layout as tables and CSVs name it: rank rows with own_rows_first are "rank_rows_own".

@@ -63,6 +63,7 @@ Options parse_ep_options(std::vector<std::string> args) {
   options.route_ahead = parser.take_flag("--route-ahead");
   options.own_rows_first = parser.take_flag("--own-rows-first");
   options.ht_quantize = parser.take_flag("--ht-quantize");
+  options.expert_pass = parser.take_flag("--expert-pass");
   if (parser.take_flag("--stages")) options.stages_settle_us = 20000;
   if (auto v = parser.take_value("--stages-settle-us"))
     options.stages_settle_us = parse_positive_int("--stages-settle-us", *v);
@@ -103,6 +104,8 @@ void print_ep_usage(std::FILE* out) {
       "                       ll fp8 quantizes bf16 tokens in the kernel, as DeepEP's benchmarks do)\n"
       "  --ht-quantize        ht fp8 quantizes bf16 tokens in the kernel too (rows \"fp8q\"; the same\n"
       "                       fp8 rows and scales arrive, so NCCL moves the same bytes)\n"
+      "  --expert-pass        between dispatch and combine, rewrite in place every expert-output row the\n"
+      "                       combine reads, as the expert GEMM would (its own step, in neither figure)\n"
       "  --layout L           expanded, rank_rows or both (default both; ll: expanded only): one row\n"
       "                       per (token, local expert), or one per (token, source rank); rank rows run\n"
       "                       inside one node (the default leaves them out across nodes)\n"
