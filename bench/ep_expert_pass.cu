@@ -7,6 +7,7 @@
 // It is timed as its own step, in neither the dispatch's nor the combine's figure.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "ep_expert_pass.hpp"
@@ -36,7 +37,12 @@ void launch_expert_pass(const DispatchResult& result, EpLayout layout, int world
                         int hidden, cudaStream_t stream) {
   const int64_t units_per_row = int64_t(hidden) * 2 / 16;  // bf16 expert outputs
   const bool rank_rows = layout == EpLayout::kRankRows;
-  const dim3 grid(rank_rows ? 132 : 8, rank_rows ? 1 : static_cast<unsigned>(result.local_experts));
+  // About one block per SM in all: rank rows one range over every SM, expanded a few blocks per expert.
+  int device = 0, sms = 0;
+  FERRY_CUDA_CHECK(cudaGetDevice(&device));
+  FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned experts = static_cast<unsigned>(result.local_experts);
+  const dim3 grid(rank_rows ? sms : std::max(1u, unsigned(sms) / experts), rank_rows ? 1 : experts);
   rewrite_rows_kernel<<<grid, 256, 0, stream>>>(static_cast<uint4*>(expert_outputs), units_per_row,
                                                 rank_rows ? nullptr : result.expert_offsets,
                                                 rank_rows ? nullptr : result.expert_counts,
