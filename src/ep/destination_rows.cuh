@@ -37,14 +37,19 @@ struct CountsView {
 };
 
 // Spins (the timeout primitive) until `word` carries `tag`; `source` and `phase` name the wait in a report.
+// `count`, where given: the count the tagged word carries.
 __device__ __forceinline__ bool wait_count_word(const uint64_t* word, uint32_t tag, const WaitContext& ctx, int source,
-                                                int32_t phase) {
-  return device::spin_wait(
+                                                int32_t phase, int32_t* count = nullptr) {
+  uint64_t seen = 0;
+  const bool ok = device::spin_wait(
       [&](uint64_t& observed) {
-        observed = device::ld_acquire_sys(word) >> 32;
+        seen = device::ld_acquire_sys(word);
+        observed = seen >> 32;
         return uint32_t(observed) == tag;
       },
       ctx, source, phase, tag);
+  if (count != nullptr) *count = int32_t(uint32_t(seen));
+  return ok;
 }
 
 // Block scope: this rank's counts of call `epoch` from every source are in (NOTE [EP tagged counts]); false for
@@ -122,6 +127,22 @@ __device__ __forceinline__ bool source_before(int s, int source, int destination
   return own_first ? source != destination && (s == destination || s < source) : s < source;
 }
 
+// After rows.base (this source's rows before it) and rows.total per global expert: warp r turns destination r's
+// into row offsets (a warp scan, not a serial loop: one rank holds up to kMaxExperts experts). Ends with a barrier.
+__device__ inline void finish_destination_rows(const Params& p, DestinationRows& rows) {
+  const int W = p.world_size, Le = p.local_experts;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp < W) {
+    int32_t* base = rows.base + warp * Le;
+    const int32_t* total = rows.total + warp * Le;
+    const int64_t needed = warp_expert_offsets(
+        p, Le, lane, [&](int le) { return int64_t(total[le]); },
+        [&](int le, int64_t start) { base[le] += int32_t(start); });
+    if (lane == 0) rows.needed[warp] = needed;
+  }
+  __syncthreads();
+}
+
 // own_first: p.own_rows_first, or false where the layout has no such order (a
 // constant there, so that kernel's code does not change).
 __device__ inline void compute_destination_rows(const Params& p, CountsView counts, DestinationRows& rows,
@@ -140,18 +161,48 @@ __device__ inline void compute_destination_rows(const Params& p, CountsView coun
     rows.total[i] = total;
   }
   __syncthreads();
-  // Warp r: offsets of destination r's experts (a warp scan, not a serial loop:
-  // one rank holds up to kMaxExperts experts).
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp < W) {
-    int32_t* base = rows.base + warp * Le;
-    const int32_t* total = rows.total + warp * Le;
-    const int64_t needed = warp_expert_offsets(
-        p, Le, lane, [&](int le) { return int64_t(total[le]); },
-        [&](int le, int64_t start) { base[le] += int32_t(start); });
-    if (lane == 0) rows.needed[warp] = needed;
+  finish_destination_rows(p, rows);
+}
+
+// NOTE [EP counts into rows]
+// wait_counts_into_rows is wait_counts for a send kernel that then computes its
+// DestinationRows: the thread that acquires a count word adds the count into
+// the block's per-expert sums in shared memory right away (rows.total, and
+// rows.base where the source comes before this rank), so the block does not
+// load every rank's counts again from global memory after the wait (an L2
+// round trip on the path to the first row; session 30's trace put the
+// destination rows at 1.5 us of a low-latency dispatch). finish_destination_rows
+// is compute_destination_rows' second half (the per-destination scans).
+__device__ __forceinline__ bool wait_counts_into_rows(const Params& p, uint64_t epoch, int32_t phase,
+                                                      DestinationRows& rows) {
+  __shared__ int failed;
+  const int W = p.world_size, E = p.num_experts, stride = E + W, words = W * stride;
+  if (threadIdx.x == 0) failed = 0;
+  for (int i = threadIdx.x; i < E; i += kThreads) {
+    rows.base[i] = 0;
+    rows.total[i] = 0;
   }
   __syncthreads();
+  const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
+  const uint32_t tag = uint32_t(epoch);
+  const int s = static_cast<int>(threadIdx.x);
+  if (s < W && !wait_count_word(region + s * stride + stride - 1, tag, p.wait, s, phase)) failed = 1;
+  __syncthreads();
+  if (*static_cast<volatile int*>(&failed) != 0) return false;
+  for (int i = threadIdx.x; i < words; i += kThreads) {
+    int32_t count = 0;
+    const int source = i / stride, c = i % stride;
+    if (!wait_count_word(region + i, tag, p.wait, source, phase, &count)) {
+      failed = 1;
+      break;
+    }
+    if (c < E) {
+      atomicAdd(&rows.total[c], count);
+      if (source < p.rank) atomicAdd(&rows.base[c], count);
+    }
+  }
+  __syncthreads();
+  return *static_cast<volatile int*>(&failed) == 0;
 }
 
 // NOTE [EP overflow is collective]

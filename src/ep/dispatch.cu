@@ -180,10 +180,8 @@ __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8
 template <bool kQuantize, bool kPairLayout>
 __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchSend);
-  const int W = p.world_size, E = p.num_experts;
   extern __shared__ __align__(16) uint8_t send_smem[];
   DestinationRows& rows = *reinterpret_cast<DestinationRows*>(send_smem);
-  const size_t parity_offset = size_t(epoch & 1) * W * (E + W);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 0);
   // publish_counts (destination_rows.cuh) is this block's work, kept inline here so
@@ -221,11 +219,11 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
-  if (wait_counts(p, epoch, kPhaseEpDispatch)) {
+  if (wait_counts_into_rows(p, epoch, kPhaseEpDispatch, rows)) {  // NOTE [EP counts into rows]
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 3);
     // After the wait: with a fused layout, this rank's counts guard the layout too.
     const bool bad = *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
-    compute_destination_rows(p, CountsView{p.counts.at(p.rank) + parity_offset}, rows, /*own_first=*/false);
+    finish_destination_rows(p, rows);
     FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 4);
     if (blockIdx.x == 0 && threadIdx.x == 0) record_overflow(p, rows);
     if (!bad) {
