@@ -189,7 +189,7 @@ inline constexpr Info kRegistry[] = {
         "one-role combine: grids of at most this many blocks ask the L2 for each row's next step (NOTE [EP combine "
         "L2 prefetch]; faster on 8-48 SMs, slower on 132); 0: never"),
     int_knob("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS", "ep", 0, kIntMax, nullptr,
-        "ceil(8 / (W - 1)) where 8 send blocks remain for the peers, else 0", "blocks",
+        "ceil(8 / (W - 1)) where 8 send blocks remain for the peers and nothing is quantized, else 0", "blocks",
         "rank-rows dispatch: send blocks that write only this rank's own rows while the others write only "
         "the peers' (SMs split by role); 0: every block writes every destination"),
     int_knob("FERRY_EP_OWN_ROWS_COPY_PERCENT", "ep", 0, 100, nullptr,
@@ -205,7 +205,7 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_EP_PAIR_LAYOUT", "ep", "1", "",
         "a fused layout whose block has a thread for every (token, k) takes one thread per pair (NOTE [EP pair "
         "layout]; low latency up to 128 tokens at top-8); 0: one thread per token (for comparisons)"),
-    bool_knob("FERRY_EP_LL_STAGED", "ep", nullptr, "off (NOTE [EP staged low latency]: the rule in waiting)",
+    bool_knob("FERRY_EP_LL_STAGED", "ep", nullptr, "fp8 buffers whose largest call has at most 4 MiB of rows (NOTE [EP staged low latency])",
         "low latency inside a node: senders write each chunk into a staging row per (source, slot) at once, "
         "without waiting for the other ranks' counts, and the receive half copies it into the expert rows (NOTE "
         "[EP staged low latency]); 0: straight into the output rows once every rank's counts are in"),

@@ -16,6 +16,7 @@
 #include "ep/ep_memory_plan.hpp"
 #include "ep/ep_paths.hpp"
 #include "ep/halves_split.hpp"
+#include "ep/send_roles.hpp"
 #include "ep/ep_params.hpp"
 #include "ep/internode_params.hpp"
 #include "ep/ep_args.hpp"
@@ -48,23 +49,6 @@ namespace {
 // chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128, 256, 512).
 constexpr int kLlSmallTokens = 128;
 
-// NOTE [EP rank rows by role] (rank_rows_dispatch.cu): the send blocks that write only
-// this rank's own rows, or 0 (every block writes every destination). NVLink stores
-// saturate from about kNvlinkBlocks SMs (2 H200s: 320 GB/s from 8 SMs, 325 from 24),
-// and one SM copies about 43 GB/s locally, so at W = 2 (as many own bytes as peer
-// bytes) 8 own-row blocks keep pace with the peer group; with more peers a token's
-// own share shrinks, about 1 / (W - 1). Split only where the peer group keeps
-// kNvlinkBlocks: with fewer SMs, mixed blocks are faster (measured at W = 2, 24 SMs:
-// own-row blocks 0 / 4 / 6 / 7 / 8 / 10 / 12: bf16 228.6 / 341.2 / 239.6 / 211.0 /
-// 209.7 / 214.4 / 221.9 us; 16 SMs split 10 + 5: 284.5 against 221 mixed).
-int rank_rows_local_blocks(int send_blocks, int world_size, std::optional<int64_t> chosen) {
-  constexpr int kNvlinkBlocks = 8;
-  if (send_blocks < 2 || world_size < 2) return 0;
-  if (chosen) return static_cast<int>(std::min<int64_t>(*chosen, send_blocks - 1));
-  const int local = (kNvlinkBlocks + world_size - 2) / (world_size - 1);  // ceil(8 / (W - 1))
-  return send_blocks - local >= kNvlinkBlocks ? local : 0;
-}
-
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
   return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
@@ -93,19 +77,6 @@ void copy_own_rows(EpBuffer::State& st, const Params& p, cudaStream_t stream) {
 void join_own_rows_copy(EpBuffer::State& st, cudaStream_t stream) {
   FERRY_CUDA_CHECK(cudaStreamWaitEvent(stream, st.copy_join, 0));
   st.copy_pending = false;
-}
-
-// NOTE [EP own rows first]: the copy engine's share of the own rows (percent). On 2 H100s (T=4096,
-// H=7168, top-8; session 18, c2-c3) it won with 7 and 8 send blocks (bf16 dispatch 368 -> 284 and
-// 334 -> 269 us) and lost from 11 (12 SMs: 258 against 252; 24: 261 against 216), whatever its share
-// (50-80%) or its pieces (1-4 streams): while it copies, the SMs' NVLink stores slow down about as
-// long as the copy takes. Session 19 (c1, 9-12 SMs, so 8-11 send blocks beside one receive block):
-// bf16 334 -> 266, 303 -> 261, 273 -> 260, 253 -> 261 us; fp8 200 -> 169, 185 -> 165, 167 -> 150,
-// 156 -> 157. So up to 10 send blocks.
-int own_rows_copy_percent(int send_blocks, std::optional<int64_t> chosen) {
-  constexpr int kCopyEngineMaxSendBlocks = 10;
-  if (chosen) return static_cast<int>(*chosen);
-  return send_blocks <= kCopyEngineMaxSendBlocks ? 100 : 0;
 }
 
 }  // namespace
@@ -319,8 +290,9 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   const int percent = copies ? ep::own_rows_copy_percent(p.num_blocks, st.own_rows_copy_percent) : 0;
   p.own_rows_copied = static_cast<int>(int64_t(call.num_tokens) * percent / 100);
   if (p.rank_rows)
-    p.rank_rows_local_blocks =
-        percent == 100 ? 0 : ep::rank_rows_local_blocks(p.num_blocks, p.world_size, st.rank_rows_local_blocks);
+    p.rank_rows_local_blocks = percent == 100 ? 0
+                                              : ep::rank_rows_local_blocks(p.num_blocks, p.world_size, ep::quantizes(p),
+                                                                           st.rank_rows_local_blocks);
   ep::copy_own_rows(st, p, stream);
   // Tokens that fit one layout block: the send kernel does the layout where the
   // path can (NOTE [EP fused layout]).

@@ -54,14 +54,14 @@ struct NetMemoryPlan {
 MemoryPlan plan_memory(const Params& p, bool with_weights);
 
 // NOTE [EP staged low latency] (dispatch.cu): whether an expanded low-latency buffer inside a node sends through
-// staging rows. FERRY_EP_LL_STAGED decides where set. Unset: off for now. The measured rule, staged while a rank's
-// largest call's rows (max_tokens x hidden in the dispatch type) take at most kStagedRowsMaxBytes
-// (staged_rows_fit), takes over once kStagedRowsByDefault is true: in both A/Bs that measured it the combine
-// after a staged bf16 dispatch at T=128 read 1.027 / 1.024 of the direct one's time, its kernels unchanged
-// (dispatch plus combine 0.989 / 0.987), and no case may get slower. The shape and the environment are the same
-// on every rank, so all ranks agree (senders and receivers must).
+// staging rows. FERRY_EP_LL_STAGED decides where set. Unset: fp8 buffers whose largest call's rows (max_tokens x
+// hidden bytes) take at most kStagedRowsMaxBytes (staged_rows_fit). bf16 stays direct: the combine after a staged
+// bf16 dispatch at T=128 reads 1.017-1.029 of the direct one's time in every A/B that measured it (sessions 30,
+// 31, 33), its kernels unchanged and the cause unexplained (not L2: it stays with --expert-pass, session 33 c2).
+// After a staged fp8 dispatch the combine reads the same (session 33 c4: 0.985 / 1.003 / 1.000 at T=1 / 128 /
+// 512, the fp8 dispatch 0.948 / 0.945 / 0.971). The shape and the environment are the same on every rank, so all
+// ranks agree (senders and receivers must).
 constexpr size_t kStagedRowsMaxBytes = size_t(4) << 20;
-constexpr bool kStagedRowsByDefault = false;
 bool staged_rows_fit(int max_tokens, int hidden, bool fp8);
 bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8);
 

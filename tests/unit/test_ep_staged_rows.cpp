@@ -26,16 +26,22 @@ TEST_F(StagedRowsTest, UpToFourMiBOfRows) {
   EXPECT_FALSE(staged_rows_fit(257, 8192, false));
 }
 
-TEST_F(StagedRowsTest, UnsetTakesTheDefault) {
-  EXPECT_EQ(stages_low_latency_rows(128, 7168, false), ferry::ep::kStagedRowsByDefault);
-  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));  // past the rule either way
+TEST_F(StagedRowsTest, UnsetStagesFp8RowsThatFit) {
+  EXPECT_TRUE(stages_low_latency_rows(1, 7168, true));
+  EXPECT_TRUE(stages_low_latency_rows(128, 7168, true));
+  EXPECT_TRUE(stages_low_latency_rows(512, 7168, true));    // 3.7 MB
+  EXPECT_FALSE(stages_low_latency_rows(1024, 7168, true));  // 7.3 MB
+  // bf16 stays direct at any size (the combine after a staged bf16 dispatch, ep_memory_plan.hpp).
+  EXPECT_FALSE(stages_low_latency_rows(1, 7168, false));
+  EXPECT_FALSE(stages_low_latency_rows(128, 7168, false));
+  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));
 }
 
 TEST_F(StagedRowsTest, TheKnobDecides) {
   setenv("FERRY_EP_LL_STAGED", "1", 1);
   EXPECT_TRUE(stages_low_latency_rows(4096, 7168, false));
   setenv("FERRY_EP_LL_STAGED", "0", 1);
-  EXPECT_FALSE(stages_low_latency_rows(1, 7168, false));
+  EXPECT_FALSE(stages_low_latency_rows(1, 7168, true));
 }
 
 }  // namespace
