@@ -368,7 +368,8 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
         for (size_t i = 0; i < options.dispatch_types.size(); ++i) {
           const DataType type = options.dispatch_types[i];
           const std::string name = std::string(mode_label(mode)) + " " + layout_label(layout, options) + " " +
-                                   dispatch_label(options, mode, type) + " T=" + std::to_string(tokens) + " SMs=" + std::to_string(sms);
+                                   dispatch_label(options, mode, type) + " T=" + std::to_string(tokens) +
+                                   " SMs=" + std::to_string(sms);
           bootstrap->barrier();  // cases start together
           FerryMeasurement m;
           try {
@@ -385,8 +386,8 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           failed |= m.check_failed;
           const auto& baseline = nccl_results[i];
           auto dispatch_row = [&](const char* suffix, double us) {
-            rows.push_back({"dispatch " + dispatch_label(options, mode, type) + suffix, bytes_per_token(type, options.hidden),
-                            us, m.used_graph, m.check_failed,
+            rows.push_back({"dispatch " + dispatch_label(options, mode, type) + suffix,
+                            bytes_per_token(type, options.hidden), us, m.used_graph, m.check_failed,
                             baseline ? std::optional<double>(baseline->forward_us) : std::nullopt});
           };
           dispatch_row("", m.dispatch_us);

@@ -205,7 +205,8 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_EP_PAIR_LAYOUT", "ep", "1", "",
         "a fused layout whose block has a thread for every (token, k) takes one thread per pair (NOTE [EP pair "
         "layout]; low latency up to 128 tokens at top-8); 0: one thread per token (for comparisons)"),
-    bool_knob("FERRY_EP_LL_STAGED", "ep", nullptr, "fp8 buffers whose largest call has at most 4 MiB of rows (NOTE [EP staged low latency])",
+    bool_knob("FERRY_EP_LL_STAGED", "ep", nullptr,
+        "fp8 buffers whose largest call has at most 4 MiB of rows (NOTE [EP staged low latency])",
         "low latency inside a node: senders write each chunk into a staging row per (source, slot) at once, "
         "without waiting for the other ranks' counts, and the receive half copies it into the expert rows (NOTE "
         "[EP staged low latency]); 0: straight into the output rows once every rank's counts are in"),

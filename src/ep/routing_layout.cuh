@@ -353,10 +353,6 @@ __device__ inline void layout_block_of_pairs(const Params& p, uint32_t* smem, St
   layout_block_pairs(p, smem, shared, stamp);
 }
 
-// Second pass of a layout of several blocks (num_blocks == gridDim.x of the
-// first): block `block` adds the totals of the blocks below it to its tokens'
-// offsets; block 0 also writes the rank's totals and reports a bad entry.
-// `base` is shared memory for E + W ints.
 // NOTE [EP layout add loads]
 // Every load of a thread's token (its K expert ids and positions, its W slots)
 // is issued before any store and before the block totals' sums: the rows are
@@ -379,6 +375,10 @@ __device__ __forceinline__ int sum_block_totals(const int32_t* column, int strid
   return sum;
 }
 
+// Second pass of a layout of several blocks (num_blocks == gridDim.x of the
+// first): block `block` adds the totals of the blocks below it to its tokens'
+// offsets; block 0 also writes the rank's totals and reports a bad entry.
+// `base` is shared memory for E + W ints.
 __device__ inline void layout_add_lower_blocks(const Params& p, int32_t* base, int block, int num_blocks) {
   const int E = p.num_experts, K = p.topk, W = p.world_size, stride = E + W + 1;
   const int32_t* totals = p.layout_block_totals;
