@@ -11,11 +11,11 @@
 
 #include "ferry/device/sync.cuh"
 #include "ferry/device/vec.cuh"
+#include "row_copy.cuh"
 
 namespace ferry::bench::nvlink_probe {
 
 constexpr int kMaxPeers = 8;
-constexpr int kUnroll = 8;
 constexpr int kTmaChunk = 2048;  // bytes per warp and buffer (two buffers per warp)
 constexpr int kFlagWords = 4096;
 
@@ -61,29 +61,6 @@ __device__ __forceinline__ void item_target(const Params& p, int i, int& peer, s
   const int peers = p.world_size - 1;
   peer = (p.rank + 1 + i % peers) % p.world_size;
   offset = size_t(i / peers) * p.item_bytes;
-}
-
-// The loop shape of the EP kernels' row copies (src/ep/dispatch.cu), so the
-// probe measures the pattern they use; bench code only sees the public API.
-// Every 16-byte unit is loaded once and stored to each of `num_dst` rows.
-__device__ __forceinline__ void warp_copy(const uint8_t* src, uint8_t* const* dst, int num_dst, int bytes,
-                                          int lane) {
-  const int units = bytes / 16;
-  for (int base = 0; base < units; base += 32 * kUnroll) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = base + u * 32 + lane;
-      if (i < units) v[u] = device::load16(src + size_t(i) * 16);
-    }
-    for (int d = 0; d < num_dst; ++d) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = base + u * 32 + lane;
-        if (i < units) device::store16(dst[d] + size_t(i) * 16, v[u]);
-      }
-    }
-  }
 }
 
 // 8 bf16 of each of the kLocalFanout rows at unit i, weighted (1, 1/2, 1/4, ...),
