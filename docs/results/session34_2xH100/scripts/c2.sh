@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,clocks_throttle_reas
 call_run pcie_2ranks 120 $M -np 2 $B pcie --sms 2,4,8,12,16,24,32,66,132 --csv $CALL_DIR/pcie_2ranks.csv
 call_run pcie_1rank 90 $M -np 1 $B pcie --sms 2,4,8,12,16,24,32,66,132 --csv $CALL_DIR/pcie_1rank.csv
 call_run pcie_2ranks_2m 60 $M -np 2 $B pcie --bytes 2M --item-bytes 14336 --sms 12,24,66,132 --csv $CALL_DIR/pcie_2ranks_2m.csv
-VN="-x FERRY_RANKS_PER_NODE=1 -x UCX_TLS=sm,self -x NCCL_P2P_DISABLE=1"
+VN="-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1 -x UCX_TLS=sm,self -x NCCL_P2P_DISABLE=1"
 call_run ep_sm_ll 120 $M -np 2 $VN $B ep --mode ll --layout expanded --tokens 128 --stages --halves --csv $CALL_DIR/ep_sm_ll.csv
 call_run ep_sm_ht 150 $M -np 2 $VN $B ep --mode ht --layout expanded --stages --halves --csv $CALL_DIR/ep_sm_ht.csv
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,clocks_throttle_reasons.active --format=csv >> $CALL_DIR/clocks.txt
