@@ -115,26 +115,15 @@ __device__ __forceinline__ size_t staged_index(const Params& p, uint64_t epoch, 
 template <bool kQuantize>
 __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, float** dst_scales,
                                   uint64_t epoch) {
-  const int W = p.world_size, K = p.topk, Le = p.local_experts;
-  const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
-  const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
-  const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
-  const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0);
+  const TokenRouting routing = load_token_routing(p, t, lane);
+  const unsigned dst_mask = __ballot_sync(0xffffffffu, routing.slot >= 0);
   if (dst_mask == 0) return;
   int num_dst = 0;
   uint64_t* my_ready = nullptr;  // lane d: ready word of destination d
   for (unsigned m = dst_mask; m != 0; m &= m - 1) {
     const int r = __ffs(m) - 1;
-    const size_t index = staged_index(p, epoch, p.rank, __shfl_sync(0xffffffffu, slot, r));
-    int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta.at(r) + index * p.meta_bytes);
-    const bool here = e >= 0 && e / Le == r;
-    if (lane == 0) record[0] = t;
-    if (lane < K) {
-      record[1 + lane] = here ? e % Le : -1;
-      record[1 + K + lane] = pos;
-      reinterpret_cast<float*>(record)[1 + 2 * K + lane] = w;
-    }
+    const size_t index = staged_index(p, epoch, p.rank, __shfl_sync(0xffffffffu, routing.slot, r));
+    write_token_record(p, reinterpret_cast<int32_t*>(p.stage_meta.at(r) + index * p.meta_bytes), routing, t, r, lane);
     if (lane == num_dst) my_ready = p.stage_ready.at(r) + index * p.num_chunks + c;
     if (lane == 0) {
       uint8_t* row = p.stage_rows.at(r) + index * p.stage_row_bytes;

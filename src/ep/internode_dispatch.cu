@@ -74,11 +74,9 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
                            int parity) {
   const Params& p = np.p;
   const NetLayout& lay = np.lay;
-  const int W = p.world_size, K = p.topk, Le = p.local_experts;
-  const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
-  const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
-  const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  const int W = p.world_size;
+  const TokenRouting routing = load_token_routing(p, t, lane);
+  const int slot = routing.slot;
   const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0);
   if (dst_mask == 0) return;
   int num_dst = 0;
@@ -86,16 +84,8 @@ __device__ void pack_chunk(const NetParams& np, int t, int c, int lane, uint8_t*
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
     uint8_t* record = dispatch_target(np, r, parity) + lay.header_bytes + size_t(s) * lay.record_bytes;
-    if (c == 0) {  // the routing record, once per token (a slot travels whole)
-      int32_t* meta = reinterpret_cast<int32_t*>(record);
-      const bool here = e >= 0 && e / Le == r;
-      if (lane == 0) meta[0] = t;
-      if (lane < K) {
-        meta[1 + lane] = here ? e % Le : -1;
-        meta[1 + K + lane] = pos;
-        reinterpret_cast<float*>(meta)[1 + 2 * K + lane] = w;
-      }
-    }
+    // The routing record, once per token (a slot travels whole).
+    if (c == 0) write_token_record(p, reinterpret_cast<int32_t*>(record), routing, t, r, lane);
     if (lane == 0) {
       dst[num_dst] = record + lay.row_offset;
       if (p.fp8_out) dst_scales[num_dst] = reinterpret_cast<float*>(record + lay.scales_offset);

@@ -137,6 +137,35 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
   }
 }
 
+// The routing of token t a sending warp needs, one value per lane: lane d < world its slot at destination d (-1:
+// not sent there); lane k < top-k its k-th expert (checked, -1: none), that expert's index among the source's
+// tokens, and its weight. All loads at once (one memory round trip). The staged intranode send and the cross-node
+// pack; send_chunk in dispatch.cu keeps its own copy (see the top of this file).
+struct TokenRouting {
+  int slot, expert, pos;
+  float weight;
+};
+__device__ __forceinline__ TokenRouting load_token_routing(const Params& p, int t, int lane) {
+  const int W = p.world_size, K = p.topk;
+  return {lane < W ? p.token_slot[size_t(t) * W + lane] : -1, lane < K ? p.token_expert[size_t(t) * K + lane] : -1,
+          lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1,
+          (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f};
+}
+
+// Token t's routing record for destination rank r (Params::meta_bytes layout, meta_record_bytes): the source
+// index, then per k the local expert at r (-1 elsewhere), the index among the source's tokens and the weight.
+__device__ __forceinline__ void write_token_record(const Params& p, int32_t* record, const TokenRouting& routing,
+                                                   int t, int r, int lane) {
+  const int K = p.topk, Le = p.local_experts;
+  const bool here = routing.expert >= 0 && routing.expert / Le == r;
+  if (lane == 0) record[0] = t;
+  if (lane < K) {
+    record[1 + lane] = here ? routing.expert % Le : -1;
+    record[1 + K + lane] = routing.pos;
+    reinterpret_cast<float*>(record)[1 + 2 * K + lane] = routing.weight;
+  }
+}
+
 // ---------------------------------------------------------------- combine
 // Weighted sums of bf16 rows, shared by the intranode combine (combine.cu) and
 // the cross-node one (internode_dispatch.cu, internode_combine.cu).
