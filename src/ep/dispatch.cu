@@ -67,21 +67,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     ++num_dst;
   }
   __syncwarp();
-  const int begin = chunk_begin(p, c), end = chunk_end(p, c);
-  if constexpr (kQuantize) {
-    quantize_to_rows(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H * 2, dst, dst_scales, num_dst, begin,
-                     end, lane);
-  } else if (p.fp8_in) {
-    copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + size_t(t) * H + begin, dst, num_dst,
-                                    begin, (end - begin) / 16, lane);
-    for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32) {
-      const float scale = p.scales_in[size_t(t) * groups + g];
-      for (int d = 0; d < num_dst; ++d) dst_scales[d][g] = scale;
-    }
-  } else {
-    copy_units_to_rows<kSendUnroll>(static_cast<const uint8_t*>(p.tokens) + (size_t(t) * H + begin) * 2, dst,
-                                    num_dst, size_t(begin) * 2, (end - begin) * 2 / 16, lane);
-  }
+  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
   // The warp's stores, then one release per destination (NOTE [EP epochs]).
   __syncwarp();
   if (lane < num_dst) device::st_release_sys(my_ready, epoch);
