@@ -52,6 +52,17 @@ __device__ __forceinline__ bool wait_count_word(const uint64_t* word, uint32_t t
   return ok;
 }
 
+// The first stage of wait_counts and wait_counts_into_rows: thread s < W spins on source s's last count word alone
+// (NOTE [EP tagged counts]); false for the whole block once a wait failed (`failed`: the caller's shared flag).
+__device__ __forceinline__ bool wait_last_count_words(const Params& p, const uint64_t* region, uint32_t tag,
+                                                      int32_t phase, int& failed) {
+  const int W = p.world_size, stride = p.num_experts + W;
+  const int s = static_cast<int>(threadIdx.x);
+  if (s < W && !wait_count_word(region + s * stride + stride - 1, tag, p.wait, s, phase)) failed = 1;
+  __syncthreads();
+  return *static_cast<volatile int*>(&failed) == 0;
+}
+
 // Block scope: this rank's counts of call `epoch` from every source are in (NOTE [EP tagged counts]); false for
 // the whole block once a wait timed out or the communicator aborted (the host reports it). Thread s < W first
 // spins on source s's last word alone, as the old flag wait did, so that the grid's blocks do not all poll every
@@ -64,10 +75,7 @@ __device__ __forceinline__ bool wait_counts(const Params& p, uint64_t epoch, int
   const int W = p.world_size, stride = p.num_experts + W, words = W * stride;
   const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
   const uint32_t tag = uint32_t(epoch);
-  const int s = static_cast<int>(threadIdx.x);
-  if (s < W && !wait_count_word(region + s * stride + stride - 1, tag, p.wait, s, phase)) failed = 1;
-  __syncthreads();
-  if (*static_cast<volatile int*>(&failed) != 0) return false;
+  if (!wait_last_count_words(p, region, tag, phase, failed)) return false;
   for (int i = threadIdx.x; i < words; i += kThreads) {
     if (!wait_count_word(region + i, tag, p.wait, i / stride, phase)) {
       failed = 1;
@@ -185,10 +193,7 @@ __device__ __forceinline__ bool wait_counts_into_rows(const Params& p, uint64_t 
   __syncthreads();
   const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
   const uint32_t tag = uint32_t(epoch);
-  const int s = static_cast<int>(threadIdx.x);
-  if (s < W && !wait_count_word(region + s * stride + stride - 1, tag, p.wait, s, phase)) failed = 1;
-  __syncthreads();
-  if (*static_cast<volatile int*>(&failed) != 0) return false;
+  if (!wait_last_count_words(p, region, tag, phase, failed)) return false;
   for (int i = threadIdx.x; i < words; i += kThreads) {
     int32_t count = 0;
     const int source = i / stride, c = i % stride;
