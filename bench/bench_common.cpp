@@ -329,4 +329,22 @@ std::string nccl_library_version() {
 }
 #endif
 
+CopyProbeOptions parse_copy_probe_options(std::vector<std::string> args) {
+  ArgParser parser(std::move(args));
+  CopyProbeOptions o;
+  if (auto v = parser.take_value("--sms")) {
+    o.sms.clear();
+    for (const std::string& s : split_list(*v)) o.sms.push_back(parse_positive_int("--sms", s));
+  }
+  if (auto v = parser.take_value("--bytes")) o.bytes = parse_byte_size(*v);
+  if (auto v = parser.take_value("--item-bytes")) o.item_bytes = parse_positive_int("--item-bytes", *v);
+  if (auto v = parser.take_value("--threads")) o.threads = parse_positive_int("--threads", *v);
+  if (auto v = parser.take_value("--csv")) o.csv_path = *v;
+  parser.finish();
+  if (o.item_bytes % 16 != 0) throw UsageError("--item-bytes must be a multiple of 16");
+  if (o.threads % 32 != 0 || o.threads > 1024) throw UsageError("--threads must be a multiple of 32, at most 1024");
+  if (o.bytes < size_t(o.item_bytes)) throw UsageError("--bytes must hold at least one item");
+  return o;
+}
+
 }  // namespace ferry::bench

@@ -184,6 +184,16 @@ int run_allreduce_bench(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector
 void print_allreduce_usage(std::FILE* out);
 int run_ep_bench(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_ep_usage(std::FILE* out);
+// The options of the copy probes (ferry-bench nvlink, pcie): --sms, --bytes, --item-bytes, --threads, --csv.
+struct CopyProbeOptions {
+  std::vector<int> sms = {4, 8, 12, 16, 24, 32, 64, 132};
+  size_t bytes = size_t(32) << 20;
+  int item_bytes = 14336;
+  int threads = 1024;
+  std::string csv_path;
+};
+CopyProbeOptions parse_copy_probe_options(std::vector<std::string> args);
+
 int run_nvlink_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_nvlink_usage(std::FILE* out);
 int run_pcie_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);

@@ -42,35 +42,7 @@
 
 namespace ferry::bench {
 namespace {
-
 using namespace nvlink_probe;  // the kernels, Params and Method (nvlink_probe_kernels.cuh)
-
-struct Options {
-  std::vector<int> sms = {4, 8, 12, 16, 24, 32, 64, 132};
-  size_t bytes = size_t(32) << 20;
-  int item_bytes = 14336;
-  int threads = 1024;
-  std::string csv_path;
-};
-
-Options parse_options(std::vector<std::string> args) {
-  ArgParser parser(std::move(args));
-  Options o;
-  if (auto v = parser.take_value("--sms")) {
-    o.sms.clear();
-    for (const std::string& s : split_list(*v)) o.sms.push_back(parse_positive_int("--sms", s));
-  }
-  if (auto v = parser.take_value("--bytes")) o.bytes = parse_byte_size(*v);
-  if (auto v = parser.take_value("--item-bytes")) o.item_bytes = parse_positive_int("--item-bytes", *v);
-  if (auto v = parser.take_value("--threads")) o.threads = parse_positive_int("--threads", *v);
-  if (auto v = parser.take_value("--csv")) o.csv_path = *v;
-  parser.finish();
-  if (o.item_bytes % 16 != 0) throw UsageError("--item-bytes must be a multiple of 16");
-  if (o.threads % 32 != 0 || o.threads > 1024) throw UsageError("--threads must be a multiple of 32, at most 1024");
-  if (o.bytes < size_t(o.item_bytes)) throw UsageError("--bytes must hold at least one item");
-  return o;
-}
-
 }  // namespace
 
 void print_nvlink_usage(std::FILE* out) {
@@ -83,7 +55,7 @@ void print_nvlink_usage(std::FILE* out) {
 }
 
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
-  const Options o = parse_options(std::move(args));
+  const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
   start_gpu_subcommand(*bootstrap, "ferry-bench nvlink");
   Communicator comm(bootstrap);
