@@ -1,36 +1,24 @@
-// ferry-bench pcie: how fast each GPU moves bytes to and from pinned host
-// memory, by method and SM count, every rank at once. It is the floor of the
-// cross-node paths whose windows land in host memory (UCX shared memory or tcp,
-// NOTE [Window staging]): there a send half's SMs store rows into host memory
-// and the receive half's SMs load them back.
+// ferry-bench pcie: how fast each GPU moves bytes to and from pinned host memory, by method and SM count, every
+// rank at once. It is the floor of the cross-node paths whose windows land in host memory (UCX shared memory or tcp,
+// NOTE [Window staging]): there a send half's SMs store rows into host memory and the receive half's SMs load them.
 //
-// Methods (each rank moves `--bytes` in items of `--item-bytes`, items spread
-// over the warps of `--sms` blocks, with the EP kernels' row copy,
-// row_copy.cuh's warp_copy):
-//   store     GPU memory -> this rank's pinned host buffer (a send half's
-//   stores) load      pinned host buffer -> GPU memory (a receive half's loads)
+// Methods (each rank moves `--bytes` in items of `--item-bytes`, items spread over the warps of `--sms` blocks, with
+// the EP kernels' row copy, row_copy.cuh's warp_copy):
+//   store         GPU memory -> this rank's pinned host buffer (a send half's stores)
+//   load          pinned host buffer -> GPU memory (a receive half's loads)
 //   load_l2_128, load_l2_256, load_nc_256
-//             load with PTX's L2 prefetch-size hint (ld.global.L2::128B /
-//             ::256B; nc: the read-only path too): whether the L2 then fetches
-//             host memory in larger requests
-//   load_tma  lane 0 of each warp: bulk copy host -> shared (2 KB, an
-//   mbarrier), then
-//             shared -> GPU memory
-//   both      the first half of the blocks store, the rest load, at once
-//   (overlapped halves;
-//             GB/s counts the bytes of both directions)
-//   store+ce_h2d  store's kernel on all the SMs and ce_h2d on a second stream,
-//   at once (GB/s: both
-//             directions' bytes): a send half of SMs beside a receive by copy
-//             engine
-//   ce_d2h    cudaMemcpyAsync device to host (no SMs; one column)
-//   ce_h2d    cudaMemcpyAsync host to device
-//   ce_both   the two copies at once, on two streams (GB/s: both directions'
-//   bytes)
-// GB/s: bytes moved / time; median of CUDA-graph replays, max time over ranks.
-// Every method's result is checked. The host buffer is allocated by the rank's
-// own process (first touch: the NUMA node it ran on), as a landing buffer of
-// UCX shared memory is allocated by its receiver.
+//                 loads with PTX's L2 prefetch-size hint (ld.global.L2::128B / ::256B; nc: the read-only path too):
+//                 whether the L2 then fetches host memory in larger requests
+//   load_tma      lane 0 of each warp: bulk copy host -> shared (2 KB, an mbarrier), then shared -> GPU memory
+//   both          the first half of the blocks store, the rest load, at once (overlapped halves)
+//   store+ce_h2d  store's kernel on all the SMs and ce_h2d on a second stream, at once: a send half of SMs beside
+//                 a receive by copy engine
+//   ce_d2h        cudaMemcpyAsync device to host (no SMs; one column)
+//   ce_h2d        cudaMemcpyAsync host to device
+//   ce_both       the two copies at once, on two streams
+// GB/s: bytes moved / time (both, store+ce_h2d, ce_both: the bytes of both directions); median of CUDA-graph
+// replays, max time over ranks. Every method's result is checked. The host buffer is allocated by the rank's own
+// process (first touch: the NUMA node it ran on), as a landing buffer of UCX shared memory is by its receiver.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -63,30 +51,19 @@ enum class HostMethod {
   kCeBoth
 };
 
-const char *host_method_name(HostMethod m) {
+const char* host_method_name(HostMethod m) {
   switch (m) {
-  case HostMethod::kStore:
-    return "store";
-  case HostMethod::kLoad:
-    return "load";
-  case HostMethod::kLoad128:
-    return "load_l2_128";
-  case HostMethod::kLoad256:
-    return "load_l2_256";
-  case HostMethod::kLoadNc256:
-    return "load_nc_256";
-  case HostMethod::kLoadTma:
-    return "load_tma";
-  case HostMethod::kBoth:
-    return "both";
-  case HostMethod::kStoreCeH2d:
-    return "store+ce_h2d";
-  case HostMethod::kCeD2h:
-    return "ce_d2h";
-  case HostMethod::kCeH2d:
-    return "ce_h2d";
-  case HostMethod::kCeBoth:
-    return "ce_both";
+    case HostMethod::kStore: return "store";
+    case HostMethod::kLoad: return "load";
+    case HostMethod::kLoad128: return "load_l2_128";
+    case HostMethod::kLoad256: return "load_l2_256";
+    case HostMethod::kLoadNc256: return "load_nc_256";
+    case HostMethod::kLoadTma: return "load_tma";
+    case HostMethod::kBoth: return "both";
+    case HostMethod::kStoreCeH2d: return "store+ce_h2d";
+    case HostMethod::kCeD2h: return "ce_d2h";
+    case HostMethod::kCeH2d: return "ce_h2d";
+    case HostMethod::kCeBoth: return "ce_both";
   }
   return "?";
 }
@@ -94,11 +71,11 @@ const char *host_method_name(HostMethod m) {
 struct HostParams {
   int items;
   int item_bytes;
-  uint8_t *device_src;     // items the store methods send to host memory
-  uint8_t *device_dst;     // where the load methods land
-  uint8_t *host_dst;       // pinned: where the store methods land
-  const uint8_t *host_src; // pinned: what the load methods read
-  int store_blocks;        // blocks [0, store_blocks) store, the rest load
+  uint8_t* device_src;      // items the store methods send to host memory
+  uint8_t* device_dst;      // where the load methods land
+  uint8_t* host_dst;        // pinned: where the store methods land
+  const uint8_t* host_src;  // pinned: what the load methods read
+  int store_blocks;         // blocks [0, store_blocks) store, the rest load
 };
 
 __device__ __forceinline__ uint32_t host_pattern(int salt, size_t w) {
@@ -108,24 +85,20 @@ __device__ __forceinline__ uint32_t host_pattern(int salt, size_t w) {
 // Blocks below store_blocks copy device_src -> host_dst, the others host_src ->
 // device_dst; each role spreads all the items over its own warps.
 __global__ void host_copy_kernel(HostParams p) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5,
-            warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const bool storing = int(blockIdx.x) < p.store_blocks;
-  const int role_block =
-      storing ? int(blockIdx.x) : int(blockIdx.x) - p.store_blocks;
-  const int role_blocks =
-      storing ? p.store_blocks : int(gridDim.x) - p.store_blocks;
-  const uint8_t *src = storing ? p.device_src : p.host_src;
-  uint8_t *dst = storing ? p.host_dst : p.device_dst;
-  for (int i = role_block * warps + warp; i < p.items;
-       i += role_blocks * warps) {
-    uint8_t *row = dst + size_t(i) * p.item_bytes;
+  const int role_block = storing ? int(blockIdx.x) : int(blockIdx.x) - p.store_blocks;
+  const int role_blocks = storing ? p.store_blocks : int(gridDim.x) - p.store_blocks;
+  const uint8_t* src = storing ? p.device_src : p.host_src;
+  uint8_t* dst = storing ? p.host_dst : p.device_dst;
+  for (int i = role_block * warps + warp; i < p.items; i += role_blocks * warps) {
+    uint8_t* row = dst + size_t(i) * p.item_bytes;
     warp_copy(src + size_t(i) * p.item_bytes, &row, 1, p.item_bytes, lane);
   }
 }
 
 template <HostMethod M>
-__device__ __forceinline__ uint4 host_load16(const uint8_t *ptr) {
+__device__ __forceinline__ uint4 host_load16(const uint8_t* ptr) {
   uint4 v;
   if constexpr (M == HostMethod::kLoad128) {
     asm volatile("ld.global.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -144,35 +117,32 @@ __device__ __forceinline__ uint4 host_load16(const uint8_t *ptr) {
 }
 
 // load_l2_*: warp_copy's loop with the hinted loads, host_src -> device_dst.
-template <HostMethod M> __global__ void host_load_hint_kernel(HostParams p) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5,
-            warps = blockDim.x >> 5;
+template <HostMethod M>
+__global__ void host_load_hint_kernel(HostParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int units = p.item_bytes / 16;
   for (int i = blockIdx.x * warps + warp; i < p.items; i += gridDim.x * warps) {
-    const uint8_t *src = p.host_src + size_t(i) * p.item_bytes;
-    uint8_t *dst = p.device_dst + size_t(i) * p.item_bytes;
+    const uint8_t* src = p.host_src + size_t(i) * p.item_bytes;
+    uint8_t* dst = p.device_dst + size_t(i) * p.item_bytes;
     for (int base = 0; base < units; base += 32 * kUnroll) {
       uint4 v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int j = base + u * 32 + lane;
-        if (j < units)
-          v[u] = host_load16<M>(src + size_t(j) * 16);
+        if (j < units) v[u] = host_load16<M>(src + size_t(j) * 16);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int j = base + u * 32 + lane;
-        if (j < units)
-          device::store16(dst + size_t(j) * 16, v[u]);
+        if (j < units) device::store16(dst + size_t(j) * 16, v[u]);
       }
     }
   }
 }
 
-constexpr int kHostTmaChunk =
-    2048; // bytes per bulk copy; one shared buffer per warp
+constexpr int kHostTmaChunk = 2048;  // bytes per bulk copy; one shared buffer per warp
 
-__device__ __forceinline__ uint32_t shared_address(const void *ptr) {
+__device__ __forceinline__ uint32_t shared_address(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
@@ -182,100 +152,84 @@ __device__ __forceinline__ uint32_t shared_address(const void *ptr) {
 __global__ void host_load_tma_kernel(HostParams p) {
   extern __shared__ __align__(128) uint8_t tma_smem[];
   __shared__ __align__(8) uint64_t barriers[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5,
-            warps = blockDim.x >> 5;
-  if (lane != 0)
-    return;
-  const uint32_t buffer =
-      shared_address(tma_smem + size_t(warp) * kHostTmaChunk);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane != 0) return;
+  const uint32_t buffer = shared_address(tma_smem + size_t(warp) * kHostTmaChunk);
   const uint32_t barrier = shared_address(&barriers[warp]);
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   uint32_t phase = 0;
   for (int i = blockIdx.x * warps + warp; i < p.items; i += gridDim.x * warps) {
     for (int done = 0; done < p.item_bytes; done += kHostTmaChunk) {
-      const uint32_t bytes =
-          static_cast<uint32_t>(min(kHostTmaChunk, p.item_bytes - done));
+      const uint32_t bytes = static_cast<uint32_t>(min(kHostTmaChunk, p.item_bytes - done));
       const size_t at = size_t(i) * p.item_bytes + done;
       asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
       asm volatile(
-          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-              barrier),
-          "r"(bytes)
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx:"
+          ":bytes [%0], [%1], %2, [%3];" ::"r"(buffer),
+          "l"(p.host_src + at), "r"(bytes), "r"(barrier)
           : "memory");
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx:"
-                   ":bytes [%0], [%1], %2, [%3];" ::"r"(buffer),
-                   "l"(p.host_src + at), "r"(bytes), "r"(barrier)
-                   : "memory");
       uint32_t ready = 0;
       while (!ready) {
-        asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 "
-                     "q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                     : "=r"(ready)
-                     : "r"(barrier), "r"(phase)
-                     : "memory");
+        asm volatile(
+            "{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 "
+            "q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+            : "=r"(ready)
+            : "r"(barrier), "r"(phase)
+            : "memory");
       }
       phase ^= 1;
-      asm volatile(
-          "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
-              p.device_dst + at),
-          "r"(buffer), "r"(bytes)
-          : "memory");
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(p.device_dst + at), "r"(buffer),
+                   "r"(bytes)
+                   : "memory");
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
   }
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
-__global__ void host_fill_kernel(uint32_t *words, size_t count, int salt) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
-       i += size_t(gridDim.x) * blockDim.x)
+__global__ void host_fill_kernel(uint32_t* words, size_t count, int salt) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
     words[i] = host_pattern(salt, i);
 }
 
-__global__ void host_check_kernel(const uint32_t *words, size_t count, int salt,
-                                  unsigned long long *mismatches) {
+__global__ void host_check_kernel(const uint32_t* words, size_t count, int salt, unsigned long long* mismatches) {
   unsigned long long bad = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
-       i += size_t(gridDim.x) * blockDim.x)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
     bad += words[i] != host_pattern(salt, i);
-  if (bad)
-    atomicAdd(mismatches, bad);
+  if (bad) atomicAdd(mismatches, bad);
 }
 
 // Pinned host memory, mapped into the GPU's address space (what a registered
 // landing buffer is).
 class PinnedBuffer {
-public:
-  explicit PinnedBuffer(size_t bytes) {
-    FERRY_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocMapped));
-  }
+ public:
+  explicit PinnedBuffer(size_t bytes) { FERRY_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocMapped)); }
   ~PinnedBuffer() { cudaFreeHost(ptr_); }
-  PinnedBuffer(const PinnedBuffer &) = delete;
-  PinnedBuffer &operator=(const PinnedBuffer &) = delete;
-  uint8_t *get() const { return static_cast<uint8_t *>(ptr_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  uint8_t* get() const { return static_cast<uint8_t*>(ptr_); }
 
-private:
-  void *ptr_ = nullptr;
+ private:
+  void* ptr_ = nullptr;
 };
 
-} // namespace
+}  // namespace
 
-void print_pcie_usage(std::FILE *out) {
-  std::fprintf(
-      out,
-      "usage: mpirun -np N ferry-bench pcie [--sms 4,8,...] [--bytes 32M] "
-      "[--item-bytes 14336]\n"
-      "                                     [--threads 1024] [--csv FILE]\n"
-      "GB/s per GPU between GPU memory and pinned host memory, every rank at "
-      "once, by method (store,\n"
-      "load, both: SM copies; ce_d2h, ce_h2d, ce_both: copy engine) and SM "
-      "count: the floor of cross-node windows\n"
-      "that land in host memory.\n");
+void print_pcie_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: mpirun -np N ferry-bench pcie [--sms 4,8,...] [--bytes 32M] "
+               "[--item-bytes 14336]\n"
+               "                                     [--threads 1024] [--csv FILE]\n"
+               "GB/s per GPU between GPU memory and pinned host memory, every rank at "
+               "once, by method (store,\n"
+               "load, both: SM copies; ce_d2h, ce_h2d, ce_both: copy engine) and SM "
+               "count: the floor of cross-node windows\n"
+               "that land in host memory.\n");
 }
 
-int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap,
-                   std::vector<std::string> args) {
+int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
   start_gpu_subcommand(*bootstrap, "ferry-bench pcie");
@@ -288,16 +242,14 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap,
   const size_t bytes = size_t(p.items) * o.item_bytes;
   DeviceBuffer device_src(bytes), device_dst(bytes);
   PinnedBuffer host_src(bytes), host_dst(bytes);
-  p.device_src = static_cast<uint8_t *>(device_src.get());
-  p.device_dst = static_cast<uint8_t *>(device_dst.get());
+  p.device_src = static_cast<uint8_t*>(device_src.get());
+  p.device_dst = static_cast<uint8_t*>(device_dst.get());
   p.host_dst = host_dst.get();
   p.host_src = host_src.get();
   const size_t words = bytes / 4;
   const int salt_out = 2 * comm.rank() + 1, salt_in = 2 * comm.rank() + 2;
-  host_fill_kernel<<<132, 1024>>>(reinterpret_cast<uint32_t *>(p.device_src),
-                                  words, salt_out);
-  host_fill_kernel<<<132, 1024>>>(reinterpret_cast<uint32_t *>(host_src.get()),
-                                  words, salt_in);
+  host_fill_kernel<<<132, 1024>>>(reinterpret_cast<uint32_t*>(p.device_src), words, salt_out);
+  host_fill_kernel<<<132, 1024>>>(reinterpret_cast<uint32_t*>(host_src.get()), words, salt_in);
   FERRY_CUDA_CHECK(cudaGetLastError());
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   CudaStream stream, side;
@@ -306,67 +258,48 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap,
   FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
   DeviceBuffer mismatches(sizeof(unsigned long long));
   const size_t tma_smem = size_t(o.threads / 32) * kHostTmaChunk;
-  FERRY_CUDA_CHECK(cudaFuncSetAttribute(
-      host_load_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      int(tma_smem)));
+  FERRY_CUDA_CHECK(
+      cudaFuncSetAttribute(host_load_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem)));
 
   auto enqueue = [&](HostMethod m, int blocks, cudaStream_t s) {
     switch (m) {
-    case HostMethod::kStore:
-    case HostMethod::kLoad:
-    case HostMethod::kBoth: {
-      HostParams q = p;
-      q.store_blocks = m == HostMethod::kStore  ? blocks
-                       : m == HostMethod::kLoad ? 0
-                                                : blocks / 2;
-      host_copy_kernel<<<blocks, o.threads, 0, s>>>(q);
-      break;
-    }
-    case HostMethod::kLoad128:
-      host_load_hint_kernel<HostMethod::kLoad128>
-          <<<blocks, o.threads, 0, s>>>(p);
-      break;
-    case HostMethod::kLoad256:
-      host_load_hint_kernel<HostMethod::kLoad256>
-          <<<blocks, o.threads, 0, s>>>(p);
-      break;
-    case HostMethod::kLoadNc256:
-      host_load_hint_kernel<HostMethod::kLoadNc256>
-          <<<blocks, o.threads, 0, s>>>(p);
-      break;
-    case HostMethod::kLoadTma:
-      host_load_tma_kernel<<<blocks, o.threads, tma_smem, s>>>(p);
-      break;
-    case HostMethod::kCeD2h:
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.host_dst, p.device_src, bytes,
-                                       cudaMemcpyDeviceToHost, s));
-      break;
-    case HostMethod::kCeH2d:
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes,
-                                       cudaMemcpyHostToDevice, s));
-      break;
-    case HostMethod::kStoreCeH2d: {
-      FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
-      FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes,
-                                       cudaMemcpyHostToDevice, side.get()));
-      HostParams q = p;
-      q.store_blocks = blocks;
-      host_copy_kernel<<<blocks, o.threads, 0, s>>>(q);
-      FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
-      FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
-      break;
-    }
-    case HostMethod::kCeBoth:
-      FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
-      FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.host_dst, p.device_src, bytes,
-                                       cudaMemcpyDeviceToHost, side.get()));
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes,
-                                       cudaMemcpyHostToDevice, s));
-      FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
-      FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
-      break;
+      case HostMethod::kStore:
+      case HostMethod::kLoad:
+      case HostMethod::kBoth: {
+        HostParams q = p;
+        q.store_blocks = m == HostMethod::kStore ? blocks : m == HostMethod::kLoad ? 0 : blocks / 2;
+        host_copy_kernel<<<blocks, o.threads, 0, s>>>(q);
+        break;
+      }
+      case HostMethod::kLoad128: host_load_hint_kernel<HostMethod::kLoad128><<<blocks, o.threads, 0, s>>>(p); break;
+      case HostMethod::kLoad256: host_load_hint_kernel<HostMethod::kLoad256><<<blocks, o.threads, 0, s>>>(p); break;
+      case HostMethod::kLoadNc256: host_load_hint_kernel<HostMethod::kLoadNc256><<<blocks, o.threads, 0, s>>>(p); break;
+      case HostMethod::kLoadTma: host_load_tma_kernel<<<blocks, o.threads, tma_smem, s>>>(p); break;
+      case HostMethod::kCeD2h:
+        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.host_dst, p.device_src, bytes, cudaMemcpyDeviceToHost, s));
+        break;
+      case HostMethod::kCeH2d:
+        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, s));
+        break;
+      case HostMethod::kStoreCeH2d: {
+        FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
+        FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
+        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, side.get()));
+        HostParams q = p;
+        q.store_blocks = blocks;
+        host_copy_kernel<<<blocks, o.threads, 0, s>>>(q);
+        FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
+        FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
+        break;
+      }
+      case HostMethod::kCeBoth:
+        FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
+        FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
+        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.host_dst, p.device_src, bytes, cudaMemcpyDeviceToHost, side.get()));
+        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, s));
+        FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
+        FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
+        break;
     }
     FERRY_CUDA_CHECK(cudaGetLastError());
   };
@@ -374,92 +307,66 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap,
   auto check = [&](HostMethod m, int blocks) {
     std::fill_n(p.host_dst, bytes, uint8_t(0xEE));
     FERRY_CUDA_CHECK(cudaMemset(p.device_dst, 0xEE, bytes));
-    FERRY_CUDA_CHECK(
-        cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
+    FERRY_CUDA_CHECK(cudaMemset(mismatches.get(), 0, sizeof(unsigned long long)));
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());
     enqueue(m, blocks, stream.get());
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    unsigned long long *counter =
-        static_cast<unsigned long long *>(mismatches.get());
-    const bool stores = m == HostMethod::kStore || m == HostMethod::kBoth ||
-                        m == HostMethod::kStoreCeH2d ||
+    unsigned long long* counter = static_cast<unsigned long long*>(mismatches.get());
+    const bool stores = m == HostMethod::kStore || m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d ||
                         m == HostMethod::kCeD2h || m == HostMethod::kCeBoth;
-    const bool loads = !stores || m == HostMethod::kBoth ||
-                       m == HostMethod::kStoreCeH2d || m == HostMethod::kCeBoth;
+    const bool loads = !stores || m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d || m == HostMethod::kCeBoth;
     if (stores)
-      host_check_kernel<<<132, 1024, 0, stream.get()>>>(
-          reinterpret_cast<const uint32_t *>(p.host_dst), words, salt_out,
-          counter);
+      host_check_kernel<<<132, 1024, 0, stream.get()>>>(reinterpret_cast<const uint32_t*>(p.host_dst), words, salt_out,
+                                                        counter);
     if (loads)
-      host_check_kernel<<<132, 1024, 0, stream.get()>>>(
-          reinterpret_cast<const uint32_t *>(p.device_dst), words, salt_in,
-          counter);
+      host_check_kernel<<<132, 1024, 0, stream.get()>>>(reinterpret_cast<const uint32_t*>(p.device_dst), words, salt_in,
+                                                        counter);
     FERRY_CUDA_CHECK(cudaGetLastError());
     unsigned long long bad = 0;
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad),
-                                     cudaMemcpyDeviceToHost, stream.get()));
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    const std::vector<unsigned long long> all =
-        bootstrap->all_gather_value(bad);
-    return std::all_of(all.begin(), all.end(),
-                       [](unsigned long long b) { return b == 0; });
+    const std::vector<unsigned long long> all = bootstrap->all_gather_value(bad);
+    return std::all_of(all.begin(), all.end(), [](unsigned long long b) { return b == 0; });
   };
 
   if (leader) {
-    std::printf("ferry-bench pcie: %d ranks at once, %s each way in %d-byte "
-                "items, %d threads per block\n",
-                comm.size(), format_byte_size(bytes).c_str(), o.item_bytes,
-                o.threads);
-    std::printf("  GB/s per GPU (bytes moved / time; both: the two directions' "
-                "bytes), median of graph replays, "
-                "max time over ranks; '!' failed check\n\n%-14s",
-                "method \\ SMs");
-    for (int sms : o.sms)
-      std::printf(" %7d", sms);
+    std::printf(
+        "ferry-bench pcie: %d ranks at once, %s each way in %d-byte "
+        "items, %d threads per block\n",
+        comm.size(), format_byte_size(bytes).c_str(), o.item_bytes, o.threads);
+    std::printf(
+        "  GB/s per GPU (bytes moved / time; both: the two directions' "
+        "bytes), median of graph replays, "
+        "max time over ranks; '!' failed check\n\n%-14s",
+        "method \\ SMs");
+    for (int sms : o.sms) std::printf(" %7d", sms);
     std::printf("\n");
   }
   std::optional<CsvWriter> csv;
   if (leader && !o.csv_path.empty())
-    csv.emplace(o.csv_path,
-                std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
+    csv.emplace(o.csv_path, std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
   TimingOptions timing;
   timing.ops_per_graph = 4;
-  for (HostMethod m :
-       {HostMethod::kStore, HostMethod::kLoad, HostMethod::kLoad128,
-        HostMethod::kLoad256, HostMethod::kLoadNc256, HostMethod::kLoadTma,
-        HostMethod::kBoth, HostMethod::kStoreCeH2d, HostMethod::kCeD2h,
-        HostMethod::kCeH2d, HostMethod::kCeBoth}) {
-    if (leader)
-      std::printf("%-14s", host_method_name(m));
-    const bool engine = m == HostMethod::kCeD2h || m == HostMethod::kCeH2d ||
-                        m == HostMethod::kCeBoth;
+  for (HostMethod m : {HostMethod::kStore, HostMethod::kLoad, HostMethod::kLoad128, HostMethod::kLoad256,
+                       HostMethod::kLoadNc256, HostMethod::kLoadTma, HostMethod::kBoth, HostMethod::kStoreCeH2d,
+                       HostMethod::kCeD2h, HostMethod::kCeH2d, HostMethod::kCeBoth}) {
+    if (leader) std::printf("%-14s", host_method_name(m));
+    const bool engine = m == HostMethod::kCeD2h || m == HostMethod::kCeH2d || m == HostMethod::kCeBoth;
     const std::vector<int> counts = engine ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {
-      const int blocks = engine ? 0
-                                : std::max(m == HostMethod::kBoth ? 2 : 1,
-                                           std::min(sms, comm.num_sms()));
+      const int blocks = engine ? 0 : std::max(m == HostMethod::kBoth ? 2 : 1, std::min(sms, comm.num_sms()));
       const bool ok = check(m, blocks);
-      const TimingResult t =
-          time_op({host_method_name(m),
-                   [&](cudaStream_t s) { enqueue(m, blocks, s); },
-                   {}},
-                  stream.get(), *bootstrap, timing);
+      const TimingResult t = time_op({host_method_name(m), [&](cudaStream_t s) { enqueue(m, blocks, s); }, {}},
+                                     stream.get(), *bootstrap, timing);
       const double moved =
-          double(bytes) * (m == HostMethod::kBoth ||
-                                   m == HostMethod::kStoreCeH2d ||
-                                   m == HostMethod::kCeBoth
-                               ? 2
-                               : 1);
+          double(bytes) * (m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d || m == HostMethod::kCeBoth ? 2 : 1);
       const double gbps = moved / 1e9 / (t.op_us * 1e-6);
-      if (leader)
-        std::printf(" %6.1f%s", gbps, ok ? " " : "!");
+      if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
       if (csv)
-        csv->write_row({host_method_name(m), std::to_string(blocks),
-                        format_fixed(t.op_us, 1), format_fixed(gbps, 1),
+        csv->write_row({host_method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1),
                         ok ? "1" : "0"});
     }
-    if (leader)
-      std::printf("\n");
+    if (leader) std::printf("\n");
     std::fflush(stdout);
   }
   FERRY_CUDA_CHECK(cudaEventDestroy(fork));
@@ -467,4 +374,4 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap,
   return 0;
 }
 
-} // namespace ferry::bench
+}  // namespace ferry::bench
