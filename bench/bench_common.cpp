@@ -347,4 +347,37 @@ CopyProbeOptions parse_copy_probe_options(std::vector<std::string> args) {
   return o;
 }
 
+CopyProbeTable::CopyProbeTable(bool leader, const CopyProbeOptions& options) : leader_(leader) {
+  if (leader_) {
+    std::printf("\n%-14s", "method \\ SMs");
+    for (int sms : options.sms) std::printf(" %7d", sms);
+    std::printf("\n");
+  }
+  if (leader_ && !options.csv_path.empty())
+    csv_.emplace(options.csv_path, std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
+}
+
+void CopyProbeTable::begin_row(const char* method) const {
+  if (leader_) std::printf("%-14s", method);
+}
+
+void CopyProbeTable::cell(const char* method, int blocks, double us, double gbps, bool ok) {
+  if (leader_) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
+  if (csv_)
+    csv_->write_row({method, std::to_string(blocks), format_fixed(us, 1), format_fixed(gbps, 1), ok ? "1" : "0"});
+}
+
+void CopyProbeTable::end_row() const {
+  if (leader_) std::printf("\n");
+  std::fflush(stdout);
+}
+
+bool no_mismatches_on_any_rank(Bootstrap& bootstrap, const DeviceBuffer& counter, cudaStream_t stream) {
+  unsigned long long bad = 0;
+  FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, counter.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream));
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<unsigned long long> all = bootstrap.all_gather_value(bad);
+  return std::all_of(all.begin(), all.end(), [](unsigned long long b) { return b == 0; });
+}
+
 }  // namespace ferry::bench

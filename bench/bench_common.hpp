@@ -194,6 +194,24 @@ struct CopyProbeOptions {
 };
 CopyProbeOptions parse_copy_probe_options(std::vector<std::string> args);
 
+// The copy probes' table: one row per method, one GB/s cell per SM count (rank 0 prints), and --csv's rows
+// (method, sms, us, gbps, ok). The constructor prints the header row after the probe's own title lines.
+class CopyProbeTable {
+ public:
+  CopyProbeTable(bool leader, const CopyProbeOptions& options);
+  void begin_row(const char* method) const;
+  void cell(const char* method, int blocks, double us, double gbps, bool ok);
+  void end_row() const;
+
+ private:
+  bool leader_;
+  std::optional<CsvWriter> csv_;
+};
+
+// Collective: true when the mismatch counter (one unsigned long long in GPU memory, written by check kernels
+// on `stream`) is 0 on every rank.
+bool no_mismatches_on_any_rank(Bootstrap& bootstrap, const DeviceBuffer& counter, cudaStream_t stream);
+
 int run_nvlink_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_nvlink_usage(std::FILE* out);
 int run_pcie_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);

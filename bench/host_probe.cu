@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +65,17 @@ const char* host_method_name(HostMethod m) {
     case HostMethod::kCeBoth: return "ce_both";
   }
   return "?";
+}
+
+// What a method moves: GPU memory -> host memory, host memory -> GPU memory, or both at once (its GB/s then counts
+// both directions' bytes, and its check looks at both destinations).
+bool stores_to_host(HostMethod m) {
+  return m == HostMethod::kStore || m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d || m == HostMethod::kCeD2h ||
+         m == HostMethod::kCeBoth;
+}
+bool loads_from_host(HostMethod m) { return m != HostMethod::kStore && m != HostMethod::kCeD2h; }
+bool copy_engine_only(HostMethod m) {
+  return m == HostMethod::kCeD2h || m == HostMethod::kCeH2d || m == HostMethod::kCeBoth;
 }
 
 struct HostParams {
@@ -219,14 +229,11 @@ class PinnedBuffer {
 
 void print_pcie_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: mpirun -np N ferry-bench pcie [--sms 4,8,...] [--bytes 32M] "
-               "[--item-bytes 14336]\n"
+               "usage: mpirun -np N ferry-bench pcie [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
                "                                     [--threads 1024] [--csv FILE]\n"
-               "GB/s per GPU between GPU memory and pinned host memory, every rank at "
-               "once, by method (store,\n"
-               "load, both: SM copies; ce_d2h, ce_h2d, ce_both: copy engine) and SM "
-               "count: the floor of cross-node windows\n"
-               "that land in host memory.\n");
+               "GB/s per GPU between GPU memory and pinned host memory, every rank at once, by method (store, load\n"
+               "and its hinted / TMA forms, both: SM copies; store+ce_h2d; ce_d2h, ce_h2d, ce_both: copy engine) and\n"
+               "SM count: the floor of cross-node windows that land in host memory.\n");
 }
 
 int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -261,6 +268,14 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string
   FERRY_CUDA_CHECK(
       cudaFuncSetAttribute(host_load_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(tma_smem)));
 
+  // `work` on the side stream, joined back into s: what runs beside the main stream's part of a method.
+  auto beside = [&](cudaStream_t s, auto work) {
+    FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
+    work(side.get());
+    FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
+  };
   auto enqueue = [&](HostMethod m, int blocks, cudaStream_t s) {
     switch (m) {
       case HostMethod::kStore:
@@ -282,23 +297,19 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string
         FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, s));
         break;
       case HostMethod::kStoreCeH2d: {
-        FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
-        FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
-        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, side.get()));
+        beside(s, [&](cudaStream_t other) {
+          FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, other));
+        });
         HostParams q = p;
         q.store_blocks = blocks;
         host_copy_kernel<<<blocks, o.threads, 0, s>>>(q);
-        FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
-        FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
         break;
       }
       case HostMethod::kCeBoth:
-        FERRY_CUDA_CHECK(cudaEventRecord(fork, s));
-        FERRY_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork, 0));
-        FERRY_CUDA_CHECK(cudaMemcpyAsync(p.host_dst, p.device_src, bytes, cudaMemcpyDeviceToHost, side.get()));
+        beside(s, [&](cudaStream_t other) {
+          FERRY_CUDA_CHECK(cudaMemcpyAsync(p.host_dst, p.device_src, bytes, cudaMemcpyDeviceToHost, other));
+        });
         FERRY_CUDA_CHECK(cudaMemcpyAsync(p.device_dst, p.host_src, bytes, cudaMemcpyHostToDevice, s));
-        FERRY_CUDA_CHECK(cudaEventRecord(join, side.get()));
-        FERRY_CUDA_CHECK(cudaStreamWaitEvent(s, join, 0));
         break;
     }
     FERRY_CUDA_CHECK(cudaGetLastError());
@@ -312,62 +323,40 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string
     enqueue(m, blocks, stream.get());
     FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     unsigned long long* counter = static_cast<unsigned long long*>(mismatches.get());
-    const bool stores = m == HostMethod::kStore || m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d ||
-                        m == HostMethod::kCeD2h || m == HostMethod::kCeBoth;
-    const bool loads = !stores || m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d || m == HostMethod::kCeBoth;
-    if (stores)
+    if (stores_to_host(m))
       host_check_kernel<<<132, 1024, 0, stream.get()>>>(reinterpret_cast<const uint32_t*>(p.host_dst), words, salt_out,
                                                         counter);
-    if (loads)
+    if (loads_from_host(m))
       host_check_kernel<<<132, 1024, 0, stream.get()>>>(reinterpret_cast<const uint32_t*>(p.device_dst), words, salt_in,
                                                         counter);
     FERRY_CUDA_CHECK(cudaGetLastError());
-    unsigned long long bad = 0;
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    const std::vector<unsigned long long> all = bootstrap->all_gather_value(bad);
-    return std::all_of(all.begin(), all.end(), [](unsigned long long b) { return b == 0; });
+    return no_mismatches_on_any_rank(*bootstrap, mismatches, stream.get());
   };
 
   if (leader) {
-    std::printf(
-        "ferry-bench pcie: %d ranks at once, %s each way in %d-byte "
-        "items, %d threads per block\n",
-        comm.size(), format_byte_size(bytes).c_str(), o.item_bytes, o.threads);
-    std::printf(
-        "  GB/s per GPU (bytes moved / time; both: the two directions' "
-        "bytes), median of graph replays, "
-        "max time over ranks; '!' failed check\n\n%-14s",
-        "method \\ SMs");
-    for (int sms : o.sms) std::printf(" %7d", sms);
-    std::printf("\n");
+    std::printf("ferry-bench pcie: %d ranks at once, %s each way in %d-byte items, %d threads per block\n",
+                comm.size(), format_byte_size(bytes).c_str(), o.item_bytes, o.threads);
+    std::printf("  GB/s per GPU (bytes moved / time; both directions' bytes where a method moves both), median of "
+                "graph replays, max time over ranks; '!' failed check\n");
   }
-  std::optional<CsvWriter> csv;
-  if (leader && !o.csv_path.empty())
-    csv.emplace(o.csv_path, std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
+  CopyProbeTable table(leader, o);
   TimingOptions timing;
   timing.ops_per_graph = 4;
   for (HostMethod m : {HostMethod::kStore, HostMethod::kLoad, HostMethod::kLoad128, HostMethod::kLoad256,
                        HostMethod::kLoadNc256, HostMethod::kLoadTma, HostMethod::kBoth, HostMethod::kStoreCeH2d,
                        HostMethod::kCeD2h, HostMethod::kCeH2d, HostMethod::kCeBoth}) {
-    if (leader) std::printf("%-14s", host_method_name(m));
-    const bool engine = m == HostMethod::kCeD2h || m == HostMethod::kCeH2d || m == HostMethod::kCeBoth;
-    const std::vector<int> counts = engine ? std::vector<int>{0} : o.sms;
+    table.begin_row(host_method_name(m));
+    const std::vector<int> counts = copy_engine_only(m) ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {
-      const int blocks = engine ? 0 : std::max(m == HostMethod::kBoth ? 2 : 1, std::min(sms, comm.num_sms()));
+      const int blocks =
+          copy_engine_only(m) ? 0 : std::max(m == HostMethod::kBoth ? 2 : 1, std::min(sms, comm.num_sms()));
       const bool ok = check(m, blocks);
       const TimingResult t = time_op({host_method_name(m), [&](cudaStream_t s) { enqueue(m, blocks, s); }, {}},
                                      stream.get(), *bootstrap, timing);
-      const double moved =
-          double(bytes) * (m == HostMethod::kBoth || m == HostMethod::kStoreCeH2d || m == HostMethod::kCeBoth ? 2 : 1);
-      const double gbps = moved / 1e9 / (t.op_us * 1e-6);
-      if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
-      if (csv)
-        csv->write_row({host_method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1),
-                        ok ? "1" : "0"});
+      const double moved = double(bytes) * (int(stores_to_host(m)) + int(loads_from_host(m)));
+      table.cell(host_method_name(m), blocks, t.op_us, moved / 1e9 / (t.op_us * 1e-6), ok);
     }
-    if (leader) std::printf("\n");
-    std::fflush(stdout);
+    table.end_row();
   }
   FERRY_CUDA_CHECK(cudaEventDestroy(fork));
   FERRY_CUDA_CHECK(cudaEventDestroy(join));

@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,14 +139,11 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
       check_sums_kernel<<<132, 1024, 0, stream.get()>>>(p, counter);
     } else {
       check_kernel<<<132, 1024, 0, stream.get()>>>(p, 0, counter);
-      if (m == Method::kStoreLocal || m == Method::kStoreSplit) check_kernel<<<132, 1024, 0, stream.get()>>>(p, 1, counter);
+      if (m == Method::kStoreLocal || m == Method::kStoreSplit)
+        check_kernel<<<132, 1024, 0, stream.get()>>>(p, 1, counter);
     }
     FERRY_CUDA_CHECK(cudaGetLastError());
-    unsigned long long bad = 0;
-    FERRY_CUDA_CHECK(cudaMemcpyAsync(&bad, mismatches.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    const std::vector<unsigned long long> all = bootstrap->all_gather_value(bad);
-    return std::all_of(all.begin(), all.end(), [](unsigned long long b) { return b == 0; });
+    return no_mismatches_on_any_rank(*bootstrap, mismatches, stream.get());
   };
 
   const double gigabytes = double(W - 1) * p.items_per_peer * o.item_bytes / 1e9;
@@ -155,18 +151,15 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
     std::printf("ferry-bench nvlink: %d ranks, all-to-all, %s per peer in %d-byte items, %d threads per block\n", W,
                 format_byte_size(size_t(p.items_per_peer) * o.item_bytes).c_str(), o.item_bytes, o.threads);
     std::printf("  GB/s per GPU (bytes to or from its peers / time), median of graph replays, max time over ranks; "
-                "'!' failed check\n\n%-14s", "method \\ SMs");
-    for (int sms : o.sms) std::printf(" %7d", sms);
-    std::printf("\n");
+                "'!' failed check\n");
   }
-  std::optional<CsvWriter> csv;
-  if (leader && !o.csv_path.empty()) csv.emplace(o.csv_path, std::vector<std::string>{"method", "sms", "us", "gbps", "ok"});
+  CopyProbeTable table(leader, o);
   TimingOptions timing;
   timing.ops_per_graph = 4;
   for (Method m : {Method::kStore, Method::kStoreRelease, Method::kPull, Method::kTma, Method::kCopyEngine,
                    Method::kStoreLocal, Method::kStoreSplit, Method::kLocalX4, Method::kLocalX4Tma,
                    Method::kLocalSum4}) {
-    if (leader) std::printf("%-14s", method_name(m));
+    table.begin_row(method_name(m));
     const std::vector<int> counts = m == Method::kCopyEngine ? std::vector<int>{0} : o.sms;
     for (int sms : counts) {
       const int blocks = std::min(sms, comm.num_sms());
@@ -175,11 +168,9 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
                                      stream.get(), *bootstrap, timing);
       const bool local = m == Method::kLocalX4 || m == Method::kLocalX4Tma || m == Method::kLocalSum4;
       const double gbps = (local ? kLocalFanout : 1) * gigabytes / (t.op_us * 1e-6);
-      if (leader) std::printf(" %6.1f%s", gbps, ok ? " " : "!");
-      if (csv) csv->write_row({method_name(m), std::to_string(blocks), format_fixed(t.op_us, 1), format_fixed(gbps, 1), ok ? "1" : "0"});
+      table.cell(method_name(m), blocks, t.op_us, gbps, ok);
     }
-    if (leader) std::printf("\n");
-    std::fflush(stdout);
+    table.end_row();
   }
   FERRY_CUDA_CHECK(cudaEventDestroy(fork));
   for (int i = 0; i < W - 1; ++i) FERRY_CUDA_CHECK(cudaEventDestroy(joins[i]));
