@@ -30,12 +30,9 @@ FERRY_EP_TRACE_DEFINE(g_trace_dispatch_recv)
 template <bool kQuantize>
 __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, int c, int lane, uint8_t** dst,
                            float** dst_scales, uint64_t epoch) {
-  const int W = p.world_size, K = p.topk, Le = p.local_experts;
-  // The token's routing, all loads issued at once (one memory round trip, not two).
-  const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
-  const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
-  const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  const int W = p.world_size, Le = p.local_experts;
+  const TokenRouting routing = load_token_routing(p, t, lane);
+  const int slot = routing.slot, e = routing.expert;
   const unsigned dst_mask = __ballot_sync(0xffffffffu, slot >= 0 && !rows.overflows(p, lane < W ? lane : 0));
   if (dst_mask == 0) return;
   const int H = p.hidden, groups = H / kScaleBlock;
@@ -46,19 +43,13 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     const int r = __ffs(m) - 1;
     const int s = __shfl_sync(0xffffffffu, slot, r);
     const size_t index = size_t(p.rank) * p.max_tokens + s;
+    // The routing record goes with the first chunk only (NOTE [EP record once]).
     int32_t* record = reinterpret_cast<int32_t*>(p.stage_meta.at(r) + index * p.meta_bytes);
+    if (c == 0) write_token_record(p, record, routing, t, r, lane);
     const bool here = e >= 0 && e / Le == r;
-    if (c == 0) {  // the routing record goes with the first chunk only (NOTE [EP record once])
-      if (lane == 0) record[0] = t;
-      if (lane < K) {
-        record[1 + lane] = here ? e % Le : -1;
-        record[1 + K + lane] = pos;
-        reinterpret_cast<float*>(record)[1 + 2 * K + lane] = w;
-      }
-    }
     const int first = __ffs(__ballot_sync(0xffffffffu, here)) - 1;  // the token's first expert on r
     const int first_expert = __shfl_sync(0xffffffffu, e, first) % Le;
-    const int64_t row = rows.base[r * Le + first_expert] + __shfl_sync(0xffffffffu, pos, first);
+    const int64_t row = rows.base[r * Le + first_expert] + __shfl_sync(0xffffffffu, routing.pos, first);
     if (lane == num_dst) my_ready = p.stage_ready.at(r) + index * p.num_chunks + c;
     if (lane == 0) {
       dst[num_dst] = p.peer_out_tokens.at(r) + row * row_bytes;

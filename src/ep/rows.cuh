@@ -2,10 +2,7 @@
 // Row writers of the send kernels: copies of 16-byte units into
 // several destination rows and the bf16 -> fp8 quantizer (the intranode send,
 // dispatch.cu, and the cross-node pack, internode_dispatch.cu), and write_row_chunk, which
-// picks between them by the call's types for the cross-node pack. It is the
-// switch of send_chunk in dispatch.cu, which keeps its own copy inline: calling
-// this one from there changed the intranode kernels' code (PTX), and the
-// intranode path must stay as it is. A change to one is a change to both.
+// picks between them by the call's types; every send path calls it.
 #pragma once
 
 #include "ep/ep_device.cuh"
@@ -139,8 +136,8 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
 
 // The routing of token t a sending warp needs, one value per lane: lane d < world its slot at destination d (-1:
 // not sent there); lane k < top-k its k-th expert (checked, -1: none), that expert's index among the source's
-// tokens, and its weight. All loads at once (one memory round trip). The staged intranode send and the cross-node
-// pack; send_chunk in dispatch.cu keeps its own copy (see the top of this file).
+// tokens, and its weight. All loads at once (one memory round trip). The intranode sends (direct and staged) and the
+// cross-node pack.
 struct TokenRouting {
   int slot, expert, pos;
   float weight;
