@@ -115,10 +115,9 @@ template <bool kQuantize, bool kOwnFirst>
 __device__ void send_rank_row_chunk(const Params& p, const RankRowsTargets& targets, int t, int c, int lane,
                                     unsigned destinations, uint8_t** dst, float** dst_scales) {
   const int W = p.world_size, K = p.topk, Le = p.local_experts;
-  const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
-  const int e = lane < K ? p.token_expert[size_t(t) * K + lane] : -1;
-  const int pos = lane < K ? p.pos_in_expert[size_t(t) * K + lane] : -1;
-  const float w = (lane < K && p.with_weights) ? p.topk_weights[size_t(t) * K + lane] : 1.f;
+  const TokenRouting routing = load_token_routing(p, t, lane);
+  const int slot = routing.slot, e = routing.expert, pos = routing.pos;
+  const float w = routing.weight;
   // NOTE [EP own rows first]: then every token has a row here, at row t.
   const bool own_row = kOwnFirst && lane == p.rank;
   const unsigned dst_mask = __ballot_sync(
