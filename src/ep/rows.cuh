@@ -136,8 +136,9 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
 
 // The routing of token t a sending warp needs, one value per lane: lane d < world its slot at destination d (-1:
 // not sent there); lane k < top-k its k-th expert (checked, -1: none), that expert's index among the source's
-// tokens, and its weight. All loads at once (one memory round trip). The intranode sends (direct and staged) and the
-// cross-node pack.
+// tokens, and its weight. All loads at once (one memory round trip). The intranode sends (direct, staged and rank
+// rows) and the cross-node pack; the hierarchical pack keeps its own copy (its SASS changes with this one: an
+// A/B on 2x2 virtual nodes first).
 struct TokenRouting {
   int slot, expert, pos;
   float weight;
