@@ -1,9 +1,9 @@
 # Session 35, next call (prepared in session 35, not run). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~420 s.
 #   base = main (bbb81a2's sources)
-#   new  = exp/staged-data-first 8a9212c (second form): the staged low-latency dispatch sends its rows (by source,
-#          token) before its layout; block 0 writes the records (by source, slot) and releases them once per
-#          destination (NOTE [EP staged low latency] there)
-# Before (here): scripts/ab_trees.sh base=main new=main+docs/results/session35_2xH100/staged-data-first_8a9212c.patch
+#   new  = exp/staged-data-first 6492d3b (second form): the staged low-latency dispatch sends its rows (by source,
+#          token) before its layout; block 0 writes the records (by source, slot), 4 tokens' routing loads in
+#          flight at a time, and releases them once per destination (NOTE [EP staged low latency] there)
+# Before (here): scripts/ab_trees.sh base=main new=main+docs/results/session35_2xH100/staged-data-first_6492d3b.patch
 # (the branch as a patch on main bbb81a2's sources; branches may not survive the checkout)
 # The staged tests and the ll fp8 matrix on new first; A/B low latency (fp8 staged by default) 2 rounds; Ep* on new;
 # memcheck of the staged tests; A/B with bf16 staged too (FERRY_EP_LL_STAGED=1 on both sides), if time.
