@@ -207,9 +207,10 @@ inline constexpr Info kRegistry[] = {
         "layout]; low latency up to 128 tokens at top-8); 0: one thread per token (for comparisons)"),
     bool_knob("FERRY_EP_LL_STAGED", "ep", nullptr,
         "fp8 buffers whose largest call has at most 4 MiB of rows (NOTE [EP staged low latency])",
-        "low latency inside a node: senders write each chunk into a staging row per (source, slot) at once, "
-        "without waiting for the other ranks' counts, and the receive half copies it into the expert rows (NOTE "
-        "[EP staged low latency]); 0: straight into the output rows once every rank's counts are in"),
+        "low latency inside a node: senders write each chunk into a staging row per (source, token) at once, "
+        "with no layout on the way, and the receive half lays every source out itself and copies it into the "
+        "expert rows (NOTE [EP staged low latency]; shapes whose layout fits its shared memory); 0: straight into "
+        "the output rows once every rank's counts are in"),
     bool_knob("FERRY_EP_COMBINE_ONE_ROLE", "ep", "1", "",
         "combine() in high-throughput mode inside a node: every SM reduces rows, this rank's own tokens last, "
         "summed into out by the block that reduced them (NOTE [EP combine one role]); 0: a send half and a "

@@ -64,58 +64,6 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
   if (lane < num_dst) device::st_release_sys(my_ready, epoch);
 }
 
-// NOTE [EP staged low latency]
-// Low latency inside a node (p.staged_rows; FERRY_EP_LL_STAGED): a sender does
-// not wait for the other ranks' counts. Once its own layout is in (its own
-// counts words, written after the layout and a fence: NOTE [EP tagged counts]),
-// each chunk of a token goes to a staging row per (source, slot) at every
-// destination the token picked, with the routing record and the chunk's ready
-// word. The receive half waits for every rank's counts as before (they give the
-// output offsets) and copies each staged chunk, as it lands, into every row of
-// the token's experts there, the first one included. So the rows cross NVLink
-// while the counts travel instead of after them, for one more local row copy
-// per (token, destination). The layout's chain (ids, scans, counts) and the
-// counts' trip stay on the receive side's path, no longer on the sender's.
-// Reuse: staging rows, records and ready words alternate by epoch parity
-// ([2 parity][W source][T slot], staged_index). Rank s writes parity n & 1 at
-// rank r in dispatch n only after its receive half of dispatch n - 1 (stream
-// order) saw r's counts of n - 1, so r had entered dispatch n - 1 and (stream
-// order) finished its receive half of n - 2, the last reader of that parity.
-// The output rows are written by their own rank only, after its previous call
-// (the API contract); the combine's staging has its own guard (NOTE [EP epochs]).
-__device__ __forceinline__ size_t staged_index(const Params& p, uint64_t epoch, int source, int slot) {
-  return (size_t(epoch & 1) * p.world_size + source) * p.max_tokens + slot;
-}
-
-// One chunk of token t into its staging row at every destination rank it picked, with the routing record and
-// the chunk's ready word (NOTE [EP staged low latency]); fp8 scales follow the row's data in the staging row.
-template <bool kQuantize>
-__device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, float** dst_scales,
-                                  uint64_t epoch) {
-  const TokenRouting routing = load_token_routing(p, t, lane);
-  const unsigned dst_mask = __ballot_sync(0xffffffffu, routing.slot >= 0);
-  if (dst_mask == 0) return;
-  int num_dst = 0;
-  uint64_t* my_ready = nullptr;  // lane d: ready word of destination d
-  for (unsigned m = dst_mask; m != 0; m &= m - 1) {
-    const int r = __ffs(m) - 1;
-    const size_t index = staged_index(p, epoch, p.rank, __shfl_sync(0xffffffffu, routing.slot, r));
-    write_token_record(p, reinterpret_cast<int32_t*>(p.stage_meta.at(r) + index * p.meta_bytes), routing, t, r, lane);
-    if (lane == num_dst) my_ready = p.stage_ready.at(r) + index * p.num_chunks + c;
-    if (lane == 0) {
-      uint8_t* row = p.stage_rows.at(r) + index * p.stage_row_bytes;
-      dst[num_dst] = row;
-      dst_scales[num_dst] = reinterpret_cast<float*>(row + p.hidden);  // fp8 only
-    }
-    ++num_dst;
-  }
-  __syncwarp();
-  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
-  // The warp's stores, then one release per destination (NOTE [EP epochs]).
-  __syncwarp();
-  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
-}
-
 // NOTE [EP direct rows]
 // A sender writes each token chunk straight into the destination's output row
 // of the token's first expert there (rows of expert le from source s start at
@@ -206,62 +154,9 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_send_kernel(Params p) {
   finish_launch(p, kDispatchSend, epoch, -1);
 }
 
-// The send half of NOTE [EP staged low latency]: block 0 lays out the call where it fuses the layout and writes
-// this rank's counts (publish_counts, or the pair layout then write_counts); every block then waits for this
-// rank's own counts words only (the layout is visible after them) and sends its chunks into the staging rows.
-template <bool kQuantize, bool kPairLayout>
-__global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
-  const uint64_t epoch = current_epoch(p, kDispatchSend);
-  const int W = p.world_size, E = p.num_experts;
-  extern __shared__ __align__(16) uint8_t send_smem[];
-  allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
-  FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 0);
-  if (blockIdx.x == 0) {
-    // A bad expert id publishes zeros and sends nothing (EpBuffer reports it).
-    if constexpr (kPairLayout) {
-      layout_block_of_pairs(p, reinterpret_cast<uint32_t*>(send_smem));
-      __syncthreads();  // the layout's counts and error flag, for every thread
-      write_counts(p, epoch, /*own_first=*/false);
-    } else {
-      publish_counts</*kOwnFirst=*/false>(p, send_smem, epoch);
-    }
-    FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 2);
-  }
-  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
-  __shared__ float* warp_scales[kWarps][kMaxRanks];
-  __shared__ int own_counts_in;
-  if (threadIdx.x == 0) {
-    const size_t last = size_t(epoch & 1) * W * (E + W) + size_t(p.rank) * (E + W) + E + W - 1;
-    own_counts_in = wait_count_word(p.counts.at(p.rank) + last, uint32_t(epoch), p.wait, p.rank, kPhaseEpDispatch);
-  }
-  __syncthreads();
-  FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 3);
-  if (own_counts_in && *reinterpret_cast<const volatile int32_t*>(p.layout_error) == 0) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int items = p.num_tokens * p.num_chunks;
-    const ItemLoop loop(p);
-    for (int item = loop.first; item < items; item += loop.stride)
-      send_staged_chunk<kQuantize>(p, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
-                                   warp_scales[warp], epoch);
-  }
-  FERRY_EP_TRACE_POINT(g_trace_dispatch_send, 5);
-  FERRY_EP_TRACE_REPORT(g_trace_dispatch_send, "staged_send", p, epoch, 6);
-  finish_launch(p, kDispatchSend, epoch, -1);
-}
-
-// Whether the fused layout takes one thread per (token, k) (NOTE [EP pair layout]).
-bool takes_pair_layout(const Params& p) {
-  return p.fuse_layout && p.pair_layout &&
-         pair_layout_fits(p.num_tokens, p.topk, p.num_experts, kThreads, kFusedLayoutSmemBytes);
-}
-
 // The send kernel's dynamic shared memory: DestinationRows, or the fused layout's.
 size_t dispatch_send_smem_bytes(const Params& p) {
-  const int pairs = p.num_tokens * pair_layout_lanes(p.topk);
-  const size_t layout = takes_pair_layout(p) ? layout_smem_bytes(p.num_experts, pairs)
-                        : p.fuse_layout      ? fused_layout_smem_bytes(p)
-                                             : size_t(0);
-  return std::max(sizeof(DestinationRows), layout);
+  return std::max(sizeof(DestinationRows), fused_layout_send_smem_bytes(p));
 }
 // With its static arrays (warp_dst, warp_scales, the layout's and the waits'
 // few words) the send kernel stays in the 48 KB a kernel gets without opting in.
@@ -270,35 +165,6 @@ static_assert(std::max(sizeof(DestinationRows), kFusedLayoutSmemBytes) + 2 * siz
                   kDefaultSmemBytes,
               "no shared-memory opt-in needed");
 
-// The receive half of NOTE [EP staged low latency]: one landed chunk of a staging row into every output row of
-// the token's experts here (lane k: its row or -1; rows_mask: the lanes with a row).
-__device__ __forceinline__ void copy_staged_chunk(const Params& p, const uint8_t* staged_row, unsigned rows_mask,
-                                                  int row, int c, uint8_t** dst, int lane) {
-  if (rows_mask == 0) return;
-  const int H = p.hidden, elem = p.fp8_out ? 1 : 2, groups = H / kScaleBlock;
-  int num_rows = 0;
-  for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-    const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
-    if (lane == 0) dst[num_rows] = p.out_tokens + size_t(r) * H * elem;
-    ++num_rows;
-  }
-  __syncwarp();
-  const int begin = chunk_begin(p, c), end = chunk_end(p, c);
-  copy_units_to_rows<kRecvUnroll>(staged_row + size_t(begin) * elem, dst, num_rows, size_t(begin) * elem,
-                                  (end - begin) * elem / 16, lane);
-  if (p.fp8_out) {
-    const float* staged_scales = reinterpret_cast<const float*>(staged_row + H);
-    for (unsigned m = rows_mask; m != 0; m &= m - 1) {
-      const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
-      for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32)
-        p.out_scales[size_t(r) * groups + g] = staged_scales[g];
-    }
-  }
-  __syncwarp();  // dst is rewritten by the warp's next item
-}
-
-// kStaged: the chunks come from staging rows (NOTE [EP staged low latency]).
-template <bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kDispatchRecv);
   const int W = p.world_size, Le = p.local_experts, K = p.topk, E = p.num_experts;
@@ -369,12 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
       const size_t index = size_t(s) * p.max_tokens + slot;
-      const size_t staged = kStaged ? staged_index(p, epoch, s, slot) : index;  // staging, records, ready words
-      const uint64_t* ready = p.stage_ready.at(p.rank) + staged * p.num_chunks;
-      if (!(kStaged ? warp_wait_ready(ready + c, epoch, s, kPhaseEpDispatch, p)
-                    : warp_wait_chunk_and_record(ready, c, epoch, s, p)))
-        break;
-      const int32_t* record = reinterpret_cast<const int32_t*>(p.stage_meta.at(p.rank) + staged * p.meta_bytes);
+      if (!warp_wait_chunk_and_record(p.stage_ready.at(p.rank) + index * p.num_chunks, c, epoch, s, p)) break;
+      const int32_t* record = reinterpret_cast<const int32_t*>(p.stage_meta.at(p.rank) + index * p.meta_bytes);
       int row = -1;
       if (lane < K) {
         const int le = record[1 + lane];
@@ -386,11 +248,6 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
       }
       if (lane == 0 && c == 0) p.slot_src_token[index] = record[0];
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
-      if constexpr (kStaged) {
-        copy_staged_chunk(p, p.stage_rows.at(p.rank) + staged * p.stage_row_bytes, rows_mask, row, c, warp_dst[warp],
-                          lane);
-        continue;
-      }
       // The sender wrote the first expert's row; copy it to the others.
       if (__popc(rows_mask) < 2) continue;
       const int first_row = __shfl_sync(0xffffffffu, row, __ffs(rows_mask) - 1);
@@ -436,25 +293,23 @@ static_assert(dispatch_recv_smem_bytes(1, kMaxExperts) <= kDefaultSmemBytes, "no
 using SendKernel = void (*)(Params);
 constexpr SendKernel kSendKernels[2][2] = {{dispatch_send_kernel<false, false>, dispatch_send_kernel<false, true>},
                                            {dispatch_send_kernel<true, false>, dispatch_send_kernel<true, true>}};
-// NOTE [EP staged low latency], by [quantize][pair layout].
-constexpr SendKernel kStagedSendKernels[2][2] = {{staged_send_kernel<false, false>, staged_send_kernel<false, true>},
-                                                 {staged_send_kernel<true, false>, staged_send_kernel<true, true>}};
 
 void load_dispatch_kernels() {
   for (const auto& by_layout : kSendKernels) load_kernels(by_layout[0], by_layout[1]);
-  for (const auto& by_layout : kStagedSendKernels) load_kernels(by_layout[0], by_layout[1]);
-  load_kernels(dispatch_recv_kernel<false>, dispatch_recv_kernel<true>);
+  load_kernels(dispatch_recv_kernel);
+  load_staged_dispatch_kernels();
 }
 
 void launch_dispatch_send(const Params& p, cudaStream_t stream) {
-  const SendKernel kernel = (p.staged_rows ? kStagedSendKernels : kSendKernels)[quantizes(p)][takes_pair_layout(p)];
+  if (p.staged_rows) return launch_staged_dispatch_send(p, stream);
+  const SendKernel kernel = kSendKernels[quantizes(p)][takes_pair_layout(p)];
   kernel<<<p.num_blocks, kThreads, dispatch_send_smem_bytes(p), stream>>>(p);
   FERRY_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_dispatch_recv(const Params& p, cudaStream_t stream) {
-  const size_t smem = dispatch_recv_smem_bytes(p.world_size, p.local_experts);
-  launch_receive_grid(p.staged_rows ? dispatch_recv_kernel<true> : dispatch_recv_kernel<false>, p, smem, stream);
+  if (p.staged_rows) return launch_staged_dispatch_recv(p, stream);
+  launch_receive_grid(dispatch_recv_kernel, p, dispatch_recv_smem_bytes(p.world_size, p.local_experts), stream);
 }
 
 }  // namespace ferry::ep

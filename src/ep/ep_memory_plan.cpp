@@ -38,7 +38,8 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   s.out_tokens = sym.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
   s.out_scales = sym.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / kScaleBlock) : 0);
   const int parities = p.staged_rows ? 2 : 1;  // NOTE [EP staged low latency]
-  s.meta = sym.take(size_t(parities) * W * T * p.meta_bytes);
+  // Staged: routing boxes instead of records (NOTE [EP staged low latency]).
+  s.meta = sym.take(p.staged_rows ? size_t(2) * W * p.stage_box_bytes : size_t(W) * T * p.meta_bytes);
   s.counts = sym.take(sizeof(uint64_t) * 2 * W * (E + W));  // NOTE [EP tagged counts]
   s.combine = sym.take(size_t(W) * T * H * 2);
   s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);

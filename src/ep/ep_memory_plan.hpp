@@ -53,7 +53,7 @@ struct NetMemoryPlan {
 // set); out_weights is empty without weights.
 MemoryPlan plan_memory(const Params& p, bool with_weights);
 
-// NOTE [EP staged low latency] (dispatch.cu): whether an expanded low-latency buffer inside a node sends through
+// NOTE [EP staged low latency] (staged_dispatch.cu): whether an expanded low-latency buffer inside a node sends through
 // staging rows. FERRY_EP_LL_STAGED decides where set. Unset: fp8 buffers whose largest call's rows (max_tokens x
 // hidden bytes) take at most kStagedRowsMaxBytes (staged_rows_fit). bf16 stays direct: the combine after a staged
 // bf16 dispatch at T=128 reads 1.017-1.029 of the direct one's time in every A/B that measured it (sessions 30,

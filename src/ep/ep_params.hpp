@@ -145,12 +145,25 @@ struct Params {
   EpStatus* status;             // host-mapped
   WaitContext wait;
 
-  // NOTE [EP staged low latency] (dispatch.cu): low latency inside a node, chunks through staging rows
-  // ([2 parity][W source][T][stage_row_bytes]: the row, then its fp8 scales); records and ready words are
-  // [2 parity][W][T] then. Last, so that no field above moves.
+  // NOTE [EP staged low latency] (staged_dispatch.cu): low latency inside a node, chunks through staging rows
+  // ([2 parity][W source][T token][stage_row_bytes]: the row, then its fp8 scales); ready words are [2 parity][W]
+  // [T] then, and stage_meta holds routing boxes ([2 parity][W source][stage_box_bytes], StagedBox) instead of
+  // records. Last, so that no field above moves.
   bool staged_rows;
   size_t stage_row_bytes;
   device::NodeRegion<uint8_t> stage_rows;
+  size_t stage_box_bytes;
+};
+
+// A source's routing box of NOTE [EP staged low latency] at one destination: a tag word (the epoch of the call
+// that wrote it), the source's token count, then its expert ids [max_tokens][K] (int32) and its weights
+// [max_tokens][K] (float; written with weights only).
+struct StagedBox {
+  static constexpr size_t kTokensOffset = 8;
+  static constexpr size_t kIdsOffset = 16;
+  static size_t bytes(int max_tokens, int topk) {
+    return (kIdsOffset + 2 * sizeof(int32_t) * size_t(max_tokens) * topk + 15) / 16 * 16;
+  }
 };
 
 // Staged routing record of one token: its index at the source, then per k the
@@ -213,6 +226,12 @@ inline bool quantizes(const Params& p) { return p.fp8_out && !p.fp8_in; }
 void launch_layout(const Params& p, cudaStream_t stream);
 void launch_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_dispatch_recv(const Params& p, cudaStream_t stream);
+// NOTE [EP staged low latency] (staged_dispatch.cu; launch_dispatch_* call these where p.staged_rows).
+void launch_staged_dispatch_send(const Params& p, cudaStream_t stream);
+void launch_staged_dispatch_recv(const Params& p, cudaStream_t stream);
+// Whether the staged receive's layout of every source (its shared memory) fits the shape; else the dispatch stays
+// direct.
+bool staged_receive_fits(int world_size, int num_experts, int max_tokens);
 // one_role: NOTE [EP combine one role] (combine.cu); the send half then also takes p.combine_out.
 // prefetch_max_blocks: one-role grids of at most this many blocks prefetch (NOTE [EP combine L2 prefetch]).
 void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, int prefetch_max_blocks);
@@ -237,6 +256,7 @@ void load_kernels(Kernels... kernels) {
 // while another kernel holds the SMs waits for that kernel (docs/internode.md, "Lazy module loading"): a first
 // combine_send() beside a user's running GEMM would, and EpRestrictedSms hung so (its hog never ends).
 void load_dispatch_kernels();             // dispatch.cu
+void load_staged_dispatch_kernels();      // staged_dispatch.cu
 void load_combine_kernels();              // combine.cu
 void load_rank_rows_dispatch_kernels();   // rank_rows_dispatch.cu
 void load_rank_rows_combine_kernels();    // rank_rows_combine.cu

@@ -20,6 +20,19 @@ inline size_t fused_layout_smem_bytes(const Params& p) {
   return layout_smem_bytes(p.num_experts, fused_layout_block_tokens(p.num_tokens));
 }
 
+// Whether the fused layout takes one thread per (token, k) (NOTE [EP pair layout]).
+inline bool takes_pair_layout(const Params& p) {
+  return p.fuse_layout && p.pair_layout &&
+         pair_layout_fits(p.num_tokens, p.topk, p.num_experts, kThreads, kFusedLayoutSmemBytes);
+}
+
+// The dynamic shared memory a send kernel's fused layout takes (none without one).
+inline size_t fused_layout_send_smem_bytes(const Params& p) {
+  return takes_pair_layout(p) ? layout_smem_bytes(p.num_experts, p.num_tokens * pair_layout_lanes(p.topk))
+         : p.fuse_layout      ? fused_layout_smem_bytes(p)
+                              : size_t(0);
+}
+
 // NOTE [EP layout scan]
 // Block b takes tokens [b * kLayoutThreads, (b + 1) * kLayoutThreads), lane = token, warp =
 // 32 consecutive tokens. Inside a warp everything is bit arithmetic: each lane

@@ -39,17 +39,22 @@ TEST(Ep, BadExpertIdOnOneRank) {
     bool next_call_raises;  // else check_errors()
     bool repeated = false;  // a token naming one expert twice instead of an id out of range
     int topk = 4;           // 12: top-k above 8 (repeated ids found at k = 3 and 9)
+    DataType type = DataType::kBFloat16;  // fp8 low latency: the staged dispatch (NOTE [EP staged low latency])
   };
   for (const Variant v : {Variant{EpMode::kHighThroughput, true, false}, Variant{EpMode::kHighThroughput, false, false},
                           Variant{EpMode::kLowLatency, true, false}, Variant{EpMode::kLowLatency, true, true},
                           Variant{EpMode::kHighThroughput, true, false, true},
                           Variant{EpMode::kLowLatency, true, false, true},
                           Variant{EpMode::kHighThroughput, true, false, true, 12},
-                          Variant{EpMode::kLowLatency, true, false, false, 12}}) {
-    SCOPED_TRACE(std::string(mode_id(v.mode)) + (v.sync_counts ? " sync" : " no-sync") +
+                          Variant{EpMode::kLowLatency, true, false, false, 12},
+                          Variant{EpMode::kLowLatency, true, false, false, 4, DataType::kFloat8E4M3},
+                          Variant{EpMode::kLowLatency, true, true, true, 4, DataType::kFloat8E4M3},
+                          Variant{EpMode::kLowLatency, true, false, true, 12, DataType::kFloat8E4M3}}) {
+    SCOPED_TRACE(std::string(mode_id(v.mode)) + (v.type == DataType::kBFloat16 ? " bf16" : " fp8") +
+                 (v.sync_counts ? " sync" : " no-sync") +
                  (v.next_call_raises ? " next call" : " check_errors") + (v.repeated ? " repeated" : " out of range") +
                  " topk " + std::to_string(v.topk));
-    Harness h(shared(), make_config(v.mode, DataType::kBFloat16, 32, 1024, v.topk, v.topk > 8 ? 16 : 2));
+    Harness h(shared(), make_config(v.mode, v.type, 32, 1024, v.topk, v.topk > 8 ? 16 : 2));
     ASSERT_TRUE(h.alive());
     ASSERT_TRUE(run_case(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
     const int E = h.config().num_experts;
@@ -101,8 +106,8 @@ TEST(Ep, BadExpertIdOnOneRank) {
       }
       // Reported once; the other ranks have nothing to report.
       EXPECT_NO_THROW(h.buf().check_errors());
-      if (me != 0 && v.mode == EpMode::kHighThroughput && v.sync_counts) {
-        // Nothing arrived from rank 0.
+      if (me != 0 && (v.mode == EpMode::kLowLatency || v.sync_counts)) {
+        // Nothing arrived from rank 0 (low latency: its counts are zeros, or the staged receive found the bad id).
         auto without0 = all;
         without0[0] = ep::RankInput{};
         without0[0].num_tokens = 0;

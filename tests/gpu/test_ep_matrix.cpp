@@ -328,6 +328,35 @@ TEST(Ep, StagedAndDirectLowLatencyAgree) {
   }
 }
 
+// NOTE [EP staged low latency] on few SMs: with num_sms 1 or 2 the staged send grid has one block, which sends the
+// routing boxes, lays the call out and then sends every chunk itself (with more, block 0 does the first two and the
+// others send); 4 SMs: two send blocks. fp8 (staged by default) and bf16 (FERRY_EP_LL_STAGED=1), 77 and 300 tokens
+// (pair and token layouts), skewed routing and dropped (-1) experts, three rounds per buffer (both parities, the
+// halves apart once): every round checked against the reference.
+TEST(Ep, StagedLowLatencyOnFewSms) {
+  REQUIRE_EP();
+  for (int sms : {1, 2, 4}) {
+    for (DataType type : {DataType::kFloat8E4M3, DataType::kBFloat16}) {
+      for (int tokens : {77, 300}) {
+        EpConfig cfg = make_config(EpMode::kLowLatency, type, tokens, 2048, 8, 4);
+        cfg.num_sms = sms;
+        const ep::Spec s = make_spec(cfg, shared().next_seed(), tokens == 77 ? ep::Routing::kZipf : ep::Routing::kDrops,
+                                     ep::TokenCounts::kVaried);
+        SCOPED_TRACE("sms=" + std::to_string(sms) + " " + describe(cfg, s));
+        const auto all = ep::make_all_inputs(s);
+        setenv("FERRY_EP_LL_STAGED", "1", 1);
+        Harness h(shared(), cfg);
+        unsetenv("FERRY_EP_LL_STAGED");
+        ASSERT_TRUE(h.alive());
+        Harness::Options halves;
+        halves.halves = true;
+        for (const Harness::Options& o : {Harness::Options{}, halves, Harness::Options{}})
+          ASSERT_TRUE(h.round(s, all, o));
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- pair and token layouts
 // NOTE [EP pair layout]: a fused layout whose send block has a thread for every (token, k) (tokens x top-k
 // rounded up to a power of two <= 1024) takes one thread per pair; FERRY_EP_PAIR_LAYOUT=0 (read when the buffer

@@ -1,0 +1,380 @@
+// The expanded low-latency dispatch inside a node through staging rows (p.staged_rows): the send half moves
+// every token's row and routing with no layout on the way, the receive half lays each source out itself.
+// Protocol: NOTE [EP staged low latency] here, NOTE [EP epochs] in ep_device.cuh.
+#include <algorithm>
+
+#include "ep/ep_device.cuh"
+#include "ep/ep_trace.cuh"
+#include "ep/routing_layout.cuh"
+#include "ep/rows.cuh"
+#include "ferry/cuda_check.hpp"
+
+namespace ferry::ep {
+namespace {
+
+// NOTE [EP trace] points. Send: 0 start, 1 routing boxes released (block 0), 2 layout done (block 0),
+// 3 items done. Receive: 0 start, 1 every source's box seen, 2 sources laid out, 3 items done.
+FERRY_EP_TRACE_DEFINE(g_trace_staged_send)
+FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
+
+// NOTE [EP staged low latency]
+// Low latency inside a node (p.staged_rows; FERRY_EP_LL_STAGED): nothing on a
+// sender's path waits for a layout or for counts.
+//  - Send: block 0 first stores this rank's expert ids and weights (T x K each,
+//    as the layout reads them) and its token count into its routing box at every
+//    rank (StagedBox, ep_params.hpp), then, after a block barrier, releases each
+//    box's tag with the call's epoch (one thread per rank). Every other block
+//    sends each chunk of token t to the staging row (source, t) at every rank
+//    one of its valid expert ids names, then releases that chunk's ready word.
+//    Block 0 then lays the call out for this rank's own later use only (the
+//    combine's token_slot, EpBuffer's check of the ids): before (session 35,
+//    c5 trace, 2 H100s) the rows waited for it and for the counts, 4.8 us at
+//    T=128 and 10.2 at T=512.
+//  - Receive: every block waits for every source's box, then lays out all the
+//    sources' tokens for this rank's local experts itself, in shared memory:
+//    per (source, local expert) a bitmap of the tokens that picked it and each
+//    word's count of lower bits, per source the same for its tokens with an
+//    expert here. That gives the counts, the expert offsets, and for token t of
+//    source s at local expert le the row offset(le) + rows of lower sources +
+//    set bits of (s, le) below t, and its slot (index among s's tokens with an
+//    expert here, the combine's order) likewise: the same rows and slots the
+//    layout on the sender would give. A source whose ids hold a bad one (out of
+//    range, or an expert repeated in a token: the layout's rule) counts as
+//    sending nothing, as its own layout_error makes it send nothing elsewhere.
+//    Per landed chunk, a warp copies it into every row of its token's experts.
+//  So the rows cross NVLink from the kernels' start, and the layout runs beside
+//  them on every receive block, from ids that land a few microseconds in.
+// Reuse: boxes, staging rows and ready words alternate by epoch parity ([2
+// parity][W source], staged_index / routing_box). Rank s writes parity n & 1 at
+// rank r in dispatch n only after its receive half of dispatch n - 1 (stream
+// order) saw r's box of n - 1, which r released when its send half of n - 1
+// started, after (stream order) its receive half of n - 2, the last reader of
+// that parity. Every rank releases its box at every rank in every call. The
+// output rows are written by their own rank only, after its previous call (the
+// API contract); the combine's staging has its own guard (NOTE [EP epochs]).
+__device__ __forceinline__ size_t staged_index(const Params& p, uint64_t epoch, int source, int token) {
+  return (size_t(epoch & 1) * p.world_size + source) * p.max_tokens + token;
+}
+
+// Source `source`'s routing box at rank r, for the parity of `epoch`, and its parts (StagedBox).
+__device__ __forceinline__ uint8_t* routing_box(const Params& p, int r, uint64_t epoch, int source) {
+  return p.stage_meta.at(r) + (size_t(epoch & 1) * p.world_size + source) * p.stage_box_bytes;
+}
+__device__ __forceinline__ uint64_t* box_tag(uint8_t* box) { return reinterpret_cast<uint64_t*>(box); }
+__device__ __forceinline__ int32_t* box_tokens(uint8_t* box) {
+  return reinterpret_cast<int32_t*>(box + StagedBox::kTokensOffset);
+}
+__device__ __forceinline__ int32_t* box_ids(uint8_t* box) {
+  return reinterpret_cast<int32_t*>(box + StagedBox::kIdsOffset);
+}
+__device__ __forceinline__ float* box_weights(const Params& p, uint8_t* box) {
+  return reinterpret_cast<float*>(box_ids(box) + size_t(p.max_tokens) * p.topk);
+}
+
+// Block 0 of the send grid: this rank's ids (an int64 id cast to int, as the layout reads it), weights and token
+// count into its box at every rank, then one release of each box's tag (cumulative through the block barrier).
+__device__ void send_routing_boxes(const Params& p, uint64_t epoch) {
+  const int W = p.world_size, n = p.num_tokens * p.topk;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const int e = load_expert(p, i / p.topk, i % p.topk);
+    const float weight = p.with_weights ? p.topk_weights[i] : 1.f;
+    for (int r = 0; r < W; ++r) {
+      uint8_t* box = routing_box(p, r, epoch, p.rank);
+      box_ids(box)[i] = e;
+      if (p.with_weights) box_weights(p, box)[i] = weight;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < W) {
+    uint8_t* box = routing_box(p, int(threadIdx.x), epoch, p.rank);
+    *box_tokens(box) = p.num_tokens;
+    device::st_release_sys(box_tag(box), epoch);
+  }
+}
+
+// One chunk of token t into its staging row (source p.rank, token t) at every rank its valid expert ids name, then
+// the chunk's ready word there; fp8 scales follow the row's data in the staging row.
+template <bool kQuantize>
+__device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, float** dst_scales,
+                                  uint64_t epoch) {
+  const int e = lane < p.topk ? load_expert(p, t, lane) : -1;
+  const unsigned rank_bit = e >= 0 && e < p.num_experts ? 1u << (e / p.local_experts) : 0u;
+  const unsigned dst_mask = __reduce_or_sync(0xffffffffu, rank_bit);
+  if (dst_mask == 0) return;
+  const size_t index = staged_index(p, epoch, p.rank, t);
+  int num_dst = 0;
+  uint64_t* my_ready = nullptr;  // lane d: ready word of destination d
+  for (unsigned m = dst_mask; m != 0; m &= m - 1) {
+    const int r = __ffs(m) - 1;
+    if (lane == num_dst) my_ready = p.stage_ready.at(r) + index * p.num_chunks + c;
+    if (lane == 0) {
+      uint8_t* row = p.stage_rows.at(r) + index * p.stage_row_bytes;
+      dst[num_dst] = row;
+      dst_scales[num_dst] = reinterpret_cast<float*>(row + p.hidden);  // fp8 only
+    }
+    ++num_dst;
+  }
+  __syncwarp();
+  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
+  // The warp's stores, then one release per destination (NOTE [EP epochs]).
+  __syncwarp();
+  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
+}
+
+template <bool kQuantize, bool kPairLayout>
+__global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
+  const uint64_t epoch = current_epoch(p, kDispatchSend);
+  extern __shared__ __align__(16) uint8_t send_smem[];
+  allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
+  FERRY_EP_TRACE_POINT(g_trace_staged_send, 0);
+  if (blockIdx.x == 0) {
+    send_routing_boxes(p, epoch);
+    FERRY_EP_TRACE_POINT(g_trace_staged_send, 1);
+    if constexpr (kPairLayout) {
+      layout_block_of_pairs(p, reinterpret_cast<uint32_t*>(send_smem));
+    } else if (p.fuse_layout) {
+      layout_block(p, reinterpret_cast<uint32_t*>(send_smem), 0, 1, fused_layout_block_tokens(p.num_tokens));
+    }
+    FERRY_EP_TRACE_POINT(g_trace_staged_send, 2);
+  }
+  __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
+  __shared__ float* warp_scales[kWarps][kMaxRanks];
+  if (blockIdx.x > 0 || gridDim.x == 1) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int items = p.num_tokens * p.num_chunks;
+    const ItemLoop loop = gridDim.x > 1 ? ItemLoop(p, int(blockIdx.x) - 1, int(gridDim.x) - 1) : ItemLoop(p);
+    for (int item = loop.first; item < items; item += loop.stride)
+      send_staged_chunk<kQuantize>(p, item / p.num_chunks, item % p.num_chunks, lane, warp_dst[warp],
+                                   warp_scales[warp], epoch);
+  }
+  FERRY_EP_TRACE_POINT(g_trace_staged_send, 3);
+  FERRY_EP_TRACE_REPORT(g_trace_staged_send, "staged_send", p, epoch, 4);
+  finish_launch(p, kDispatchSend, epoch, -1);
+}
+
+// The receive block's layout of every source in dynamic shared memory (NOTE [EP staged low latency]); words:
+// 32-token words of max_tokens.
+struct StagedLayout {
+  int64_t* offsets;          // [Le + 1]: first row of each local expert, then the end
+  uint32_t* expert_mask;     // [W][Le][words]: tokens of source s that picked local expert le
+  uint32_t* token_mask;      // [W][words]: tokens of s with an expert here (right after expert_mask)
+  int32_t* base;             // [W][Le]: rows of (s, le) from lower sources
+  uint16_t* expert_before;   // [W][Le][words]: set bits of expert_mask in the lower words
+  uint16_t* token_before;    // [W][words]: the same for token_mask
+  __device__ StagedLayout(uint8_t* smem, int W, int Le, int words) {
+    const size_t E = size_t(W) * Le;
+    offsets = reinterpret_cast<int64_t*>(smem);
+    expert_mask = reinterpret_cast<uint32_t*>(offsets + Le + 1);
+    token_mask = expert_mask + E * words;
+    base = reinterpret_cast<int32_t*>(token_mask + size_t(W) * words);
+    expert_before = reinterpret_cast<uint16_t*>(base + E);
+    token_before = expert_before + E * words;
+  }
+};
+
+constexpr size_t staged_recv_smem_bytes(int world_size, int num_experts, int max_tokens) {
+  const size_t words = (size_t(max_tokens) + 31) / 32, E = num_experts, W = world_size;
+  return sizeof(int64_t) * (E / W + 1) + (sizeof(uint32_t) + sizeof(uint16_t)) * (E + W) * words +
+         sizeof(int32_t) * E;
+}
+// With its static arrays (warp_dst, a few words) the receive kernel stays in the 48 KB a kernel gets without
+// opting in.
+constexpr size_t kStagedRecvSmemLimit = 40 * 1024;
+static_assert(kStagedRecvSmemLimit + sizeof(void*) * kWarps * kMaxTopk + 256 <= kDefaultSmemBytes,
+              "no shared-memory opt-in needed");
+
+// Every block: the bitmaps of every source's tokens from the boxes (bad[s]: a bad id in source s).
+__device__ void map_source_tokens(const Params& p, const StagedLayout& lay, uint64_t epoch, int words,
+                                  const int32_t* token_count, int32_t* bad) {
+  const int K = p.topk, E = p.num_experts, Le = p.local_experts, mine = p.rank * Le;
+  for (int i = threadIdx.x; i < p.world_size * p.max_tokens; i += kThreads) {
+    const int s = i / p.max_tokens, t = i % p.max_tokens;
+    if (t >= token_count[s]) continue;
+    const int32_t* ids = box_ids(routing_box(p, p.rank, epoch, s)) + size_t(t) * K;
+    const uint32_t bit = 1u << (t & 31);
+    bool ok = true, here = false;
+    for (int k = 0; k < K; ++k) {
+      const int e = ids[k];
+      ok = ok && e >= -1 && e < E;
+      for (int j = 0; j < k; ++j) ok = ok && (e < 0 || ids[j] != e);
+      if (e >= mine && e < mine + Le) {
+        atomicOr(&lay.expert_mask[(size_t(s) * Le + e - mine) * words + (t >> 5)], bit);
+        here = true;
+      }
+    }
+    if (!ok) bad[s] = 1;
+    if (here) atomicOr(&lay.token_mask[size_t(s) * words + (t >> 5)], bit);
+  }
+}
+
+// Every block: the bits below each word, then the rows of (s, le) (into base) and the tokens of s with an expert
+// here (into recv_count); a bad source counts nothing.
+__device__ void count_source_tokens(const Params& p, const StagedLayout& lay, int words, const int32_t* bad,
+                                    int32_t* recv_count) {
+  const int W = p.world_size, E = p.num_experts, Le = p.local_experts;
+  for (int j = threadIdx.x; j < E + W; j += kThreads) {
+    const int s = j < E ? j / Le : j - E;
+    const uint32_t* mask = lay.expert_mask + size_t(j) * words;  // token_mask follows expert_mask
+    uint16_t* before = lay.expert_before + size_t(j) * words;    // token_before follows expert_before
+    int run = 0;
+    for (int w = 0; w < words; ++w) {
+      before[w] = uint16_t(run);
+      run += __popc(mask[w]);
+    }
+    if (bad[s]) run = 0;
+    if (j < E)
+      lay.base[j] = run;
+    else
+      recv_count[s] = run;
+  }
+}
+
+// The receive half of NOTE [EP staged low latency]: one landed chunk of a staging row into every output row of
+// the token's experts here (lane k: its row or -1; rows_mask: the lanes with a row).
+__device__ __forceinline__ void copy_staged_chunk(const Params& p, const uint8_t* staged_row, unsigned rows_mask,
+                                                  int row, int c, uint8_t** dst, int lane) {
+  if (rows_mask == 0) return;
+  const int H = p.hidden, elem = p.fp8_out ? 1 : 2, groups = H / kScaleBlock;
+  int num_rows = 0;
+  for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+    const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
+    if (lane == 0) dst[num_rows] = p.out_tokens + size_t(r) * H * elem;
+    ++num_rows;
+  }
+  __syncwarp();
+  const int begin = chunk_begin(p, c), end = chunk_end(p, c);
+  copy_units_to_rows<kRecvUnroll>(staged_row + size_t(begin) * elem, dst, num_rows, size_t(begin) * elem,
+                                  (end - begin) * elem / 16, lane);
+  if (p.fp8_out) {
+    const float* staged_scales = reinterpret_cast<const float*>(staged_row + H);
+    for (unsigned m = rows_mask; m != 0; m &= m - 1) {
+      const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
+      for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32)
+        p.out_scales[size_t(r) * groups + g] = staged_scales[g];
+    }
+  }
+  __syncwarp();  // dst is rewritten by the warp's next item
+}
+
+__global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
+  const uint64_t epoch = current_epoch(p, kDispatchRecv);
+  const int W = p.world_size, Le = p.local_experts, K = p.topk, E = p.num_experts;
+  const int words = (p.max_tokens + 31) / 32, mine = p.rank * Le;
+  extern __shared__ __align__(16) uint8_t recv_smem[];
+  const StagedLayout lay(recv_smem, W, Le, words);
+  __shared__ int32_t token_count[kMaxRanks];  // tokens in source s's box (0 for a bad source; -1: no box)
+  __shared__ int32_t recv_count[kMaxRanks];   // tokens of s with an expert here
+  __shared__ int32_t bad[kMaxRanks];
+  __shared__ int32_t max_token_count;
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 0);
+  for (int i = threadIdx.x; i < (E + W) * words; i += kThreads) lay.expert_mask[i] = 0;  // and token_mask
+  if (threadIdx.x < W) {
+    bad[threadIdx.x] = 0;
+    uint8_t* box = routing_box(p, p.rank, epoch, int(threadIdx.x));
+    const bool in = device::wait_flag_geq(box_tag(box), epoch, p.wait, int(threadIdx.x), kPhaseEpDispatch);
+    token_count[threadIdx.x] = in ? *box_tokens(box) : -1;
+  }
+  __syncthreads();
+  for (int s = 0; s < W; ++s)
+    if (token_count[s] < 0) return;  // aborted or timed out: the host throws
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 1);
+  map_source_tokens(p, lay, epoch, words, token_count, bad);
+  __syncthreads();
+  count_source_tokens(p, lay, words, bad, recv_count);
+  __syncthreads();
+  for (int le = threadIdx.x; le < Le; le += kThreads) {
+    int run = 0;
+    for (int s = 0; s < W; ++s) {
+      const int rows = lay.base[s * Le + le];
+      lay.base[s * Le + le] = run;
+      run += rows;
+    }
+    lay.offsets[le + 1] = run;  // this expert's rows, for now
+    if (blockIdx.x == 0) p.expert_counts[le] = run;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (warp == 0) {  // expert offsets by a warp scan (each lane reads its expert's rows before it writes its offset)
+    const int64_t end = warp_expert_offsets(
+        p, Le, lane, [&](int le) { return lay.offsets[le + 1]; },
+        [&](int le, int64_t start) { lay.offsets[le] = start; });
+    __syncwarp();
+    if (lane == 0) lay.offsets[Le] = end;
+    const int count = lane < W ? (bad[lane] ? 0 : token_count[lane]) : 0;
+    if (lane < W) token_count[lane] = count;
+    const int most = __reduce_max_sync(0xffffffffu, count);
+    if (lane == 0) max_token_count = most;
+  }
+  __syncthreads();
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 2);
+  if (blockIdx.x == 0) {
+    for (int le = threadIdx.x; le <= Le; le += kThreads) p.expert_offsets[le] = lay.offsets[le];
+    if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = recv_count[threadIdx.x];
+  }
+  __shared__ uint8_t* warp_dst[kWarps][kMaxTopk];
+  // Items (source s, token t, chunk): a token with no expert here is skipped.
+  const ItemCursor cursor{W, max_token_count, p.num_chunks};
+  const ItemLoop loop(p);
+  for (int item = loop.first; item < cursor.total(); item += loop.stride) {
+    int s, t, c;
+    if (!cursor.decode(item, token_count, s, t, c)) continue;
+    const int w = t >> 5;
+    const uint32_t below = (1u << (t & 31)) - 1u, token_word = lay.token_mask[size_t(s) * words + w];
+    if (((token_word >> (t & 31)) & 1u) == 0) continue;
+    const int slot = lay.token_before[size_t(s) * words + w] + __popc(token_word & below);
+    const size_t index = size_t(s) * p.max_tokens + slot;  // the combine's (source, slot)
+    const size_t staged = staged_index(p, epoch, s, t);
+    if (!warp_wait_ready(p.stage_ready.at(p.rank) + staged * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
+    uint8_t* box = routing_box(p, p.rank, epoch, s);
+    int row = -1;
+    if (lane < K) {
+      const int e = box_ids(box)[size_t(t) * K + lane];
+      if (e >= mine && e < mine + Le) {
+        const int le = e - mine;
+        const size_t at = (size_t(s) * Le + le) * words + w;
+        row = int(lay.offsets[le]) + lay.base[s * Le + le] + lay.expert_before[at] +
+              __popc(lay.expert_mask[at] & below);
+      }
+      if (c == 0) {  // the token's bookkeeping, once
+        if (row >= 0 && p.with_weights) p.out_weights[row] = box_weights(p, box)[size_t(t) * K + lane];
+        p.slot_rows[index * K + lane] = row;
+      }
+    }
+    if (lane == 0 && c == 0) p.slot_src_token[index] = t;
+    const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+    copy_staged_chunk(p, p.stage_rows.at(p.rank) + staged * p.stage_row_bytes, rows_mask, row, c, warp_dst[warp],
+                      lane);
+  }
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 3);
+  FERRY_EP_TRACE_REPORT(g_trace_staged_recv, "staged_recv", p, epoch, 4);
+  finish_launch(p, kDispatchRecv, epoch, -1);
+}
+
+using SendKernel = void (*)(Params);
+// By [quantize][pair layout] (NOTE [EP pair layout]).
+constexpr SendKernel kStagedSendKernels[2][2] = {{staged_send_kernel<false, false>, staged_send_kernel<false, true>},
+                                                 {staged_send_kernel<true, false>, staged_send_kernel<true, true>}};
+
+}  // namespace
+
+bool staged_receive_fits(int world_size, int num_experts, int max_tokens) {
+  return staged_recv_smem_bytes(world_size, num_experts, max_tokens) <= kStagedRecvSmemLimit;
+}
+
+void load_staged_dispatch_kernels() {
+  for (const auto& by_layout : kStagedSendKernels) load_kernels(by_layout[0], by_layout[1]);
+  load_kernels(staged_recv_kernel);
+}
+
+void launch_staged_dispatch_send(const Params& p, cudaStream_t stream) {
+  const SendKernel kernel = kStagedSendKernels[quantizes(p)][takes_pair_layout(p)];
+  kernel<<<p.num_blocks, kThreads, fused_layout_send_smem_bytes(p), stream>>>(p);
+  FERRY_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_staged_dispatch_recv(const Params& p, cudaStream_t stream) {
+  launch_receive_grid(staged_recv_kernel, p, staged_recv_smem_bytes(p.world_size, p.num_experts, p.max_tokens),
+                      stream);
+}
+
+}  // namespace ferry::ep
