@@ -12,7 +12,7 @@
 namespace ferry::ep {
 namespace {
 
-// NOTE [EP trace] points. Send: 0 start, 1 routing boxes released (block 0), 2 layout done (block 0),
+// NOTE [EP trace] points. Send: 0 start, 1 routing boxes released (the last block), 2 layout done (block 0),
 // 3 items done. Receive: 0 start, 1 every source's box seen, 2 sources laid out, 3 items done.
 FERRY_EP_TRACE_DEFINE(g_trace_staged_send)
 FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
@@ -20,16 +20,17 @@ FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
 // NOTE [EP staged low latency]
 // Low latency inside a node (p.staged_rows; FERRY_EP_LL_STAGED): nothing on a
 // sender's path waits for a layout or for counts.
-//  - Send: block 0 first stores this rank's expert ids and weights (T x K each,
-//    as the layout reads them) and its token count into its routing box at every
-//    rank (StagedBox, ep_params.hpp), then, after a block barrier, releases each
-//    box's tag with the call's epoch (one thread per rank). Every other block
-//    sends each chunk of token t to the staging row (source, t) at every rank
-//    one of its valid expert ids names, then releases that chunk's ready word.
-//    Block 0 then lays the call out for this rank's own later use only (the
-//    combine's token_slot, EpBuffer's check of the ids): before (session 35,
-//    c5 trace, 2 H100s) the rows waited for it and for the counts, 4.8 us at
-//    T=128 and 10.2 at T=512.
+//  - Send: the last block first stores this rank's expert ids and weights (T x
+//    K each, as the layout reads them) and its token count into its routing box
+//    at every rank (StagedBox, ep_params.hpp), then, after a block barrier,
+//    releases each box's tag with the call's epoch (one thread per rank). Every
+//    block but the first sends each chunk of token t to the staging row (source,
+//    t) at every rank one of its valid expert ids names, then releases that
+//    chunk's ready word. Block 0 meanwhile lays the call out for this rank's own
+//    later use only (the combine's token_slot, EpBuffer's check of the ids):
+//    before (session 35, c5 trace, 2 H100s) the rows waited for it and for the
+//    counts, 4.8 us at T=128 and 10.2 at T=512. (A grid of one block does all
+//    three in that order.)
 //  - Receive: every block waits for every source's box, then lays out all the
 //    sources' tokens for this rank's local experts itself, in shared memory:
 //    per (source, local expert) a bitmap of the tokens that picked it and each
@@ -127,9 +128,10 @@ __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
   extern __shared__ __align__(16) uint8_t send_smem[];
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_staged_send, 0);
+  // The boxes from the last block, before its chunks, so block 0's layout runs beside them (one block: both).
+  if (blockIdx.x == gridDim.x - 1) send_routing_boxes(p, epoch);
+  FERRY_EP_TRACE_POINT(g_trace_staged_send, 1);
   if (blockIdx.x == 0) {
-    send_routing_boxes(p, epoch);
-    FERRY_EP_TRACE_POINT(g_trace_staged_send, 1);
     if constexpr (kPairLayout) {
       layout_block_of_pairs(p, reinterpret_cast<uint32_t*>(send_smem));
     } else if (p.fuse_layout) {
