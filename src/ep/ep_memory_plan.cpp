@@ -83,7 +83,7 @@ bool staged_rows_fit(int max_tokens, int hidden, bool fp8) {
 }
 
 bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8) {
-  return knobs::kEpLlStaged.read().value_or(fp8 && staged_rows_fit(max_tokens, hidden, fp8));
+  return knobs::kEpLlStaged.read().value_or(staged_rows_fit(max_tokens, hidden, fp8));
 }
 
 void set_net_ranges(NetLayout& l, const Params& p, uint64_t min_range_bytes) {

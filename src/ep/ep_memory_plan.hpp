@@ -54,13 +54,11 @@ struct NetMemoryPlan {
 MemoryPlan plan_memory(const Params& p, bool with_weights);
 
 // NOTE [EP staged low latency] (staged_dispatch.cu): whether an expanded low-latency buffer inside a node sends through
-// staging rows. FERRY_EP_LL_STAGED decides where set. Unset: fp8 buffers whose largest call's rows (max_tokens x
-// hidden bytes) take at most kStagedRowsMaxBytes (staged_rows_fit). bf16 stays direct: the combine after a staged
-// bf16 dispatch at T=128 reads 1.017-1.029 of the direct one's time in every A/B that measured it (sessions 30,
-// 31, 33), its kernels unchanged and the cause unexplained (not L2: it stays with --expert-pass, session 33 c2).
-// After a staged fp8 dispatch the combine reads the same (session 33 c4: 0.985 / 1.003 / 1.000 at T=1 / 128 /
-// 512, the fp8 dispatch 0.948 / 0.945 / 0.971). The shape and the environment are the same on every rank, so all
-// ranks agree (senders and receivers must).
+// staging rows. FERRY_EP_LL_STAGED decides where set. Unset: buffers whose largest call's rows (max_tokens x hidden
+// x element bytes) take at most kStagedRowsMaxBytes (staged_rows_fit), bf16 as well as fp8 since the receive half
+// lays the sources out (session 36; before, bf16 stayed direct: the combine after a staged bf16 dispatch at T=128
+// read 1.017-1.029 of the direct one's time in sessions 30, 31 and 33, against a dispatch 0.957 of it). The shape
+// and the environment are the same on every rank, so all ranks agree (senders and receivers must).
 constexpr size_t kStagedRowsMaxBytes = size_t(4) << 20;
 bool staged_rows_fit(int max_tokens, int hidden, bool fp8);
 bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8);

@@ -26,15 +26,15 @@ TEST_F(StagedRowsTest, UpToFourMiBOfRows) {
   EXPECT_FALSE(staged_rows_fit(257, 8192, false));
 }
 
-TEST_F(StagedRowsTest, UnsetStagesFp8RowsThatFit) {
+TEST_F(StagedRowsTest, UnsetStagesRowsThatFit) {
   EXPECT_TRUE(stages_low_latency_rows(1, 7168, true));
   EXPECT_TRUE(stages_low_latency_rows(128, 7168, true));
   EXPECT_TRUE(stages_low_latency_rows(512, 7168, true));    // 3.7 MB
   EXPECT_FALSE(stages_low_latency_rows(1024, 7168, true));  // 7.3 MB
-  // bf16 stays direct at any size (the combine after a staged bf16 dispatch, ep_memory_plan.hpp).
-  EXPECT_FALSE(stages_low_latency_rows(1, 7168, false));
-  EXPECT_FALSE(stages_low_latency_rows(128, 7168, false));
-  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));
+  // bf16 as well since the receiver lays the sources out (session 36).
+  EXPECT_TRUE(stages_low_latency_rows(1, 7168, false));
+  EXPECT_TRUE(stages_low_latency_rows(128, 7168, false));   // 1.8 MB
+  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));  // 7.3 MB
 }
 
 TEST_F(StagedRowsTest, TheKnobDecides) {
