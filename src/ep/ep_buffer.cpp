@@ -285,6 +285,7 @@ EpHandle EpBuffer::dispatch_send(const TensorView& tokens, const TensorView& top
   p.scales_in = static_cast<const float*>(scales.data);
   p.topk_idx = topk_idx.data;
   p.topk_weights = static_cast<const float*>(topk_weights.data);
+  p.reuses_layout = reusing;
   if (st.grids.send_blocks > 0) p.num_blocks = st.grids.send_blocks;
   p.recv_in_send_grid = st.grids.one_grid;
   // NOTE [EP own rows first]: where nothing is quantized the copy engine writes the own rows, and the

@@ -153,6 +153,8 @@ struct Params {
   size_t stage_row_bytes;
   device::NodeRegion<uint8_t> stage_rows;
   size_t stage_box_bytes;
+  // The call reuses a layout (DispatchOptions::reuse): topk_idx may be absent, token_expert holds the checked ids.
+  bool reuses_layout;
 };
 
 // A source's routing box of NOTE [EP staged low latency] at one destination: a tag word (the epoch of the call

@@ -72,12 +72,19 @@ __device__ __forceinline__ float* box_weights(const Params& p, uint8_t* box) {
   return reinterpret_cast<float*>(box_ids(box) + size_t(p.max_tokens) * p.topk);
 }
 
-// Block 0 of the send grid: this rank's ids (an int64 id cast to int, as the layout reads it), weights and token
-// count into its box at every rank, then one release of each box's tag (cumulative through the block barrier).
-__device__ void send_routing_boxes(const Params& p, uint64_t epoch) {
-  const int W = p.world_size, n = p.num_tokens * p.topk;
+// Expert id k of token t: topk_idx's (an int64 id cast to int, as the layout reads it), or where the call reuses a
+// layout (topk_idx may be absent), the layout's checked one (-1 for none or bad).
+__device__ __forceinline__ int routed_expert(const Params& p, int t, int k) {
+  return p.reuses_layout ? p.token_expert[size_t(t) * p.topk + k] : load_expert(p, t, k);
+}
+
+// The last block of the send grid: this rank's ids, weights and token count (none where a reused layout holds a bad
+// id: nothing is sent then) into its box at every rank, then one release of each box's tag (cumulative through the
+// block barrier).
+__device__ void send_routing_boxes(const Params& p, uint64_t epoch, bool bad) {
+  const int W = p.world_size, n = bad ? 0 : p.num_tokens * p.topk;
   for (int i = threadIdx.x; i < n; i += kThreads) {
-    const int e = load_expert(p, i / p.topk, i % p.topk);
+    const int e = routed_expert(p, i / p.topk, i % p.topk);
     const float weight = p.with_weights ? p.topk_weights[i] : 1.f;
     for (int r = 0; r < W; ++r) {
       uint8_t* box = routing_box(p, r, epoch, p.rank);
@@ -88,7 +95,7 @@ __device__ void send_routing_boxes(const Params& p, uint64_t epoch) {
   __syncthreads();
   if (threadIdx.x < W) {
     uint8_t* box = routing_box(p, int(threadIdx.x), epoch, p.rank);
-    *box_tokens(box) = p.num_tokens;
+    *box_tokens(box) = bad ? 0 : p.num_tokens;
     device::st_release_sys(box_tag(box), epoch);
   }
 }
@@ -98,7 +105,7 @@ __device__ void send_routing_boxes(const Params& p, uint64_t epoch) {
 template <bool kQuantize>
 __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, float** dst_scales,
                                   uint64_t epoch) {
-  const int e = lane < p.topk ? load_expert(p, t, lane) : -1;
+  const int e = lane < p.topk ? routed_expert(p, t, lane) : -1;
   const unsigned rank_bit = e >= 0 && e < p.num_experts ? 1u << (e / p.local_experts) : 0u;
   const unsigned dst_mask = __reduce_or_sync(0xffffffffu, rank_bit);
   if (dst_mask == 0) return;
@@ -128,8 +135,10 @@ __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
   extern __shared__ __align__(16) uint8_t send_smem[];
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
   FERRY_EP_TRACE_POINT(g_trace_staged_send, 0);
+  // A reused layout (no layout here) is known now: one with a bad id sends nothing (EpBuffer reports it).
+  const bool bad = p.reuses_layout && *reinterpret_cast<const volatile int32_t*>(p.layout_error) != 0;
   // The boxes from the last block, before its chunks, so block 0's layout runs beside them (one block: both).
-  if (blockIdx.x == gridDim.x - 1) send_routing_boxes(p, epoch);
+  if (blockIdx.x == gridDim.x - 1) send_routing_boxes(p, epoch, bad);
   FERRY_EP_TRACE_POINT(g_trace_staged_send, 1);
   if (blockIdx.x == 0) {
     if constexpr (kPairLayout) {
@@ -141,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxRanks];
   __shared__ float* warp_scales[kWarps][kMaxRanks];
-  if (blockIdx.x > 0 || gridDim.x == 1) {
+  if ((blockIdx.x > 0 || gridDim.x == 1) && !bad) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int items = p.num_tokens * p.num_chunks;
     const ItemLoop loop = gridDim.x > 1 ? ItemLoop(p, int(blockIdx.x) - 1, int(gridDim.x) - 1) : ItemLoop(p);
