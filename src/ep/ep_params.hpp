@@ -159,13 +159,14 @@ struct Params {
 
 // A source's routing box of NOTE [EP staged low latency] at one destination: a tag word (the epoch of the call
 // that wrote it), the source's token count, then its expert ids [max_tokens][K] (int32) and its weights
-// [max_tokens][K] (float; written with weights only).
+// [max_tokens][K] (float; written with weights only), each part 16-byte aligned (written in 16-byte units).
 struct StagedBox {
   static constexpr size_t kTokensOffset = 8;
   static constexpr size_t kIdsOffset = 16;
-  static size_t bytes(int max_tokens, int topk) {
-    return (kIdsOffset + 2 * sizeof(int32_t) * size_t(max_tokens) * topk + 15) / 16 * 16;
+  static size_t part_bytes(int max_tokens, int topk) {
+    return (sizeof(int32_t) * size_t(max_tokens) * topk + 15) / 16 * 16;
   }
+  static size_t bytes(int max_tokens, int topk) { return kIdsOffset + 2 * part_bytes(max_tokens, topk); }
 };
 
 // Staged routing record of one token: its index at the source, then per k the

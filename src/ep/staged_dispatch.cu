@@ -13,7 +13,8 @@ namespace ferry::ep {
 namespace {
 
 // NOTE [EP trace] points. Send: 0 start, 1 routing boxes released (the last block), 2 layout done (block 0),
-// 3 items done. Receive: 0 start, 1 every source's box seen, 2 sources laid out, 3 items done.
+// 3 items done. Receive: 0 start, 1 every source's box seen, 2 sources laid out, 3 items done; inside 1 -> 2:
+// 4 bitmaps made, 5 bits counted, 6 rows of lower sources.
 FERRY_EP_TRACE_DEFINE(g_trace_staged_send)
 FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
 
@@ -68,8 +69,8 @@ __device__ __forceinline__ int32_t* box_tokens(uint8_t* box) {
 __device__ __forceinline__ int32_t* box_ids(uint8_t* box) {
   return reinterpret_cast<int32_t*>(box + StagedBox::kIdsOffset);
 }
-__device__ __forceinline__ float* box_weights(const Params& p, uint8_t* box) {
-  return reinterpret_cast<float*>(box_ids(box) + size_t(p.max_tokens) * p.topk);
+__device__ __forceinline__ float* box_weights(const Params& p, uint8_t* box) {  // 16-byte aligned, as box_ids
+  return reinterpret_cast<float*>(box_ids(box) + (size_t(p.max_tokens) * p.topk + 3) / 4 * 4);
 }
 
 // Expert id k of token t: topk_idx's (an int64 id cast to int, as the layout reads it), or where the call reuses a
@@ -80,16 +81,25 @@ __device__ __forceinline__ int routed_expert(const Params& p, int t, int k) {
 
 // The last block of the send grid: this rank's ids, weights and token count (none where a reused layout holds a bad
 // id: nothing is sent then) into its box at every rank, then one release of each box's tag (cumulative through the
-// block barrier).
+// block barrier). Four entries a thread, stored as 16-byte units (a unit past the call's entries carries junk that
+// no receiver reads): 4-byte stores over NVLink cost the block 11 us at T=512 (session 36, c4 trace).
 __device__ void send_routing_boxes(const Params& p, uint64_t epoch, bool bad) {
-  const int W = p.world_size, n = bad ? 0 : p.num_tokens * p.topk;
-  for (int i = threadIdx.x; i < n; i += kThreads) {
-    const int e = routed_expert(p, i / p.topk, i % p.topk);
-    const float weight = p.with_weights ? p.topk_weights[i] : 1.f;
+  const int W = p.world_size, K = p.topk, n = bad ? 0 : p.num_tokens * K;
+  for (int first = 4 * int(threadIdx.x); first < n; first += 4 * kThreads) {
+    int4 ids;
+    float4 weights;
+    int* id = &ids.x;
+    float* weight = &weights.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int i = min(first + j, n - 1);
+      id[j] = routed_expert(p, i / K, i % K);
+      weight[j] = p.with_weights ? p.topk_weights[i] : 1.f;
+    }
     for (int r = 0; r < W; ++r) {
       uint8_t* box = routing_box(p, r, epoch, p.rank);
-      box_ids(box)[i] = e;
-      if (p.with_weights) box_weights(p, box)[i] = weight;
+      *reinterpret_cast<int4*>(box_ids(box) + first) = ids;
+      if (p.with_weights) *reinterpret_cast<float4*>(box_weights(p, box) + first) = weights;
     }
   }
   __syncthreads();
@@ -194,22 +204,31 @@ constexpr size_t kStagedRecvSmemLimit = 40 * 1024;
 static_assert(kStagedRecvSmemLimit + sizeof(void*) * kWarps * kMaxTopk + 256 <= kDefaultSmemBytes,
               "no shared-memory opt-in needed");
 
-// Every block: the bitmaps of every source's tokens from the boxes (bad[s]: a bad id in source s).
+// Every block: the bitmaps of every source's tokens from the boxes (bad[s]: a bad id in source s). One thread per
+// token, its ids loaded at once and checked in registers (the layout's rule: out of range, or repeated).
 __device__ void map_source_tokens(const Params& p, const StagedLayout& lay, uint64_t epoch, int words,
                                   const int32_t* token_count, int32_t* bad) {
   const int K = p.topk, E = p.num_experts, Le = p.local_experts, mine = p.rank * Le;
   for (int i = threadIdx.x; i < p.world_size * p.max_tokens; i += kThreads) {
     const int s = i / p.max_tokens, t = i % p.max_tokens;
     if (t >= token_count[s]) continue;
-    const int32_t* ids = box_ids(routing_box(p, p.rank, epoch, s)) + size_t(t) * K;
+    const int32_t* row = box_ids(routing_box(p, p.rank, epoch, s)) + size_t(t) * K;
+    int ids[kMaxTopk];
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) ids[k] = k < K ? row[k] : -1;
+    bool ok = true;
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      ok &= ids[k] >= -1 && ids[k] < E;
+#pragma unroll
+      for (int j = 0; j < k; ++j) ok &= ids[k] < 0 || ids[j] != ids[k];
+    }
     const uint32_t bit = 1u << (t & 31);
-    bool ok = true, here = false;
-    for (int k = 0; k < K; ++k) {
-      const int e = ids[k];
-      ok = ok && e >= -1 && e < E;
-      for (int j = 0; j < k; ++j) ok = ok && (e < 0 || ids[j] != e);
-      if (e >= mine && e < mine + Le) {
-        atomicOr(&lay.expert_mask[(size_t(s) * Le + e - mine) * words + (t >> 5)], bit);
+    bool here = false;
+#pragma unroll
+    for (int k = 0; k < kMaxTopk; ++k) {
+      if (ids[k] >= mine && ids[k] < mine + Le) {
+        atomicOr(&lay.expert_mask[(size_t(s) * Le + ids[k] - mine) * words + (t >> 5)], bit);
         here = true;
       }
     }
@@ -291,8 +310,10 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 1);
   map_source_tokens(p, lay, epoch, words, token_count, bad);
   __syncthreads();
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 4);
   count_source_tokens(p, lay, words, bad, recv_count);
   __syncthreads();
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 5);
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int run = 0;
     for (int s = 0; s < W; ++s) {
@@ -304,6 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
     if (blockIdx.x == 0) p.expert_counts[le] = run;
   }
   __syncthreads();
+  FERRY_EP_TRACE_POINT(g_trace_staged_recv, 6);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (warp == 0) {  // expert offsets by a warp scan (each lane reads its expert's rows before it writes its offset)
     const int64_t end = warp_expert_offsets(
@@ -357,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
                       lane);
   }
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 3);
-  FERRY_EP_TRACE_REPORT(g_trace_staged_recv, "staged_recv", p, epoch, 4);
+  FERRY_EP_TRACE_REPORT(g_trace_staged_recv, "staged_recv", p, epoch, 7);
   finish_launch(p, kDispatchRecv, epoch, -1);
 }
 
