@@ -37,19 +37,21 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   Carve sym;
   s.out_tokens = sym.take(size_t(p.capacity_rows) * H * (fp8 ? 1 : 2));
   s.out_scales = sym.take(fp8 ? sizeof(float) * size_t(p.capacity_rows) * (H / kScaleBlock) : 0);
-  const int parities = p.staged_rows ? 2 : 1;  // NOTE [EP staged low latency]
-  // Staged: routing boxes instead of records (NOTE [EP staged low latency]).
-  s.meta = sym.take(p.staged_rows ? size_t(2) * W * p.stage_box_bytes : size_t(W) * T * p.meta_bytes);
+  s.meta = sym.take(size_t(W) * T * p.meta_bytes);
   s.counts = sym.take(sizeof(uint64_t) * 2 * W * (E + W));  // NOTE [EP tagged counts]
   s.combine = sym.take(size_t(W) * T * H * 2);
   s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
-  s.stage_ready = sym.take(sizeof(uint64_t) * parities * size_t(W) * T * p.num_chunks);
+  s.stage_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   s.flags = sym.take(sizeof(uint64_t) * kNumFlagSlots);
   const size_t rank_rows = p.rank_rows ? size_t(p.capacity_rows) * K : 0;
   s.row_experts = sym.take(sizeof(int32_t) * rank_rows);
   s.row_weights = sym.take(with_weights ? sizeof(float) * rank_rows : 0);
   s.expert_rows = sym.take(p.rank_rows ? sizeof(int32_t) * size_t(p.index_capacity) : 0);
+  // NOTE [EP staged low latency]: rows, routing boxes and ready words by parity, after every other region, so
+  // that those sit where they do without staging (a staged buffer leaves meta and stage_ready unused).
   s.stage_rows = sym.take(p.staged_rows ? size_t(2) * W * T * p.stage_row_bytes : 0);
+  s.stage_boxes = sym.take(p.staged_rows ? size_t(2) * W * p.stage_box_bytes : 0);
+  s.staged_ready = sym.take(p.staged_rows ? sizeof(uint64_t) * 2 * size_t(W) * T * p.num_chunks : 0);
   s.total = sym.total;
 
   LocalPlan& l = plan.local;
@@ -173,11 +175,11 @@ void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer&
                     const std::vector<int>& ranks) {
   p.peer_out_tokens = node_region<uint8_t>(buffer, ranks, plan.out_tokens);
   p.peer_out_scales = p.fp8_out ? node_region<float>(buffer, ranks, plan.out_scales) : device::NodeRegion<float>{};
-  p.stage_meta = node_region<uint8_t>(buffer, ranks, plan.meta);
+  p.stage_meta = node_region<uint8_t>(buffer, ranks, p.staged_rows ? plan.stage_boxes : plan.meta);
   p.counts = node_region<uint64_t>(buffer, ranks, plan.counts);
   p.combine_stage = node_region<uint8_t>(buffer, ranks, plan.combine);
   p.combine_ready = node_region<uint64_t>(buffer, ranks, plan.combine_ready);
-  p.stage_ready = node_region<uint64_t>(buffer, ranks, plan.stage_ready);
+  p.stage_ready = node_region<uint64_t>(buffer, ranks, p.staged_rows ? plan.staged_ready : plan.stage_ready);
   p.flags = device::NodeFlags{node_region<uint64_t>(buffer, ranks, plan.flags), p.rank, p.world_size};
   p.out_tokens = p.peer_out_tokens.at(p.rank);
   p.out_scales = p.peer_out_scales.at(p.rank);

@@ -283,7 +283,9 @@ __device__ __forceinline__ void copy_staged_chunk(const Params& p, const uint8_t
         p.out_scales[size_t(r) * groups + g] = staged_scales[g];
     }
   }
-  __syncwarp();  // dst is rewritten by the warp's next item
+  __syncwarp();  // dst is rewritten by the warp's next item; the chunk's reads before its discard
+  // The chunk is consumed (one warp reads it): its whole lines leave L2 unwritten (the scales' stay).
+  device::discard_l2_lines(staged_row + size_t(begin) * elem, staged_row + size_t(end) * elem, lane);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {

@@ -29,6 +29,17 @@ __device__ __forceinline__ void store16_volatile(void* ptr, const uint4& v) {
                "r"(v.w)
                : "memory");
 }
+// One warp: drops from L2, without writing them back, the whole 128-byte lines inside [begin, end) (lane-strided;
+// lines the range only partly covers stay). For memory whose contents are dead once read (a consumed staging
+// buffer): the lines a peer wrote then never cost HBM write bandwidth. The caller orders its reads of the range
+// before this (a __syncwarp after them).
+__device__ __forceinline__ void discard_l2_lines(const void* begin, const void* end, int lane) {
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + 127) & ~uintptr_t(127);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(end) & ~uintptr_t(127);
+  for (uintptr_t line = first + uintptr_t(lane) * 128; line < last; line += 32 * 128)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
+}
+
 __device__ __forceinline__ bool is_aligned16(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
