@@ -7,7 +7,7 @@
 # Tests and sanitizers on new (the code to submit), A/B low latency 3 rounds, the LL figures with --check.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
-call_begin c6 390
+call_begin c6 330
 { nvidia-smi -q | grep -iE "bus id|serial number"; } > $CALL_DIR/host.txt 2>&1
 call_base_new ferry_gpu_tests  # sets M, T, B, N, SAN
 call_run ep_new 100 $M -np 2 $T --gtest_filter='Ep*'
