@@ -16,14 +16,16 @@ class StagedRowsTest : public ::testing::Test {
   void TearDown() override { SetUp(); }
 };
 
-TEST_F(StagedRowsTest, UpToFourMiBOfRows) {
+TEST_F(StagedRowsTest, UpToFourMiBOfFp8AndTwoMiBOfBf16Rows) {
   using ferry::ep::staged_rows_fit;
   EXPECT_TRUE(staged_rows_fit(1, 7168, false));
-  EXPECT_TRUE(staged_rows_fit(128, 7168, false));   // 1.8 MB of bf16 rows: staged won (0.957)
-  EXPECT_TRUE(staged_rows_fit(512, 7168, true));    // 3.7 MB of fp8 rows: staged won (0.958)
-  EXPECT_FALSE(staged_rows_fit(512, 7168, false));  // 7.3 MB of bf16 rows: staged lost (1.043)
-  EXPECT_TRUE(staged_rows_fit(256, 8192, false));   // exactly 4 MiB
-  EXPECT_FALSE(staged_rows_fit(257, 8192, false));
+  EXPECT_TRUE(staged_rows_fit(128, 7168, false));   // 1.8 MB of bf16 rows: staged 0.825, its combine 1.000
+  EXPECT_FALSE(staged_rows_fit(256, 7168, false));  // 3.7 MB of bf16 rows: the combine after it read 1.017
+  EXPECT_TRUE(staged_rows_fit(146, 7168, false));   // up to 2 MiB
+  EXPECT_FALSE(staged_rows_fit(147, 7168, false));
+  EXPECT_TRUE(staged_rows_fit(512, 7168, true));    // 3.7 MB of fp8 rows: staged 0.886
+  EXPECT_TRUE(staged_rows_fit(512, 8192, true));    // exactly 4 MiB
+  EXPECT_FALSE(staged_rows_fit(513, 8192, true));
 }
 
 TEST_F(StagedRowsTest, UnsetStagesRowsThatFit) {
@@ -34,7 +36,7 @@ TEST_F(StagedRowsTest, UnsetStagesRowsThatFit) {
   // bf16 as well since the receiver lays the sources out (session 36).
   EXPECT_TRUE(stages_low_latency_rows(1, 7168, false));
   EXPECT_TRUE(stages_low_latency_rows(128, 7168, false));   // 1.8 MB
-  EXPECT_FALSE(stages_low_latency_rows(512, 7168, false));  // 7.3 MB
+  EXPECT_FALSE(stages_low_latency_rows(256, 7168, false));  // 3.7 MB
 }
 
 TEST_F(StagedRowsTest, TheKnobDecides) {
