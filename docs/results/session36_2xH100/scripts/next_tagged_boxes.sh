@@ -1,0 +1,29 @@
+# Prepared in session 36, NOT run (no device time left). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~330 s.
+#   base = main; new = main + docs/results/session36_2xH100/tagged-boxes_97e85b6.patch: the staged dispatch's routing
+#   boxes as 8-byte entries tagged with the call's epoch, stored with no barrier and no system-scope release after
+#   them; the receiver spins on each entry it reads (NOTE [EP staged tagged boxes] in src/ep/staged_dispatch.cu).
+#   Why: c5's trace put the last block's box release at 10 us at T=512 (the other blocks' rows in flight), and the
+#   receive's layout waits for it. ptxas: staged_recv_kernel spills 12 bytes on the branch (main: none).
+# Before (here): scripts/ab_trees.sh base=main new=main+docs/results/session36_2xH100/tagged-boxes_97e85b6.patch
+# If the A/B wins with no case slower: racecheck / synccheck ran below; merge, then the trace (FERRY_EP_TRACE=1
+# build, as session 36's c5.sh) to see where the receive's layout now starts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
+call_begin next_tagged 420
+{ nvidia-smi -q | grep -iE "bus id|serial number"; } > $CALL_DIR/host.txt 2>&1
+call_base_new ferry_gpu_tests  # sets M, T, B, N, SAN
+call_run ep_new 100 $M -np 2 $T --gtest_filter='Ep*'
+grep -a "FAILED\|Failure\|Expected\|Which is\|timed out" $CALL_DIR/ep_new.log | head -12
+call_ab ll_ 3 $B $N "" ep --mode ll --tokens 1,128,256,512
+call_run check 40 $M -np 2 $N ep --mode ll --tokens 1,128,512 --route-ahead --check --csv ''
+for n in 3 8; do
+  call_run shared_np$n 60 $M -np $n -x FERRY_TEST_SHARE_GPUS=1 $T \
+    --gtest_filter='Ep/EpMatrix.*ll*:Ep.ZeroTokenRanks:Ep.BadExpert*:Ep.Staged*'
+done
+call_run memcheck 40 $M -np 2 $SAN --tool memcheck --error-exitcode 86 $T \
+  --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.HandleReuse:Ep.BadExpertIdOnOneRank'
+for tool in racecheck synccheck; do
+  call_run $tool 40 $M -np 2 $SAN --tool $tool --error-exitcode 86 $T \
+    --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.LowLatencyGraphReplayWithNewRouting'
+done
+call_end
