@@ -57,11 +57,7 @@ __device__ void send_chunk(const Params& p, const DestinationRows& rows, int t, 
     }
     ++num_dst;
   }
-  __syncwarp();
-  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
-  // The warp's stores, then one release per destination (NOTE [EP epochs]).
-  __syncwarp();
-  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
+  write_chunk_and_release<kQuantize>(p, t, c, lane, dst, dst_scales, num_dst, my_ready, epoch);
 }
 
 // NOTE [EP direct rows]

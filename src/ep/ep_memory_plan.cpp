@@ -48,7 +48,8 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   s.row_weights = sym.take(with_weights ? sizeof(float) * rank_rows : 0);
   s.expert_rows = sym.take(p.rank_rows ? sizeof(int32_t) * size_t(p.index_capacity) : 0);
   // NOTE [EP staged low latency]: rows, routing boxes and ready words by parity, after every other region, so
-  // that those sit where they do without staging (a staged buffer leaves meta and stage_ready unused).
+  // that those sit where they do without staging (a staged buffer leaves meta and stage_ready unused; its
+  // Params::stage_ready is staged_ready).
   s.stage_rows = sym.take(p.staged_rows ? size_t(2) * W * T * p.stage_row_bytes : 0);
   s.stage_boxes = sym.take(p.staged_rows ? size_t(2) * W * p.stage_box_bytes : 0);
   s.staged_ready = sym.take(p.staged_rows ? sizeof(uint64_t) * 2 * size_t(W) * T * p.num_chunks : 0);
@@ -177,7 +178,7 @@ void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer&
                     const std::vector<int>& ranks) {
   p.peer_out_tokens = node_region<uint8_t>(buffer, ranks, plan.out_tokens);
   p.peer_out_scales = p.fp8_out ? node_region<float>(buffer, ranks, plan.out_scales) : device::NodeRegion<float>{};
-  p.stage_meta = node_region<uint8_t>(buffer, ranks, p.staged_rows ? plan.stage_boxes : plan.meta);
+  p.stage_meta = node_region<uint8_t>(buffer, ranks, plan.meta);
   p.counts = node_region<uint64_t>(buffer, ranks, plan.counts);
   p.combine_stage = node_region<uint8_t>(buffer, ranks, plan.combine);
   p.combine_ready = node_region<uint64_t>(buffer, ranks, plan.combine_ready);
@@ -185,7 +186,10 @@ void bind_symmetric(Params& p, const SymmetricPlan& plan, const SymmetricBuffer&
   p.flags = device::NodeFlags{node_region<uint64_t>(buffer, ranks, plan.flags), p.rank, p.world_size};
   p.out_tokens = p.peer_out_tokens.at(p.rank);
   p.out_scales = p.peer_out_scales.at(p.rank);
-  if (p.staged_rows) p.stage_rows = node_region<uint8_t>(buffer, ranks, plan.stage_rows);
+  if (p.staged_rows) {
+    p.stage_rows = node_region<uint8_t>(buffer, ranks, plan.stage_rows);
+    p.stage_boxes = node_region<uint8_t>(buffer, ranks, plan.stage_boxes);
+  }
   if (p.rank_rows) {
     p.peer_row_experts = node_region<int32_t>(buffer, ranks, plan.row_experts);
     p.peer_row_weights = node_region<float>(buffer, ranks, plan.row_weights);

@@ -21,7 +21,7 @@ struct SymmetricPlan {
   size_t out_tokens, out_scales, meta, counts, combine, combine_ready, stage_ready, flags;
   size_t row_experts, row_weights, expert_rows;  // rank rows only (else empty)
   // NOTE [EP staged low latency] only (else empty), last: the regions above sit at the same offsets with and
-  // without staging. Staged buffers bind stage_meta to stage_boxes and stage_ready to staged_ready.
+  // without staging. Staged buffers bind Params::stage_ready to staged_ready.
   size_t stage_rows, stage_boxes, staged_ready;
   size_t total;  // bytes of the allocation
 };

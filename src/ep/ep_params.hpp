@@ -86,7 +86,7 @@ struct Params {
   int64_t capacity_rows;        // rows of the output buffer
   int64_t capacity_per_expert;  // low-latency slab per expert
   int64_t index_capacity;       // rank rows: entries of the per-expert row lists (padding included)
-  size_t meta_bytes;            // one staged token's routing record
+  size_t meta_bytes;            // one token's routing record (the direct dispatch, meta_record_bytes)
   int num_blocks;               // grid of the launched kernel
   int chunk_cols;               // a token row moves in chunks of this many columns (multiple of 256)
   int num_chunks;               // ceil(hidden / chunk_cols)
@@ -129,7 +129,7 @@ struct Params {
   // channel layer's node part, indexed by rank in the node: EP groups are one node)
   device::NodeRegion<uint8_t> peer_out_tokens;  // dispatch output of every rank: senders write rows there
   device::NodeRegion<float> peer_out_scales;    // fp8 only (else all nullptr)
-  device::NodeRegion<uint8_t> stage_meta;       // [W source][T][meta_bytes]
+  device::NodeRegion<uint8_t> stage_meta;       // [W source][T slot][meta_bytes]: routing records (direct)
   device::NodeRegion<uint64_t> stage_ready;     // [W source][T][num_chunks]: epoch of the chunk's last write
   // [2 parity][W source][E + W]: rows per expert, then tokens per rank, each tagged (NOTE [EP tagged counts])
   device::NodeRegion<uint64_t> counts;
@@ -147,12 +147,13 @@ struct Params {
 
   // NOTE [EP staged low latency] (staged_dispatch.cu): low latency inside a node, chunks through staging rows
   // ([2 parity][W source][T token][stage_row_bytes]: the row, then its fp8 scales); ready words are [2 parity][W]
-  // [T] then, and stage_meta holds routing boxes ([2 parity][W source][stage_box_bytes], StagedBox) instead of
-  // records. Last, so that no field above moves.
+  // [T] then, and the routing travels in boxes ([2 parity][W source][stage_box_bytes], StagedBox), not records.
+  // Last, so that no field above moves.
   bool staged_rows;
   size_t stage_row_bytes;
   device::NodeRegion<uint8_t> stage_rows;
   size_t stage_box_bytes;
+  device::NodeRegion<uint8_t> stage_boxes;
   // The call reuses a layout (DispatchOptions::reuse): topk_idx may be absent, token_expert holds the checked ids.
   bool reuses_layout;
 };
@@ -163,17 +164,17 @@ struct Params {
 struct StagedBox {
   static constexpr size_t kTokensOffset = 8;
   static constexpr size_t kIdsOffset = 16;
-  static size_t part_bytes(int max_tokens, int topk) {
-    return (sizeof(int32_t) * size_t(max_tokens) * topk + 15) / 16 * 16;
+  // Entries (ids, or weights) of one part: max_tokens x K, rounded up to whole 16-byte units.
+  static constexpr size_t part_entries(int max_tokens, int topk) { return (size_t(max_tokens) * topk + 3) / 4 * 4; }
+  static constexpr size_t bytes(int max_tokens, int topk) {
+    return kIdsOffset + 2 * sizeof(int32_t) * part_entries(max_tokens, topk);
   }
-  static size_t bytes(int max_tokens, int topk) { return kIdsOffset + 2 * part_bytes(max_tokens, topk); }
 };
 
-// Staged routing record of one token: its index at the source, then per k the
-// destination's local expert (-1: that expert lives elsewhere or none), the
-// index among the source's tokens of that expert, and the weight (float bits).
-// Every chunk's sender writes it (same values) before releasing its chunk, so a
-// receiver of any chunk may read it.
+// The direct dispatch's routing record of one token: its index at the source, then
+// per k the destination's local expert (-1: that expert lives elsewhere or none),
+// the index among the source's tokens of that expert, and the weight (float
+// bits). Chunk 0's sender writes it (NOTE [EP record once]).
 inline size_t meta_record_bytes(int topk) {
   const size_t raw = sizeof(int32_t) * (1 + 3 * static_cast<size_t>(topk));
   return (raw + 15) / 16 * 16;

@@ -134,6 +134,19 @@ __device__ __forceinline__ void write_row_chunk(const Params& p, int t, int begi
   }
 }
 
+// A sending warp's chunk c of token t: after the warp's destinations (dst, dst_scales, num_dst) are set, the rows'
+// stores, then one release of the chunk's ready word per destination (lane d < num_dst holds destination d's in
+// my_ready; NOTE [EP epochs]). The intranode direct and staged sends.
+template <bool kQuantize>
+__device__ __forceinline__ void write_chunk_and_release(const Params& p, int t, int c, int lane, uint8_t* const* dst,
+                                                        float* const* dst_scales, int num_dst, uint64_t* my_ready,
+                                                        uint64_t epoch) {
+  __syncwarp();
+  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
+  __syncwarp();  // the warp's stores before the releases
+  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
+}
+
 // The routing of token t a sending warp needs, one value per lane: lane d < world its slot at destination d (-1:
 // not sent there); lane k < top-k its k-th expert (checked, -1: none), that expert's index among the source's
 // tokens, and its weight. All loads at once (one memory round trip). The intranode sends (direct, staged and rank

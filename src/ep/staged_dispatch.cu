@@ -60,7 +60,7 @@ __device__ __forceinline__ size_t staged_index(const Params& p, uint64_t epoch, 
 
 // Source `source`'s routing box at rank r, for the parity of `epoch`, and its parts (StagedBox).
 __device__ __forceinline__ uint8_t* routing_box(const Params& p, int r, uint64_t epoch, int source) {
-  return p.stage_meta.at(r) + (size_t(epoch & 1) * p.world_size + source) * p.stage_box_bytes;
+  return p.stage_boxes.at(r) + (size_t(epoch & 1) * p.world_size + source) * p.stage_box_bytes;
 }
 __device__ __forceinline__ uint64_t* box_tag(uint8_t* box) { return reinterpret_cast<uint64_t*>(box); }
 __device__ __forceinline__ int32_t* box_tokens(uint8_t* box) {
@@ -70,7 +70,7 @@ __device__ __forceinline__ int32_t* box_ids(uint8_t* box) {
   return reinterpret_cast<int32_t*>(box + StagedBox::kIdsOffset);
 }
 __device__ __forceinline__ float* box_weights(const Params& p, uint8_t* box) {  // 16-byte aligned, as box_ids
-  return reinterpret_cast<float*>(box_ids(box) + (size_t(p.max_tokens) * p.topk + 3) / 4 * 4);
+  return reinterpret_cast<float*>(box_ids(box) + StagedBox::part_entries(p.max_tokens, p.topk));
 }
 
 // Expert id k of token t: topk_idx's (an int64 id cast to int, as the layout reads it), or where the call reuses a
@@ -82,7 +82,8 @@ __device__ __forceinline__ int routed_expert(const Params& p, int t, int k) {
 // The last block of the send grid: this rank's ids, weights and token count (none where a reused layout holds a bad
 // id: nothing is sent then) into its box at every rank, then one release of each box's tag (cumulative through the
 // block barrier). Four entries a thread, stored as 16-byte units (a unit past the call's entries carries junk that
-// no receiver reads): 4-byte stores over NVLink cost the block 11 us at T=512 (session 36, c4 trace).
+// no receiver reads). At T=512 the block took 11 us with 4-byte stores (session 36, c4 trace) and still 10 us in
+// 16-byte units (c5): the release after the barrier is the suspect (docs/ep-notes.md, session 36).
 __device__ void send_routing_boxes(const Params& p, uint64_t epoch, bool bad) {
   const int W = p.world_size, K = p.topk, n = bad ? 0 : p.num_tokens * K;
   for (int first = 4 * int(threadIdx.x); first < n; first += 4 * kThreads) {
@@ -132,11 +133,7 @@ __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8
     }
     ++num_dst;
   }
-  __syncwarp();
-  write_row_chunk<kQuantize>(p, t, chunk_begin(p, c), chunk_end(p, c), lane, dst, dst_scales, num_dst);
-  // The warp's stores, then one release per destination (NOTE [EP epochs]).
-  __syncwarp();
-  if (lane < num_dst) device::st_release_sys(my_ready, epoch);
+  write_chunk_and_release<kQuantize>(p, t, c, lane, dst, dst_scales, num_dst, my_ready, epoch);
 }
 
 template <bool kQuantize, bool kPairLayout>
