@@ -1,10 +1,10 @@
 # Prepared in session 36, NOT run (no device time left). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~330 s.
-#   base = main; new = main + docs/results/session36_2xH100/tagged-boxes_97e85b6.patch: the staged dispatch's routing
+#   base = main; new = main + docs/results/session36_2xH100/tagged-boxes_d3e89b5.patch: the staged dispatch's routing
 #   boxes as 8-byte entries tagged with the call's epoch, stored with no barrier and no system-scope release after
 #   them; the receiver spins on each entry it reads (NOTE [EP staged tagged boxes] in src/ep/staged_dispatch.cu).
 #   Why: c5's trace put the last block's box release at 10 us at T=512 (the other blocks' rows in flight), and the
 #   receive's layout waits for it. ptxas: staged_recv_kernel spills 12 bytes on the branch (main: none).
-# Before (here): scripts/ab_trees.sh base=main new=main+docs/results/session36_2xH100/tagged-boxes_97e85b6.patch
+# Before (here): scripts/ab_trees.sh base=main new=main+docs/results/session36_2xH100/tagged-boxes_d3e89b5.patch
 # If the A/B wins with no case slower: racecheck / synccheck ran below; merge, then the trace (FERRY_EP_TRACE=1
 # build, as session 36's c5.sh) to see where the receive's layout now starts.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
