@@ -171,29 +171,33 @@ __global__ void __launch_bounds__(kThreads, 1) staged_send_kernel(Params p) {
 }
 
 // The receive block's layout of every source in dynamic shared memory (NOTE [EP staged low latency]); words:
-// 32-token words of max_tokens.
+// 32-token words of max_tokens. Each (source, expert) bitmap is `stride` words apart, words rounded up to odd, so
+// that the threads of a warp, one bitmap each, walking them word by word hit 32 different banks (with an even
+// count of words, e.g. 16 at T=512, they hit 2 banks: a 16-way conflict in every step of count_source_tokens).
+__host__ __device__ constexpr int staged_layout_stride(int words) { return words | 1; }
 struct StagedLayout {
-  int64_t* offsets;          // [Le + 1]: first row of each local expert, then the end
-  uint32_t* expert_mask;     // [W][Le][words]: tokens of source s that picked local expert le
-  uint32_t* token_mask;      // [W][words]: tokens of s with an expert here (right after expert_mask)
+  uint32_t* expert_mask;     // [W][Le][stride]: tokens of source s that picked local expert le
+  uint32_t* token_mask;      // [W][stride]: tokens of s with an expert here (right after expert_mask)
   int32_t* base;             // [W][Le]: rows of (s, le) from lower sources
-  uint16_t* expert_before;   // [W][Le][words]: set bits of expert_mask in the lower words
-  uint16_t* token_before;    // [W][words]: the same for token_mask
-  __device__ StagedLayout(uint8_t* smem, int W, int Le, int words) {
+  uint16_t* expert_before;   // [W][Le][stride]: set bits of expert_mask in the lower words
+  uint16_t* token_before;    // [W][stride]: the same for token_mask
+  int stride;
+  __device__ StagedLayout(uint8_t* smem, int W, int Le, int words) : stride(staged_layout_stride(words)) {
     const size_t E = size_t(W) * Le;
-    offsets = reinterpret_cast<int64_t*>(smem);
-    expert_mask = reinterpret_cast<uint32_t*>(offsets + Le + 1);
-    token_mask = expert_mask + E * words;
-    base = reinterpret_cast<int32_t*>(token_mask + size_t(W) * words);
+    expert_mask = reinterpret_cast<uint32_t*>(smem);
+    token_mask = expert_mask + E * stride;
+    base = reinterpret_cast<int32_t*>(token_mask + size_t(W) * stride);
     expert_before = reinterpret_cast<uint16_t*>(base + E);
-    token_before = expert_before + E * words;
+    token_before = expert_before + E * stride;
   }
+  // Word w of the bitmap of (source s, local expert le), and of source s's tokens here.
+  __device__ size_t expert_word(int s, int Le, int le, int w) const { return (size_t(s) * Le + le) * stride + w; }
+  __device__ size_t token_word(int s, int w) const { return size_t(s) * stride + w; }
 };
 
 constexpr size_t staged_recv_smem_bytes(int world_size, int num_experts, int max_tokens) {
-  const size_t words = (size_t(max_tokens) + 31) / 32, E = num_experts, W = world_size;
-  return sizeof(int64_t) * (E / W + 1) + (sizeof(uint32_t) + sizeof(uint16_t)) * (E + W) * words +
-         sizeof(int32_t) * E;
+  const size_t stride = staged_layout_stride((max_tokens + 31) / 32), E = num_experts, W = world_size;
+  return (sizeof(uint32_t) + sizeof(uint16_t)) * (E + W) * stride + sizeof(int32_t) * E;
 }
 // With its static arrays (warp_dst, a few words) the receive kernel stays in the 48 KB a kernel gets without
 // opting in.
@@ -203,8 +207,8 @@ static_assert(kStagedRecvSmemLimit + sizeof(void*) * kWarps * kMaxTopk + 256 <= 
 
 // Every block: the bitmaps of every source's tokens from the boxes (bad[s]: a bad id in source s). One thread per
 // token, its ids loaded at once and checked in registers (the layout's rule: out of range, or repeated).
-__device__ void map_source_tokens(const Params& p, const StagedLayout& lay, uint64_t epoch, int words,
-                                  const int32_t* token_count, int32_t* bad) {
+__device__ void map_source_tokens(const Params& p, const StagedLayout& lay, uint64_t epoch, const int32_t* token_count,
+                                  int32_t* bad) {
   const int K = p.topk, E = p.num_experts, Le = p.local_experts, mine = p.rank * Le;
   for (int i = threadIdx.x; i < p.world_size * p.max_tokens; i += kThreads) {
     const int s = i / p.max_tokens, t = i % p.max_tokens;
@@ -225,12 +229,12 @@ __device__ void map_source_tokens(const Params& p, const StagedLayout& lay, uint
 #pragma unroll
     for (int k = 0; k < kMaxTopk; ++k) {
       if (ids[k] >= mine && ids[k] < mine + Le) {
-        atomicOr(&lay.expert_mask[(size_t(s) * Le + ids[k] - mine) * words + (t >> 5)], bit);
+        atomicOr(&lay.expert_mask[lay.expert_word(s, Le, ids[k] - mine, t >> 5)], bit);
         here = true;
       }
     }
     if (!ok) bad[s] = 1;
-    if (here) atomicOr(&lay.token_mask[size_t(s) * words + (t >> 5)], bit);
+    if (here) atomicOr(&lay.token_mask[lay.token_word(s, t >> 5)], bit);
   }
 }
 
@@ -241,8 +245,8 @@ __device__ void count_source_tokens(const Params& p, const StagedLayout& lay, in
   const int W = p.world_size, E = p.num_experts, Le = p.local_experts;
   for (int j = threadIdx.x; j < E + W; j += kThreads) {
     const int s = j < E ? j / Le : j - E;
-    const uint32_t* mask = lay.expert_mask + size_t(j) * words;  // token_mask follows expert_mask
-    uint16_t* before = lay.expert_before + size_t(j) * words;    // token_before follows expert_before
+    const uint32_t* mask = lay.expert_mask + size_t(j) * lay.stride;  // token_mask follows expert_mask
+    uint16_t* before = lay.expert_before + size_t(j) * lay.stride;    // token_before follows expert_before
     int run = 0;
     for (int w = 0; w < words; ++w) {
       before[w] = uint16_t(run);
@@ -296,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
   __shared__ int32_t bad[kMaxRanks];
   __shared__ int32_t max_token_count;
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 0);
-  for (int i = threadIdx.x; i < (E + W) * words; i += kThreads) lay.expert_mask[i] = 0;  // and token_mask
+  for (int i = threadIdx.x; i < (E + W) * lay.stride; i += kThreads) lay.expert_mask[i] = 0;  // and token_mask
   if (threadIdx.x < W) {
     bad[threadIdx.x] = 0;
     uint8_t* box = routing_box(p, p.rank, epoch, int(threadIdx.x));
@@ -307,12 +311,15 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
   for (int s = 0; s < W; ++s)
     if (token_count[s] < 0) return;  // aborted or timed out: the host throws
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 1);
-  map_source_tokens(p, lay, epoch, words, token_count, bad);
+  map_source_tokens(p, lay, epoch, token_count, bad);
   __syncthreads();
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 4);
   count_source_tokens(p, lay, words, bad, recv_count);
   __syncthreads();
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 5);
+  // Low latency (the only mode that stages): expert le's rows start at le x capacity_per_expert, whatever the
+  // counts, so the offsets need no scan (a warp scan over the experts here took ~2 us in session 36's c5 trace).
+  const int64_t capacity = p.capacity_per_expert;
   for (int le = threadIdx.x; le < Le; le += kThreads) {
     int run = 0;
     for (int s = 0; s < W; ++s) {
@@ -320,18 +327,14 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
       lay.base[s * Le + le] = run;
       run += rows;
     }
-    lay.offsets[le + 1] = run;  // this expert's rows, for now
-    if (blockIdx.x == 0) p.expert_counts[le] = run;
+    if (blockIdx.x == 0) {
+      p.expert_counts[le] = run;
+      p.expert_offsets[le] = le * capacity;
+    }
   }
-  __syncthreads();
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 6);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (warp == 0) {  // expert offsets by a warp scan (each lane reads its expert's rows before it writes its offset)
-    const int64_t end = warp_expert_offsets(
-        p, Le, lane, [&](int le) { return lay.offsets[le + 1]; },
-        [&](int le, int64_t start) { lay.offsets[le] = start; });
-    __syncwarp();
-    if (lane == 0) lay.offsets[Le] = end;
+  if (warp == 0) {
     const int count = lane < W ? (bad[lane] ? 0 : token_count[lane]) : 0;
     if (lane < W) token_count[lane] = count;
     const int most = __reduce_max_sync(0xffffffffu, count);
@@ -340,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
   __syncthreads();
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 2);
   if (blockIdx.x == 0) {
-    for (int le = threadIdx.x; le <= Le; le += kThreads) p.expert_offsets[le] = lay.offsets[le];
+    if (threadIdx.x == 0) p.expert_offsets[Le] = Le * capacity;
     if (threadIdx.x < W) p.recv_token_count[threadIdx.x] = recv_count[threadIdx.x];
   }
   __shared__ uint8_t* warp_dst[kWarps][kMaxTopk];
@@ -351,9 +354,9 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
     int s, t, c;
     if (!cursor.decode(item, token_count, s, t, c)) continue;
     const int w = t >> 5;
-    const uint32_t below = (1u << (t & 31)) - 1u, token_word = lay.token_mask[size_t(s) * words + w];
+    const uint32_t below = (1u << (t & 31)) - 1u, token_word = lay.token_mask[lay.token_word(s, w)];
     if (((token_word >> (t & 31)) & 1u) == 0) continue;
-    const int slot = lay.token_before[size_t(s) * words + w] + __popc(token_word & below);
+    const int slot = lay.token_before[lay.token_word(s, w)] + __popc(token_word & below);
     const size_t index = size_t(s) * p.max_tokens + slot;  // the combine's (source, slot)
     const size_t staged = staged_index(p, epoch, s, t);
     if (!warp_wait_ready(p.stage_ready.at(p.rank) + staged * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
@@ -363,8 +366,8 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
       const int e = box_ids(box)[size_t(t) * K + lane];
       if (e >= mine && e < mine + Le) {
         const int le = e - mine;
-        const size_t at = (size_t(s) * Le + le) * words + w;
-        row = int(lay.offsets[le]) + lay.base[s * Le + le] + lay.expert_before[at] +
+        const size_t at = lay.expert_word(s, Le, le, w);
+        row = int(le * capacity) + lay.base[s * Le + le] + lay.expert_before[at] +
               __popc(lay.expert_mask[at] & below);
       }
       if (c == 0) {  // the token's bookkeeping, once
