@@ -184,7 +184,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     // where its receive half's layout of every source fits the shape.
     p.staged_rows =
         ll && !p.rank_rows && ep::stages_low_latency_rows(T, H, fp8) && ep::staged_receive_fits(W, E, T);
-    p.stage_row_bytes = p.staged_rows ? ep::stage_row_bytes(H, fp8) : 0;
+    p.stage_row_bytes = p.staged_rows ? ep::stage_row_bytes(H, fp8, K) : 0;
     p.stage_box_bytes = p.staged_rows ? ep::StagedBox::bytes(T, K) : 0;
     const ep::HalvesSplit split = ep::halves_split(ep::halves_shape(config_, W));
     state_->dispatch_recv_blocks = split.dispatch_recv_blocks;

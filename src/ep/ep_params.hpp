@@ -146,8 +146,8 @@ struct Params {
   WaitContext wait;
 
   // NOTE [EP staged low latency] (staged_dispatch.cu): low latency inside a node, chunks through staging rows
-  // ([2 parity][W source][T token][stage_row_bytes]: the row, then its fp8 scales); ready words are [2 parity][W]
-  // [T] then, and the routing travels in boxes ([2 parity][W source][stage_box_bytes], StagedBox), not records.
+  // ([2 parity][W source][T token][stage_row_bytes]: the row, its fp8 scales, its weights); ready words are
+  // [2 parity][W][T] then, and the routing travels in boxes ([2 parity][W source][stage_box_bytes], StagedBox), not records.
   // Last, so that no field above moves.
   bool staged_rows;
   size_t stage_row_bytes;
@@ -158,16 +158,19 @@ struct Params {
   bool reuses_layout;
 };
 
-// A source's routing box of NOTE [EP staged low latency] at one destination: a tag word (the epoch of the call
-// that wrote it), the source's token count, then its expert ids [max_tokens][K] (int32) and its weights
-// [max_tokens][K] (float; written with weights only), each part 16-byte aligned (written in 16-byte units).
+// A source's routing box of NOTE [EP staged low latency] at one destination, in tagged 8-byte entries (NOTE [EP
+// staged tagged boxes]: the call's epoch in the high 32 bits): the source's token count, then per token
+// entry_count(K) entries of two expert ids each (16 bits apiece, ids 2j and 2j + 1 in entry j), 16-byte aligned
+// (written two entries at a time). The weights travel in the staging rows (stage_row_bytes).
 struct StagedBox {
-  static constexpr size_t kTokensOffset = 8;
-  static constexpr size_t kIdsOffset = 16;
-  // Entries (ids, or weights) of one part: max_tokens x K, rounded up to whole 16-byte units.
-  static constexpr size_t part_entries(int max_tokens, int topk) { return (size_t(max_tokens) * topk + 3) / 4 * 4; }
+  static constexpr size_t kEntriesOffset = 16;
+  static constexpr int entry_count(int topk) { return (topk + 1) / 2; }
+  // Id entries of a box: max_tokens x entry_count, rounded up to whole 16-byte units.
+  static constexpr size_t id_entries(int max_tokens, int topk) {
+    return (size_t(max_tokens) * entry_count(topk) + 1) / 2 * 2;
+  }
   static constexpr size_t bytes(int max_tokens, int topk) {
-    return kIdsOffset + 2 * sizeof(int32_t) * part_entries(max_tokens, topk);
+    return kEntriesOffset + sizeof(uint64_t) * id_entries(max_tokens, topk);
   }
 };
 
@@ -180,10 +183,13 @@ inline size_t meta_record_bytes(int topk) {
   return (raw + 15) / 16 * 16;
 }
 
-// One staging row of NOTE [EP staged low latency]: the row in the dispatch type, then (fp8) its scales, in whole
-// 16-byte units.
-inline size_t stage_row_bytes(int hidden, bool fp8) {
-  const size_t raw = size_t(hidden) * (fp8 ? 1 : 2) + (fp8 ? sizeof(float) * size_t(hidden / kScaleBlock) : 0);
+// One staging row of NOTE [EP staged low latency]: the row in the dispatch type, then (fp8) its scales, then the
+// token's K weights (written with chunk 0), in whole 16-byte units.
+constexpr size_t stage_weights_offset(int hidden, bool fp8) {
+  return size_t(hidden) * (fp8 ? 1 : 2) + (fp8 ? sizeof(float) * size_t(hidden / kScaleBlock) : 0);
+}
+inline size_t stage_row_bytes(int hidden, bool fp8, int topk) {
+  const size_t raw = stage_weights_offset(hidden, fp8) + sizeof(float) * size_t(topk);
   return (raw + 15) / 16 * 16;
 }
 

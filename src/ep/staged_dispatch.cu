@@ -12,8 +12,8 @@
 namespace ferry::ep {
 namespace {
 
-// NOTE [EP trace] points. Send: 0 start, 1 routing boxes released (the last block), 2 layout done (block 0),
-// 3 items done. Receive: 0 start, 1 every source's box seen, 2 sources laid out, 3 items done; inside 1 -> 2:
+// NOTE [EP trace] points. Send: 0 start, 1 routing boxes stored (the last block), 2 layout done (block 0),
+// 3 items done. Receive: 0 start, 1 every source's count seen, 2 sources laid out, 3 items done; inside 1 -> 2:
 // 4 bitmaps made, 5 bits counted, 6 rows of lower sources.
 FERRY_EP_TRACE_DEFINE(g_trace_staged_send)
 FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
@@ -21,19 +21,21 @@ FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
 // NOTE [EP staged low latency]
 // Low latency inside a node (p.staged_rows; FERRY_EP_LL_STAGED): nothing on a
 // sender's path waits for a layout or for counts.
-//  - Send: the last block first stores this rank's expert ids and weights (T x
-//    K each, as the layout reads them) and its token count into its routing box
-//    at every rank (StagedBox, ep_params.hpp), then, after a block barrier,
-//    releases each box's tag with the call's epoch (one thread per rank). Every
-//    block but the first sends each chunk of token t to the staging row (source,
-//    t) at every rank one of its valid expert ids names, then releases that
-//    chunk's ready word. Block 0 meanwhile lays the call out for this rank's own
-//    later use only (the combine's token_slot, EpBuffer's check of the ids):
+//  - Send: the last block first stores this rank's expert ids (T x K, as the
+//    layout reads them) and its token count into its routing box at every rank
+//    (StagedBox, ep_params.hpp) as entries tagged with the call's epoch (NOTE
+//    [EP staged tagged boxes]: no barrier, no release). Every block but the
+//    first sends each chunk of token t to the staging row (source, t) at every
+//    rank one of its valid expert ids names (chunk 0 with the token's weights),
+//    then releases that chunk's ready word. Block 0 meanwhile lays the call
+//    out for this rank's own later use only (the combine's token_slot,
+//    EpBuffer's check of the ids):
 //    before (session 35, c5 trace, 2 H100s) the rows waited for it and for the
 //    counts, 4.8 us at T=128 and 10.2 at T=512. (A grid of one block does all
 //    three in that order.)
-//  - Receive: every block waits for every source's box, then lays out all the
-//    sources' tokens for this rank's local experts itself, in shared memory:
+//  - Receive: every block waits for every source's token count, then for each
+//    token's ids (their tags), and lays out all the sources' tokens for this
+//    rank's local experts itself, in shared memory:
 //    per (source, local expert) a bitmap of the tokens that picked it and each
 //    word's count of lower bits, per source the same for its tokens with an
 //    expert here. That gives the counts, the expert offsets, and for token t of
@@ -49,9 +51,10 @@ FERRY_EP_TRACE_DEFINE(g_trace_staged_recv)
 // Reuse: boxes, staging rows and ready words alternate by epoch parity ([2
 // parity][W source], staged_index / routing_box). Rank s writes parity n & 1 at
 // rank r in dispatch n only after its receive half of dispatch n - 1 (stream
-// order) saw r's box of n - 1, which r released when its send half of n - 1
-// started, after (stream order) its receive half of n - 2, the last reader of
-// that parity. Every rank releases its box at every rank in every call. The
+// order) saw r's box of n - 1, which r stored when its send half of n - 1
+// started, after (stream order: complete, its loads returned) its receive half
+// of n - 2, the last reader of that parity; so no release is needed for that.
+// Every rank stores its box's count at every rank in every call. The
 // output rows are written by their own rank only, after its previous call (the
 // API contract); the combine's staging has its own guard (NOTE [EP epochs]).
 __device__ __forceinline__ size_t staged_index(const Params& p, uint64_t epoch, int source, int token) {
@@ -62,15 +65,52 @@ __device__ __forceinline__ size_t staged_index(const Params& p, uint64_t epoch, 
 __device__ __forceinline__ uint8_t* routing_box(const Params& p, int r, uint64_t epoch, int source) {
   return p.stage_boxes.at(r) + (size_t(epoch & 1) * p.world_size + source) * p.stage_box_bytes;
 }
-__device__ __forceinline__ uint64_t* box_tag(uint8_t* box) { return reinterpret_cast<uint64_t*>(box); }
-__device__ __forceinline__ int32_t* box_tokens(uint8_t* box) {
-  return reinterpret_cast<int32_t*>(box + StagedBox::kTokensOffset);
+// NOTE [EP staged tagged boxes]
+// Every entry of a routing box carries its call's epoch (low 32 bits) in its high half, so a receiver knows an
+// entry is this call's by the entry alone: the sender stores the entries with no barrier and no release after them
+// (a system-scope release after a block barrier took the box's block 10 us at T=512 in session 36's c5 trace, the
+// rows' NVLink traffic of the other blocks in flight), and the receiver spins on each entry it reads (a relaxed
+// system-scope load; each aligned 8-byte store is single-copy atomic, also as half of a 16-byte store). An entry
+// of the same parity from an earlier call carries an older epoch; 32 bits of it wrap only after 2^32 calls. Two
+// 16-bit ids share an entry, so the box holds as many bytes as the ids alone took untagged; the weights travel in
+// the staging rows instead (chunk 0's, under its ready word). No order is needed between a box and the staging
+// rows: a receiver reads a row only after that row's own ready word.
+__device__ __forceinline__ uint64_t box_tag(uint64_t epoch) { return uint64_t(uint32_t(epoch)) << 32; }
+__device__ __forceinline__ bool tagged(uint64_t entry, uint64_t tag) {
+  return (entry & ~uint64_t(0xffffffffu)) == tag;
 }
-__device__ __forceinline__ int32_t* box_ids(uint8_t* box) {
-  return reinterpret_cast<int32_t*>(box + StagedBox::kIdsOffset);
+__device__ __forceinline__ uint64_t* box_count(uint8_t* box) { return reinterpret_cast<uint64_t*>(box); }
+__device__ __forceinline__ uint64_t* box_ids(uint8_t* box) {
+  return reinterpret_cast<uint64_t*>(box + StagedBox::kEntriesOffset);
 }
-__device__ __forceinline__ float* box_weights(const Params& p, uint8_t* box) {  // 16-byte aligned, as box_ids
-  return reinterpret_cast<float*>(box_ids(box) + StagedBox::part_entries(p.max_tokens, p.topk));
+// An id as its box stores it: 16 bits, with any id outside [-1, E) as kBadBoxId (>= E, so still bad).
+constexpr int kBadBoxId = 0x7fff;
+static_assert(kMaxExperts < kBadBoxId, "box ids fit 16 bits");
+__device__ __forceinline__ uint32_t box_id_bits(int e, int num_experts) {
+  return uint32_t(e >= -1 && e < num_experts ? e : kBadBoxId) & 0xffffu;
+}
+// Id `half` (0, 1) of an entry's two.
+__device__ __forceinline__ int box_entry_id(uint64_t entry, int half) {
+  return int(int16_t(uint16_t(entry >> (16 * half))));
+}
+// Token t's weights in a staging row (written with chunk 0).
+__device__ __forceinline__ float* staged_weights(const Params& p, uint8_t* staged_row) {
+  return reinterpret_cast<float*>(staged_row + stage_weights_offset(p.hidden, p.fp8_out));
+}
+
+// Spins (the timeout primitive) until the entry at `entry` is this call's (its tag); returns its value's low half.
+__device__ __forceinline__ bool wait_box_entry(const uint64_t* entry, uint64_t tag, const Params& p, int source,
+                                               uint32_t& value) {
+  uint64_t seen = 0;
+  const bool ok = device::spin_wait(
+      [&](uint64_t& observed) {
+        seen = device::ld_relaxed_sys(entry);
+        observed = seen >> 32;
+        return tagged(seen, tag);
+      },
+      p.wait, source, kPhaseEpDispatch, tag >> 32);
+  value = uint32_t(seen);
+  return ok;
 }
 
 // Expert id k of token t: topk_idx's (an int64 id cast to int, as the layout reads it), or where the call reuses a
@@ -79,40 +119,33 @@ __device__ __forceinline__ int routed_expert(const Params& p, int t, int k) {
   return p.reuses_layout ? p.token_expert[size_t(t) * p.topk + k] : load_expert(p, t, k);
 }
 
-// The last block of the send grid: this rank's ids, weights and token count (none where a reused layout holds a bad
-// id: nothing is sent then) into its box at every rank, then one release of each box's tag (cumulative through the
-// block barrier). Four entries a thread, stored as 16-byte units (a unit past the call's entries carries junk that
-// no receiver reads). At T=512 the block took 11 us with 4-byte stores (session 36, c4 trace) and still 10 us in
-// 16-byte units (c5): the release after the barrier is the suspect (docs/ep-notes.md, session 36).
+// The last block of the send grid: this rank's ids and token count (none where a reused layout holds a bad id:
+// nothing is sent then) into its box at every rank, as tagged entries (NOTE [EP staged tagged boxes]), two
+// entries a thread in one 16-byte store (a pair past the call's entries carries junk that no receiver reads).
 __device__ void send_routing_boxes(const Params& p, uint64_t epoch, bool bad) {
-  const int W = p.world_size, K = p.topk, n = bad ? 0 : p.num_tokens * K;
-  for (int first = 4 * int(threadIdx.x); first < n; first += 4 * kThreads) {
-    int4 ids;
-    float4 weights;
-    int* id = &ids.x;
-    float* weight = &weights.x;
+  const int W = p.world_size, K = p.topk, per_token = StagedBox::entry_count(K);
+  const int n = bad ? 0 : p.num_tokens * per_token;
+  const uint64_t tag = box_tag(epoch);
+  for (int first = 2 * int(threadIdx.x); first < n; first += 2 * kThreads) {
+    ulonglong2 entries;
+    unsigned long long* entry = &entries.x;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int i = min(first + j, n - 1);
-      id[j] = routed_expert(p, i / K, i % K);
-      weight[j] = p.with_weights ? p.topk_weights[i] : 1.f;
+    for (int j = 0; j < 2; ++j) {
+      const int i = min(first + j, n - 1), t = i / per_token, k = 2 * (i % per_token);
+      const uint32_t low = box_id_bits(routed_expert(p, t, k), p.num_experts);
+      const uint32_t high = k + 1 < K ? box_id_bits(routed_expert(p, t, k + 1), p.num_experts) : 0xffffu;
+      entry[j] = tag | (high << 16) | low;
     }
-    for (int r = 0; r < W; ++r) {
-      uint8_t* box = routing_box(p, r, epoch, p.rank);
-      *reinterpret_cast<int4*>(box_ids(box) + first) = ids;
-      if (p.with_weights) *reinterpret_cast<float4*>(box_weights(p, box) + first) = weights;
-    }
+    for (int r = 0; r < W; ++r)
+      *reinterpret_cast<ulonglong2*>(box_ids(routing_box(p, r, epoch, p.rank)) + first) = entries;
   }
-  __syncthreads();
-  if (threadIdx.x < W) {
-    uint8_t* box = routing_box(p, int(threadIdx.x), epoch, p.rank);
-    *box_tokens(box) = bad ? 0 : p.num_tokens;
-    device::st_release_sys(box_tag(box), epoch);
-  }
+  if (threadIdx.x < W)
+    device::st_relaxed_sys(box_count(routing_box(p, int(threadIdx.x), epoch, p.rank)),
+                           tag | uint32_t(bad ? 0 : p.num_tokens));
 }
 
 // One chunk of token t into its staging row (source p.rank, token t) at every rank its valid expert ids name, then
-// the chunk's ready word there; fp8 scales follow the row's data in the staging row.
+// the chunk's ready word there; fp8 scales follow the row's data in the staging row, then (chunk 0) the weights.
 template <bool kQuantize>
 __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8_t** dst, float** dst_scales,
                                   uint64_t epoch) {
@@ -132,6 +165,13 @@ __device__ void send_staged_chunk(const Params& p, int t, int c, int lane, uint8
       dst_scales[num_dst] = reinterpret_cast<float*>(row + p.hidden);  // fp8 only
     }
     ++num_dst;
+  }
+  if (c == 0 && p.with_weights) {
+    __syncwarp();  // dst from lane 0; the weights go out under chunk 0's release, as its data
+    if (lane < p.topk) {
+      const float weight = p.topk_weights[size_t(t) * p.topk + lane];
+      for (int d = 0; d < num_dst; ++d) staged_weights(p, dst[d])[lane] = weight;
+    }
   }
   write_chunk_and_release<kQuantize>(p, t, c, lane, dst, dst_scales, num_dst, my_ready, epoch);
 }
@@ -205,18 +245,42 @@ constexpr size_t kStagedRecvSmemLimit = 40 * 1024;
 static_assert(kStagedRecvSmemLimit + sizeof(void*) * kWarps * kMaxTopk + 256 <= kDefaultSmemBytes,
               "no shared-memory opt-in needed");
 
+// Token t's K ids from its box entries, this call's (NOTE [EP staged tagged boxes]): every entry loaded at once,
+// then, if one was not in yet, all again until they are. False: a wait failed (timeout or abort: the host reports).
+__device__ __forceinline__ bool load_box_ids(const Params& p, const uint64_t* entries, uint64_t tag, int source,
+                                             int (&ids)[kMaxTopk]) {
+  const auto load_all = [&]() {
+    bool all = true;
+#pragma unroll
+    for (int j = 0; j < kMaxTopk / 2; ++j) {
+      ids[2 * j] = ids[2 * j + 1] = -1;
+      if (2 * j >= p.topk) continue;
+      const uint64_t entry = device::ld_relaxed_sys(entries + j);
+      ids[2 * j] = box_entry_id(entry, 0);
+      if (2 * j + 1 < p.topk) ids[2 * j + 1] = box_entry_id(entry, 1);
+      all &= tagged(entry, tag);
+    }
+    return all;
+  };
+  if (load_all()) return true;
+  return device::spin_wait([&](uint64_t&) { return load_all(); }, p.wait, source, kPhaseEpDispatch, tag >> 32);
+}
+
 // Every block: the bitmaps of every source's tokens from the boxes (bad[s]: a bad id in source s). One thread per
-// token, its ids loaded at once and checked in registers (the layout's rule: out of range, or repeated).
+// token, its ids checked in registers (the layout's rule: out of range, or repeated). *failed: a wait failed.
 __device__ void map_source_tokens(const Params& p, const StagedLayout& lay, uint64_t epoch, const int32_t* token_count,
-                                  int32_t* bad) {
+                                  int32_t* bad, int* failed) {
   const int K = p.topk, E = p.num_experts, Le = p.local_experts, mine = p.rank * Le;
+  const int per_token = StagedBox::entry_count(K);
+  const uint64_t tag = box_tag(epoch);
   for (int i = threadIdx.x; i < p.world_size * p.max_tokens; i += kThreads) {
     const int s = i / p.max_tokens, t = i % p.max_tokens;
     if (t >= token_count[s]) continue;
-    const int32_t* row = box_ids(routing_box(p, p.rank, epoch, s)) + size_t(t) * K;
     int ids[kMaxTopk];
-#pragma unroll
-    for (int k = 0; k < kMaxTopk; ++k) ids[k] = k < K ? row[k] : -1;
+    if (!load_box_ids(p, box_ids(routing_box(p, p.rank, epoch, s)) + size_t(t) * per_token, tag, s, ids)) {
+      *failed = 1;
+      return;
+    }
     bool ok = true;
 #pragma unroll
     for (int k = 0; k < kMaxTopk; ++k) {
@@ -301,18 +365,22 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
   __shared__ int32_t max_token_count;
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 0);
   for (int i = threadIdx.x; i < (E + W) * lay.stride; i += kThreads) lay.expert_mask[i] = 0;  // and token_mask
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
   if (threadIdx.x < W) {
     bad[threadIdx.x] = 0;
-    uint8_t* box = routing_box(p, p.rank, epoch, int(threadIdx.x));
-    const bool in = device::wait_flag_geq(box_tag(box), epoch, p.wait, int(threadIdx.x), kPhaseEpDispatch);
-    token_count[threadIdx.x] = in ? *box_tokens(box) : -1;
+    uint32_t tokens = 0;
+    const bool in = wait_box_entry(box_count(routing_box(p, p.rank, epoch, int(threadIdx.x))), box_tag(epoch), p,
+                                   int(threadIdx.x), tokens);
+    token_count[threadIdx.x] = in ? int32_t(tokens) : -1;
   }
   __syncthreads();
   for (int s = 0; s < W; ++s)
     if (token_count[s] < 0) return;  // aborted or timed out: the host throws
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 1);
-  map_source_tokens(p, lay, epoch, token_count, bad);
+  map_source_tokens(p, lay, epoch, token_count, bad, &failed);
   __syncthreads();
+  if (*reinterpret_cast<volatile int*>(&failed) != 0) return;  // the host throws
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 4);
   count_source_tokens(p, lay, words, bad, recv_count);
   __syncthreads();
@@ -360,25 +428,28 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
     const size_t index = size_t(s) * p.max_tokens + slot;  // the combine's (source, slot)
     const size_t staged = staged_index(p, epoch, s, t);
     if (!warp_wait_ready(p.stage_ready.at(p.rank) + staged * p.num_chunks + c, epoch, s, kPhaseEpDispatch, p)) break;
-    uint8_t* box = routing_box(p, p.rank, epoch, s);
+    uint8_t* staged_row = p.stage_rows.at(p.rank) + staged * p.stage_row_bytes;
     int row = -1;
     if (lane < K) {
-      const int e = box_ids(box)[size_t(t) * K + lane];
+      // A thread of this block saw this call's entry in map_source_tokens, before a block barrier: a strong load
+      // now reads it or a later write (coherence), and no later write comes before this call's end.
+      const uint64_t entry = device::ld_relaxed_sys(box_ids(routing_box(p, p.rank, epoch, s)) +
+                                                    size_t(t) * StagedBox::entry_count(K) + lane / 2);
+      const int e = box_entry_id(entry, lane & 1);
       if (e >= mine && e < mine + Le) {
         const int le = e - mine;
         const size_t at = lay.expert_word(s, Le, le, w);
         row = int(le * capacity) + lay.base[s * Le + le] + lay.expert_before[at] +
               __popc(lay.expert_mask[at] & below);
       }
-      if (c == 0) {  // the token's bookkeeping, once
-        if (row >= 0 && p.with_weights) p.out_weights[row] = box_weights(p, box)[size_t(t) * K + lane];
+      if (c == 0) {  // the token's bookkeeping, once (its weights came with chunk 0)
+        if (row >= 0 && p.with_weights) p.out_weights[row] = staged_weights(p, staged_row)[lane];
         p.slot_rows[index * K + lane] = row;
       }
     }
     if (lane == 0 && c == 0) p.slot_src_token[index] = t;
     const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
-    copy_staged_chunk(p, p.stage_rows.at(p.rank) + staged * p.stage_row_bytes, rows_mask, row, c, warp_dst[warp],
-                      lane);
+    copy_staged_chunk(p, staged_row, rows_mask, row, c, warp_dst[warp], lane);
   }
   FERRY_EP_TRACE_POINT(g_trace_staged_recv, 3);
   FERRY_EP_TRACE_REPORT(g_trace_staged_recv, "staged_recv", p, epoch, 7);

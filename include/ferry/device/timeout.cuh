@@ -94,6 +94,12 @@ __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* ptr) {
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(ptr) : "memory");
   return v;
 }
+// A strong load with no ordering: for words that carry their own tag (each 8-byte store is single-copy atomic).
+__device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* ptr) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(ptr) : "memory");
+  return v;
+}
 
 // Records the first timeout of the communicator (slow path, out of line).
 __device__ __noinline__ inline void report_timeout(WaitContext ctx, int32_t peer, int32_t phase,
