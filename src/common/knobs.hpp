@@ -206,7 +206,7 @@ inline constexpr Info kRegistry[] = {
         "a fused layout whose block has a thread for every (token, k) takes one thread per pair (NOTE [EP pair "
         "layout]; low latency up to 128 tokens at top-8); 0: one thread per token (for comparisons)"),
     bool_knob("FERRY_EP_LL_STAGED", "ep", nullptr,
-        "buffers whose largest call has at most 4 MiB of fp8 or 2 MiB of bf16 rows (NOTE [EP staged low latency])",
+        "buffers whose largest call has at most 8 MiB of rows (NOTE [EP staged low latency])",
         "low latency inside a node: senders write each chunk into a staging row per (source, token) at once, "
         "with no layout on the way, and the receive half lays every source out itself and copies it into the "
         "expert rows (NOTE [EP staged low latency]; shapes whose layout fits its shared memory); 0: straight into "

@@ -78,13 +78,12 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
 }
 
 bool staged_rows_fit(int max_tokens, int hidden, bool fp8) {
-  // 2x H100, 2 ranks, 132 SMs (docs/results/session30_2xH100, c4 3 rounds, c5 2), staged / direct dispatch time:
-  // bf16 T=1 / 128 / 512 (rows of 14 KB, 1.8 MB, 7.3 MB): 0.914 / 0.957 / 1.043 (c4), 0.906 / 0.956 (c5); fp8
-  // (0.9 MB at T=128, 3.7 MB at 512): 0.921 / 0.932 / 0.958, 0.905 / 0.926 / 0.957. The extra local copy grows
-  // with the rows, the chain it takes off does not. Session 36 (the receive's own layout, c6, 3 rounds): fp8 0.925 /
-  // 0.863 / 0.864 / 0.886 at T=1 / 128 / 256 / 512; bf16 0.868 / 0.825 / 0.890 at T=1 / 128 / 256, but the combine
-  // after the bf16 one read 1.017 at T=256 (3.7 MB of rows; 1.000 at T=128, 1.8 MB), so bf16 stops at 2 MiB.
-  return size_t(max_tokens) * hidden * (fp8 ? 1 : 2) <= (fp8 ? kStagedRowsMaxBytes : kStagedBf16RowsMaxBytes);
+  // 2x H100, 2 ranks, 132 SMs, staged / direct dispatch time. Session 30 (c4, c5): bf16 T=1 / 128 / 512 (rows of 14
+  // KB, 1.8 MB, 7.3 MB) 0.914 / 0.957 / 1.043, fp8 0.921 / 0.932 / 0.958. Session 36 (the receive's own layout, c6):
+  // fp8 0.925 / 0.863 / 0.864 / 0.886 at T=1 / 128 / 256 / 512, bf16 0.868 / 0.825 / 0.890 at T=1 / 128 / 256.
+  // Session 37 (tagged boxes, c3, the knob on against the 4 / 2 MiB bounds): bf16 0.800 / 0.841 / 0.906 at T=256 /
+  // 512 / 768, fp8 0.751 at T=768 (5.5 MB); the combine after bf16 T=768 read 1.007 (ep_memory_plan.hpp).
+  return size_t(max_tokens) * hidden * (fp8 ? 1 : 2) <= kStagedRowsMaxBytes;
 }
 
 bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8) {

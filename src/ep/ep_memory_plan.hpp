@@ -57,14 +57,12 @@ MemoryPlan plan_memory(const Params& p, bool with_weights);
 
 // NOTE [EP staged low latency] (staged_dispatch.cu): whether an expanded low-latency buffer inside a node sends through
 // staging rows. FERRY_EP_LL_STAGED decides where set. Unset: buffers whose largest call's rows (max_tokens x hidden
-// x element bytes) take at most kStagedRowsMaxBytes (fp8) or kStagedBf16RowsMaxBytes (bf16), staged_rows_fit. bf16
-// is staged since the receive half lays the sources out itself (session 36); before, it stayed direct: the combine
-// after a staged bf16 dispatch at T=128 read 1.017-1.029 of the direct one's time (sessions 30-33, 36 c3-c5). With
-// the staged regions placed after every other region it reads 1.000 at T=128 but still 1.017 at T=256 (c6), hence
-// the smaller bound for bf16. The shape and the environment are the same on every rank, so all ranks agree
-// (senders and receivers must).
-constexpr size_t kStagedRowsMaxBytes = size_t(4) << 20;
-constexpr size_t kStagedBf16RowsMaxBytes = size_t(2) << 20;
+// x element bytes) take at most kStagedRowsMaxBytes, fp8 or bf16 (staged_rows_fit; the receive layout must fit
+// too, staged_receive_fits). Sessions 30-36 bounded bf16 lower (2 MiB): the combine after a staged bf16 dispatch
+// read 1.017 at T=256 in session 36. With the tagged boxes (session 37, c3, 3 rounds) that combine reads 0.997 /
+// 1.001 / 0.980 at T=128 / 256 / 512, but 1.007 at T=768 (11 MB of bf16 rows; the dispatch 0.906), hence 8 MiB. The
+// shape and the environment are the same on every rank, so all ranks agree (senders and receivers must).
+constexpr size_t kStagedRowsMaxBytes = size_t(8) << 20;
 bool staged_rows_fit(int max_tokens, int hidden, bool fp8);
 bool stages_low_latency_rows(int max_tokens, int hidden, bool fp8);
 

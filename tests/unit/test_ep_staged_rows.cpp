@@ -16,27 +16,26 @@ class StagedRowsTest : public ::testing::Test {
   void TearDown() override { SetUp(); }
 };
 
-TEST_F(StagedRowsTest, UpToFourMiBOfFp8AndTwoMiBOfBf16Rows) {
+TEST_F(StagedRowsTest, UpToEightMiBOfRows) {
   using ferry::ep::staged_rows_fit;
   EXPECT_TRUE(staged_rows_fit(1, 7168, false));
-  EXPECT_TRUE(staged_rows_fit(128, 7168, false));   // 1.8 MB of bf16 rows: staged 0.825, its combine 1.000
-  EXPECT_FALSE(staged_rows_fit(256, 7168, false));  // 3.7 MB of bf16 rows: the combine after it read 1.017
-  EXPECT_TRUE(staged_rows_fit(146, 7168, false));   // up to 2 MiB
-  EXPECT_FALSE(staged_rows_fit(147, 7168, false));
-  EXPECT_TRUE(staged_rows_fit(512, 7168, true));    // 3.7 MB of fp8 rows: staged 0.886
-  EXPECT_TRUE(staged_rows_fit(512, 8192, true));    // exactly 4 MiB
-  EXPECT_FALSE(staged_rows_fit(513, 8192, true));
+  EXPECT_TRUE(staged_rows_fit(512, 7168, false));   // 7.3 MB of bf16 rows: staged 0.841, its combine 0.980
+  EXPECT_FALSE(staged_rows_fit(768, 7168, false));  // 11 MB of bf16 rows: the combine after it read 1.007
+  EXPECT_TRUE(staged_rows_fit(512, 8192, false));   // exactly 8 MiB
+  EXPECT_FALSE(staged_rows_fit(513, 8192, false));
+  EXPECT_TRUE(staged_rows_fit(768, 7168, true));    // 5.5 MB of fp8 rows: staged 0.751
+  EXPECT_TRUE(staged_rows_fit(1024, 8192, true));   // exactly 8 MiB
+  EXPECT_FALSE(staged_rows_fit(1025, 8192, true));
 }
 
 TEST_F(StagedRowsTest, UnsetStagesRowsThatFit) {
   EXPECT_TRUE(stages_low_latency_rows(1, 7168, true));
-  EXPECT_TRUE(stages_low_latency_rows(128, 7168, true));
   EXPECT_TRUE(stages_low_latency_rows(512, 7168, true));    // 3.7 MB
-  EXPECT_FALSE(stages_low_latency_rows(1024, 7168, true));  // 7.3 MB
-  // bf16 as well since the receiver lays the sources out (session 36).
+  EXPECT_TRUE(stages_low_latency_rows(1024, 7168, true));   // 7.3 MB
+  EXPECT_FALSE(stages_low_latency_rows(2048, 7168, true));  // 14.7 MB
   EXPECT_TRUE(stages_low_latency_rows(1, 7168, false));
-  EXPECT_TRUE(stages_low_latency_rows(128, 7168, false));   // 1.8 MB
-  EXPECT_FALSE(stages_low_latency_rows(256, 7168, false));  // 3.7 MB
+  EXPECT_TRUE(stages_low_latency_rows(512, 7168, false));   // 7.3 MB
+  EXPECT_FALSE(stages_low_latency_rows(768, 7168, false));  // 11 MB
 }
 
 TEST_F(StagedRowsTest, TheKnobDecides) {
