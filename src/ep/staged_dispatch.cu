@@ -69,8 +69,9 @@ __device__ __forceinline__ uint8_t* routing_box(const Params& p, int r, uint64_t
 // Every entry of a routing box carries its call's epoch (low 32 bits) in its high half, so a receiver knows an
 // entry is this call's by the entry alone: the sender stores the entries with no barrier and no release after them
 // (a system-scope release after a block barrier took the box's block 10 us at T=512 in session 36's c5 trace, the
-// rows' NVLink traffic of the other blocks in flight), and the receiver spins on each entry it reads (a relaxed
-// system-scope load; each aligned 8-byte store is single-copy atomic, also as half of a 16-byte store). An entry
+// rows' NVLink traffic of the other blocks in flight), and the receiver spins on each entry it reads. Stores and
+// loads are relaxed at system scope (st_relaxed_sys_v2, ld_relaxed_sys), so each entry is one strong 8-byte access
+// on both sides, never a data race, and the tag and ids of an entry are read together or not at all. An entry
 // of the same parity from an earlier call carries an older epoch; 32 bits of it wrap only after 2^32 calls. Two
 // 16-bit ids share an entry, so the box holds as many bytes as the ids alone took untagged; the weights travel in
 // the staging rows instead (chunk 0's, under its ready word). No order is needed between a box and the staging
@@ -127,17 +128,16 @@ __device__ void send_routing_boxes(const Params& p, uint64_t epoch, bool bad) {
   const int n = bad ? 0 : p.num_tokens * per_token;
   const uint64_t tag = box_tag(epoch);
   for (int first = 2 * int(threadIdx.x); first < n; first += 2 * kThreads) {
-    ulonglong2 entries;
-    unsigned long long* entry = &entries.x;
+    uint64_t entry[2];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int i = min(first + j, n - 1), t = i / per_token, k = 2 * (i % per_token);
       const uint32_t low = box_id_bits(routed_expert(p, t, k), p.num_experts);
       const uint32_t high = k + 1 < K ? box_id_bits(routed_expert(p, t, k + 1), p.num_experts) : 0xffffu;
-      entry[j] = tag | (high << 16) | low;
+      entry[j] = tag | (uint64_t(high) << 16) | low;
     }
     for (int r = 0; r < W; ++r)
-      *reinterpret_cast<ulonglong2*>(box_ids(routing_box(p, r, epoch, p.rank)) + first) = entries;
+      device::st_relaxed_sys_v2(box_ids(routing_box(p, r, epoch, p.rank)) + first, entry[0], entry[1]);
   }
   if (threadIdx.x < W)
     device::st_relaxed_sys(box_count(routing_box(p, int(threadIdx.x), epoch, p.rank)),

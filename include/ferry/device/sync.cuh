@@ -19,6 +19,11 @@ __device__ __forceinline__ void st_release_sys(uint64_t* ptr, uint64_t value) {
 __device__ __forceinline__ void st_relaxed_sys(uint64_t* ptr, uint64_t value) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
 }
+// Two 8-byte words in one 16-byte store, each a relaxed system-scope store (for words that carry their own tag and
+// are read by ld_relaxed_sys; ptr 16-byte aligned).
+__device__ __forceinline__ void st_relaxed_sys_v2(uint64_t* ptr, uint64_t first, uint64_t second) {
+  asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(ptr), "l"(first), "l"(second) : "memory");
+}
 __device__ __forceinline__ void signal_add_release_sys(uint64_t* ptr, uint64_t value) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
 }
