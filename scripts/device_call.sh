@@ -19,6 +19,9 @@
 #                                  SAN (compute-sanitizer) for the driver's stages
 #   call_build_dir DIR "TARGETS"   configures DIR (a Release build of the working tree; FERRY_EP_TRACE=1: with
 #                                  the EP trace) and builds TARGETS there, then prints the build time
+#   call_ep_checks TESTS           the EP GPU checks a low-latency kernel change lands with (sessions 35-37):
+#                                  TESTS (a ferry_gpu_tests path) Ep* on 2 ranks, the low-latency matrix on 3 and
+#                                  8 ranks sharing the GPUs, memcheck / racecheck / synccheck on the staged tests
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
 #
 # The same method as scripts/ab_bench.sh (base and new alternating on one machine, medians); this
@@ -133,6 +136,26 @@ call_build_dir() {
     rm -f "$CALL_DIR/cfg_$(basename "$dir").log" "$CALL_DIR/build_$(basename "$dir").log"
   fi
   echo "built in $(call_elapsed) s"
+}
+
+call_ep_checks() {
+  local tests="$1" n tool
+  # shellcheck disable=SC2206
+  local mpirun=(${CALL_MPIRUN:-mpirun --allow-run-as-root --bind-to none})
+  local san
+  san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  call_run ep_tests 100 "${mpirun[@]}" -np 2 "$tests" --gtest_filter='Ep*'
+  grep -a "FAILED\|Failure\|Expected\|Which is\|timed out" "$CALL_DIR/ep_tests.log" | head -12
+  for n in 3 8; do
+    call_run "shared_np$n" 60 "${mpirun[@]}" -np "$n" -x FERRY_TEST_SHARE_GPUS=1 "$tests" \
+      --gtest_filter='Ep/EpMatrix.*ll*:Ep.ZeroTokenRanks:Ep.BadExpert*:Ep.Staged*'
+  done
+  call_run memcheck 40 "${mpirun[@]}" -np 2 "$san" --tool memcheck --error-exitcode 86 "$tests" \
+    --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.HandleReuse:Ep.BadExpertIdOnOneRank'
+  for tool in racecheck synccheck; do
+    call_run "$tool" 40 "${mpirun[@]}" -np 2 "$san" --tool "$tool" --error-exitcode 86 "$tests" \
+      --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.LowLatencyGraphReplayWithNewRouting'
+  done
 }
 
 call_end() {

@@ -12,16 +12,9 @@ source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry
 call_begin next_slot_weights 480
 { nvidia-smi -q | grep -iE "bus id|serial number"; } > $CALL_DIR/host.txt 2>&1
 call_base_new ferry_gpu_tests  # sets M, T, B, N, SAN
-call_run ep_new 100 $M -np 2 $T --gtest_filter='Ep*'
-grep -a "FAILED\|Failure\|Expected\|Which is\|timed out" $CALL_DIR/ep_new.log | head -12
+call_ep_checks $T  # Ep*, 3 / 8 shared ranks, memcheck / racecheck / synccheck
 VN="-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1"
 call_run ep_2x1 120 $M -np 2 $VN $T --gtest_filter='Ep*'
-for n in 3 8; do
-  call_run shared_np$n 60 $M -np $n -x FERRY_TEST_SHARE_GPUS=1 $T \
-    --gtest_filter='Ep/EpMatrix.*ll*:Ep.ZeroTokenRanks:Ep.BadExpert*:Ep.Staged*'
-done
-call_run memcheck 40 $M -np 2 $SAN --tool memcheck --error-exitcode 86 $T \
-  --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.HandleReuse:Ep.BadExpertIdOnOneRank'
 call_ab ll_ 3 $B $N "" ep --mode ll --tokens 1,128,256,512
 call_ab ht_ 2 $B $N "" ep --mode ht --sms 24
 call_end
