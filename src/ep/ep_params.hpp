@@ -147,9 +147,8 @@ struct Params {
 
   // NOTE [EP staged low latency] (staged_dispatch.cu): low latency inside a node, chunks through staging rows
   // ([2 parity][W source][T token][stage_row_bytes]: the row, its fp8 scales, its weights); ready words are
-  // [2 parity][W][T] then, and the routing travels in boxes ([2 parity][W source][stage_box_bytes], StagedBox), not
-  // records.
-  // Last, so that no field above moves.
+  // [2 parity][W][T] then, and the routing travels in boxes ([2 parity][W source][stage_box_bytes], StagedBox),
+  // not records. Last, so that no field above moves.
   bool staged_rows;
   size_t stage_row_bytes;
   device::NodeRegion<uint8_t> stage_rows;
