@@ -14,6 +14,7 @@ B="$ROOT/.ab/base/build/bench/ferry-bench"; C="$ROOT/.ab/cur/build/bench/ferry-b
 N="$ROOT/.ab/new/build/bench/ferry-bench"
 call_ep_checks $T  # Ep*, 3 / 8 shared ranks, memcheck / racecheck / synccheck
 call_run shared_np4 60 $M -np 4 -x FERRY_TEST_SHARE_GPUS=1 $T --gtest_filter='Ep/EpMatrix.*ll*:Ep.LowLatency*:Ep.IndexTypesAndApis*:Ep.TokensWithoutExperts:Ep.SkewAll*'
+grep -aq "FAILED  \]" $CALL_DIR/ep_tests.log && { echo "tests failed: no A/B"; call_end; exit 0; }
 call_ab own_ 3 $C $N "" ep --mode ll --tokens 1,128,256,512
 call_ab ll_ 3 $B $N "" ep --mode ll --tokens 1,128,256,512
 call_run figures 40 $M -np 2 $N ep --mode ll --tokens 1,128,256,512 --route-ahead --check --csv $CALL_DIR/figures.csv
