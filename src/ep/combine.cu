@@ -22,6 +22,11 @@ FERRY_EP_TRACE_DEFINE(g_trace_combine_recv)
 
 // The partial of each received token goes to its home rank's stage, at the
 // token's index there; each chunk's ready word is released after it.
+// NOTE [EP combine own release]
+// A partial for this rank's own token lands in this rank's stage and is read only by this GPU's home sum (the
+// receive grid, or the one-role own item), whose acquire is at system scope: a GPU-scope release pairs with it
+// (both scopes hold both threads), and it waits only for this GPU's stores, where a system-scope one (MEMBAR.SYS)
+// waits for every outstanding store of the warp toward the system. A peer's partial keeps the system scope.
 struct IntranodeTarget {
   const Params& p;
   uint64_t epoch;
@@ -31,7 +36,12 @@ struct IntranodeTarget {
     return p.combine_stage.at(s) + home_index * (size_t(p.hidden) * 2);
   }
   __device__ void written(int s, int c, int lane) {
-    if (lane == 0) device::st_release_sys(p.combine_ready.at(s) + home_index * p.num_chunks + c, epoch);
+    if (lane != 0) return;
+    uint64_t* ready = p.combine_ready.at(s) + home_index * p.num_chunks + c;
+    if (s == p.rank)  // NOTE [EP combine own release]
+      device::st_release_gpu(ready, epoch);
+    else
+      device::st_release_sys(ready, epoch);
   }
 };
 
