@@ -236,10 +236,112 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
   }
 }
 
+// NOTE [EP combine own partial at home]
+// In low latency the two-role combine leaves a rank's own tokens to its receive grid: the send grid sends only the
+// partials its peers' tokens need, and each receive item (token t, chunk c) reduces this rank's own expert rows of t
+// itself, in registers, rounds that partial to bf16 as the stage would hold it, and starts the sum with it (NOTE [EP
+// combine one role: own partial first]: the same bits, where this rank is the first or second of t's ranks, every
+// token on 2 ranks). So an own partial is no longer written to the stage, released and read back, and the receive
+// item's chain no longer waits for another warp's own item. Where this rank comes third or later (3+ ranks), the
+// send grid still stages its own partial (`own_staged`) and the receive sums it in its place. The receive grid
+// waits only for the peers' send grids, which wait for nothing: no new wait. Both halves choose by the same
+// Params::low_latency (launch_combine_send / launch_combine_recv), so the halves API stays consistent.
+__device__ __forceinline__ bool own_partial_at_home(const Params& p, unsigned ranks) {
+  return ((ranks >> p.rank) & 1u) != 0 && own_position(p, ranks) <= 1;
+}
+
+// Whether own item `slot` goes through the stage (its token's ranks put this rank third or later).
+__device__ __forceinline__ bool own_staged(const Params& p, int slot) {
+  if (p.world_size <= 2) return false;
+  const int lane = threadIdx.x & 31;
+  const int t = p.slot_src_token[size_t(p.rank) * p.max_tokens + slot];
+  const int token_slot = lane < p.world_size ? p.token_slot[size_t(t) * p.world_size + lane] : -1;
+  return !own_partial_at_home(p, __ballot_sync(0xffffffffu, token_slot >= 0));
+}
+
+// The send grid's items with the own partial at home: (source, slot, chunk) over the peers, rank + 1 on, and (3+
+// ranks) this rank last, for its staged own items only. Peers only at 2 ranks, so no warp walks skipped items (a
+// cursor over every rank that skips this one left the blocks of one parity idle, rank_rows_combine.cu).
+__device__ void combine_peer_items(const Params& p, const int32_t* token_count, int max_token_count,
+                                   IntranodeTarget& target) {
+  __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
+  __shared__ float warp_weights[kWarps][kMaxTopk];
+  const int W = p.world_size, warp = threadIdx.x >> 5;
+  const int sources = W > 2 ? W : W - 1;
+  const int total = sources * max_token_count * p.num_chunks;
+  const ItemLoop loop(p);
+  for (int item = loop.first; item < total; item += loop.stride) {
+    const int c = item % p.num_chunks, pair = item / p.num_chunks;
+    const int s = (p.rank + 1 + pair % sources) % W, slot = pair / sources;
+    if (slot >= token_count[s]) continue;
+    if (s == p.rank && !own_staged(p, slot)) continue;  // warp-uniform
+    combine_send_item<IntranodeTarget, true>(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+  }
+}
+
+// The receive item's sum with the own partial at home: sum_home_chunk's order and roundings, the own rows
+// kOwnRowsAtOnce at a time (NOTE [EP combine rows in flight]), one unit a lane each: 4 x 16 bytes in flight per lane
+// without spills (ptxas: 2 units x 4 rows spilled 320 bytes, 2 x 2 16 bytes, 1 x 4 none at 56 registers). Before the
+// wait for the peers' partials each own row's chunk is asked of the L2 (a bulk prefetch, one lane a row), so it
+// arrives during the wait without holding registers across it (values live across the wait's call spilled).
+constexpr int kOwnStepUnits = 1, kOwnRowsAtOnce = 4;
+__device__ __forceinline__ bool sum_home_chunk_own_first(const Params& p, int t, int c, uint64_t epoch, int lane,
+                                                         unsigned staged, bool own_first, int num_own_rows,
+                                                         const uint8_t* const* own_rows, const float* own_weights) {
+  const size_t row_bytes = size_t(p.hidden) * 2;
+  const size_t offset = size_t(chunk_begin(p, c)) * 2;
+  const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
+  if (lane < num_own_rows)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(own_rows[lane] + offset), "r"(chunk_units * 16)
+                 : "memory");
+  int ok = 1;
+  if ((staged >> lane) & 1u)
+    ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
+                               epoch, p.wait, lane, kPhaseEpCombine);
+  if (!__all_sync(0xffffffffu, ok)) return false;
+  __syncwarp();  // the waiting lanes' acquires, then every lane's loads
+  uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
+  for (int base = 0; base < chunk_units; base += 32 * kOwnStepUnits) {
+    float acc[kOwnStepUnits][8] = {};
+    if (own_first) {
+      accumulate_rows<kOwnStepUnits, kOwnRowsAtOnce>(acc, own_rows, own_weights, num_own_rows, offset, base,
+                                                     chunk_units, lane);
+#pragma unroll
+      for (int u = 0; u < kOwnStepUnits; ++u) {  // rounded as the stage would hold it, then 0 + it
+        float partial[8];
+        unpack_bf16x8(pack_bf16x8(acc[u]), partial);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, partial[e], 0.f);
+      }
+    }
+    for (unsigned m = staged; m != 0; m &= m - 1) {  // rank order, as accumulate_units with weight 1
+      const uint8_t* partial =
+          p.combine_stage.at(p.rank) + (size_t(__ffs(m) - 1) * p.max_tokens + t) * row_bytes + offset;
+      uint4 v[kOwnStepUnits];
+#pragma unroll
+      for (int u = 0; u < kOwnStepUnits; ++u) {
+        const int i = base + u * 32 + lane;
+        if (i < chunk_units) v[u] = device::load16(partial + size_t(i) * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < kOwnStepUnits; ++u) {
+        if (base + u * 32 + lane >= chunk_units) continue;
+        float f[8];
+        unpack_bf16x8(v[u], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, f[e], acc[u][e]);
+      }
+    }
+    store_units(out, acc, base, chunk_units, lane);
+  }
+  return true;
+}
+
 // kOneRole: NOTE [EP combine one role].
 // kPrefetchSteps (one role): NOTE [EP combine L2 prefetch]. kAnyPlace (one role, 3+ ranks): NOTE [EP combine one
 // role: own partial first].
-template <bool kOneRole, int kPrefetchSteps = 0, bool kAnyPlace = false>
+// kOwnAtHome (two roles, low latency): NOTE [EP combine own partial at home].
+template <bool kOneRole, int kPrefetchSteps = 0, bool kAnyPlace = false, bool kOwnAtHome = false>
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
@@ -260,6 +362,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
       } else {
         combine_one_role_items<kPrefetchSteps, false>(p, order, target, epoch, nullptr);
       }
+    } else if constexpr (kOwnAtHome) {
+      combine_peer_items(p, token_count, max_token_count, target);
     } else {
       combine_send_items<IntranodeTarget, true>(p, token_count, max_token_count, target);  // rows in flight
     }
@@ -280,7 +384,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
 
 // kOneRole: nothing to sum (the send grid sums every token: NOTE [EP combine one role]); the grid only releases
 // kCombineConsumed once the send grid is complete (finish_launch).
-template <bool kOneRole>
+// kOwnAtHome (two roles, low latency): NOTE [EP combine own partial at home].
+template <bool kOneRole, bool kOwnAtHome = false>
 __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
   const int W = p.world_size;
@@ -294,7 +399,24 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
-      if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) break;
+      if constexpr (kOwnAtHome) {
+        __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
+        __shared__ float warp_weights[kWarps][kMaxTopk];
+        const int warp = threadIdx.x >> 5;
+        const bool own_first = own_partial_at_home(p, ranks);
+        int num_own_rows = 0;
+        if (own_first) {
+          const int own_slot = __shfl_sync(0xffffffffu, slot, p.rank);
+          num_own_rows = gather_item_rows(p, size_t(p.rank) * p.max_tokens + own_slot, warp_rows[warp],
+                                          warp_weights[warp]);
+        }
+        const bool ok = sum_home_chunk_own_first(p, t, c, epoch, lane, own_first ? ranks & ~(1u << p.rank) : ranks,
+                                                 own_first, num_own_rows, warp_rows[warp], warp_weights[warp]);
+        __syncwarp();  // warp_rows is rewritten by the next item
+        if (!ok) break;
+      } else if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) {
+        break;
+      }
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 1);
@@ -318,6 +440,7 @@ constexpr SendKernel kOneRoleKernels[2][2] = {
 void load_combine_kernels() {
   for (const auto& by_place : kOneRoleKernels) load_kernels(by_place[0], by_place[1]);
   load_kernels(combine_send_kernel<false>, combine_recv_kernel<true>, combine_recv_kernel<false>);
+  load_kernels(combine_send_kernel<false, 0, false, true>, combine_recv_kernel<false, true>);
   // Above the 48 KB a kernel may take without asking.
   for (const auto& by_place : kOneRoleKernels)
     FERRY_CUDA_CHECK(cudaFuncSetAttribute(by_place[1], cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -332,6 +455,8 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
     const bool any_place = p.world_size > 2;
     const SendKernel kernel = kOneRoleKernels[p.num_blocks <= prefetch_max_blocks][any_place];
     kernel<<<p.num_blocks, kThreads, any_place ? kOneRoleScratchBytes : 0, stream>>>(p);
+  } else if (p.low_latency) {  // NOTE [EP combine own partial at home]
+    combine_send_kernel<false, 0, false, true><<<p.num_blocks, kThreads, 0, stream>>>(p);
   } else {
     combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);
   }
@@ -341,6 +466,8 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
 void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role) {
   if (one_role)
     launch_receive_grid(combine_recv_kernel<true>, p, 0, stream);
+  else if (p.low_latency)  // NOTE [EP combine own partial at home]
+    launch_receive_grid(combine_recv_kernel<false, true>, p, 0, stream);
   else
     launch_receive_grid(combine_recv_kernel<false>, p, 0, stream);
 }
