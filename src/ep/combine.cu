@@ -279,60 +279,68 @@ __device__ void combine_peer_items(const Params& p, const int32_t* token_count, 
   }
 }
 
-// The receive item's sum with the own partial at home: sum_home_chunk's order and roundings, the own rows
-// kOwnRowsAtOnce at a time (NOTE [EP combine rows in flight]), one unit a lane each: 4 x 16 bytes in flight per lane
-// without spills (ptxas: 2 units x 4 rows spilled 320 bytes, 2 x 2 16 bytes, 1 x 4 none at 56 registers). Before the
-// wait for the peers' partials each own row's chunk is asked of the L2 (a bulk prefetch, one lane a row), so it
-// arrives during the wait without holding registers across it (values live across the wait's call spilled).
-constexpr int kOwnStepUnits = 1, kOwnRowsAtOnce = 4;
+// The receive item's sum with the own partial at home: sum_home_chunk's order and roundings. The chunk goes in
+// pieces of kOwnPieceUnits units (4 a lane). A piece's own partial is reduced before the wait for the peers'
+// partials (the own rows kOwnRowsAtOnce at a time, one unit a lane: NOTE [EP combine rows in flight]) and held
+// rounded to bf16 in the warp's slice of shared memory (`own_slice`, kOwnPieceUnits units; in registers it spilled
+// 112 bytes), so only the peers' partials' loads and the stores follow the wait.
+constexpr int kOwnUnits = 4, kOwnRowsAtOnce = 4, kOwnPieceUnits = 32 * kOwnUnits;
+constexpr size_t kOwnScratchBytes = size_t(kWarps) * kOwnPieceUnits * sizeof(uint4);
 __device__ __forceinline__ bool sum_home_chunk_own_first(const Params& p, int t, int c, uint64_t epoch, int lane,
                                                          unsigned staged, bool own_first, int num_own_rows,
-                                                         const uint8_t* const* own_rows, const float* own_weights) {
+                                                         const uint8_t* const* own_rows, const float* own_weights,
+                                                         uint4* own_slice) {
   const size_t row_bytes = size_t(p.hidden) * 2;
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
-  if (lane < num_own_rows)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(own_rows[lane] + offset), "r"(chunk_units * 16)
-                 : "memory");
-  int ok = 1;
-  if ((staged >> lane) & 1u)
-    ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
-                               epoch, p.wait, lane, kPhaseEpCombine);
-  if (!__all_sync(0xffffffffu, ok)) return false;
-  __syncwarp();  // the waiting lanes' acquires, then every lane's loads
+  const uint8_t* stage = p.combine_stage.at(p.rank) + size_t(t) * row_bytes + offset;  // + rank r's part below
+  const size_t stage_rank_bytes = size_t(p.max_tokens) * row_bytes;
   uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
-  for (int base = 0; base < chunk_units; base += 32 * kOwnStepUnits) {
-    float acc[kOwnStepUnits][8] = {};
+  for (int piece = 0; piece < chunk_units; piece += kOwnPieceUnits) {
     if (own_first) {
-      accumulate_rows<kOwnStepUnits, kOwnRowsAtOnce>(acc, own_rows, own_weights, num_own_rows, offset, base,
-                                                     chunk_units, lane);
-#pragma unroll
-      for (int u = 0; u < kOwnStepUnits; ++u) {  // rounded as the stage would hold it, then 0 + it
-        float partial[8];
-        unpack_bf16x8(pack_bf16x8(acc[u]), partial);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, partial[e], 0.f);
+#pragma unroll 1
+      for (int u = 0; u < kOwnUnits; ++u) {
+        float acc[1][8] = {};
+        accumulate_rows<1, kOwnRowsAtOnce>(acc, own_rows, own_weights, num_own_rows, offset, piece + u * 32,
+                                           chunk_units, lane);
+        own_slice[u * 32 + lane] = pack_bf16x8(acc[0]);  // as the stage would hold it
       }
     }
-    for (unsigned m = staged; m != 0; m &= m - 1) {  // rank order, as accumulate_units with weight 1
-      const uint8_t* partial =
-          p.combine_stage.at(p.rank) + (size_t(__ffs(m) - 1) * p.max_tokens + t) * row_bytes + offset;
-      uint4 v[kOwnStepUnits];
-#pragma unroll
-      for (int u = 0; u < kOwnStepUnits; ++u) {
-        const int i = base + u * 32 + lane;
-        if (i < chunk_units) v[u] = device::load16(partial + size_t(i) * 16);
+    if (piece == 0) {  // the peers' partials of this chunk: every waiting lane at once
+      int ok = 1;
+      if ((staged >> lane) & 1u) {
+        const uint64_t* ready = p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c;
+        ok = device::wait_flag_geq(ready, epoch, p.wait, lane, kPhaseEpCombine);
       }
-#pragma unroll
-      for (int u = 0; u < kOwnStepUnits; ++u) {
-        if (base + u * 32 + lane >= chunk_units) continue;
-        float f[8];
-        unpack_bf16x8(v[u], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, f[e], acc[u][e]);
-      }
+      if (!__all_sync(0xffffffffu, ok)) return false;
+      __syncwarp();  // the waiting lanes' acquires, then every lane's loads
     }
-    store_units(out, acc, base, chunk_units, lane);
+    // The first staged rank's units all at once, the others' one at a time (3+ ranks only).
+    const int first = staged != 0 ? __ffs(staged) - 1 : 0;
+    uint4 v[kOwnUnits];
+#pragma unroll
+    for (int u = 0; u < kOwnUnits; ++u) {
+      const int i = piece + u * 32 + lane;
+      if (staged != 0 && i < chunk_units) v[u] = device::load16(stage + first * stage_rank_bytes + size_t(i) * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < kOwnUnits; ++u) {
+      const int i = piece + u * 32 + lane;
+      if (i >= chunk_units) continue;
+      float acc[8] = {}, f[8];
+      if (own_first) {  // 0 + the own partial, then the others in rank order
+        unpack_bf16x8(own_slice[u * 32 + lane], f);  // this lane's own store: no barrier needed
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(1.f, f[e], 0.f);
+      }
+      for (unsigned m = staged; m != 0; m &= m - 1) {
+        const int r = __ffs(m) - 1;
+        unpack_bf16x8(r == first ? v[u] : device::load16(stage + r * stage_rank_bytes + size_t(i) * 16), f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(1.f, f[e], acc[e]);
+      }
+      device::store16(out + size_t(i) * 16, pack_bf16x8(acc));
+    }
   }
   return true;
 }
@@ -400,6 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
       if constexpr (kOwnAtHome) {
+        extern __shared__ uint4 own_scratch[];  // kOwnScratchBytes
         __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
         __shared__ float warp_weights[kWarps][kMaxTopk];
         const int warp = threadIdx.x >> 5;
@@ -411,7 +420,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
                                           warp_weights[warp]);
         }
         const bool ok = sum_home_chunk_own_first(p, t, c, epoch, lane, own_first ? ranks & ~(1u << p.rank) : ranks,
-                                                 own_first, num_own_rows, warp_rows[warp], warp_weights[warp]);
+                                                 own_first, num_own_rows, warp_rows[warp], warp_weights[warp],
+                                                 own_scratch + warp * kOwnPieceUnits);
         __syncwarp();  // warp_rows is rewritten by the next item
         if (!ok) break;
       } else if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) {
@@ -441,6 +451,8 @@ void load_combine_kernels() {
   for (const auto& by_place : kOneRoleKernels) load_kernels(by_place[0], by_place[1]);
   load_kernels(combine_send_kernel<false>, combine_recv_kernel<true>, combine_recv_kernel<false>);
   load_kernels(combine_send_kernel<false, 0, false, true>, combine_recv_kernel<false, true>);
+  FERRY_CUDA_CHECK(cudaFuncSetAttribute(combine_recv_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kOwnScratchBytes)));
   // Above the 48 KB a kernel may take without asking.
   for (const auto& by_place : kOneRoleKernels)
     FERRY_CUDA_CHECK(cudaFuncSetAttribute(by_place[1], cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -467,7 +479,7 @@ void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role) {
   if (one_role)
     launch_receive_grid(combine_recv_kernel<true>, p, 0, stream);
   else if (p.low_latency)  // NOTE [EP combine own partial at home]
-    launch_receive_grid(combine_recv_kernel<false, true>, p, 0, stream);
+    launch_receive_grid(combine_recv_kernel<false, true>, p, kOwnScratchBytes, stream);
   else
     launch_receive_grid(combine_recv_kernel<false>, p, 0, stream);
 }
