@@ -22,6 +22,11 @@ FERRY_EP_TRACE_DEFINE(g_trace_combine_recv)
 
 // The partial of each received token goes to its home rank's stage, at the
 // token's index there; each chunk's ready word is released after it.
+// NOTE [EP combine own release]
+// A partial for this rank's own token lands in this rank's stage and is read only by this GPU's home sum (the
+// receive grid, or the one-role own item), whose acquire is at system scope: a GPU-scope release pairs with it
+// (both scopes hold both threads), and it waits only for this GPU's stores, where a system-scope one (MEMBAR.SYS)
+// waits for every outstanding store of the warp toward the system. A peer's partial keeps the system scope.
 struct IntranodeTarget {
   const Params& p;
   uint64_t epoch;
@@ -31,7 +36,12 @@ struct IntranodeTarget {
     return p.combine_stage.at(s) + home_index * (size_t(p.hidden) * 2);
   }
   __device__ void written(int s, int c, int lane) {
-    if (lane == 0) device::st_release_sys(p.combine_ready.at(s) + home_index * p.num_chunks + c, epoch);
+    if (lane != 0) return;
+    uint64_t* ready = p.combine_ready.at(s) + home_index * p.num_chunks + c;
+    if (s == p.rank)  // NOTE [EP combine own release]
+      device::st_release_gpu(ready, epoch);
+    else
+      device::st_release_sys(ready, epoch);
   }
 };
 
@@ -226,10 +236,120 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
   }
 }
 
+// NOTE [EP combine own partial at home]
+// In low latency the two-role combine leaves a rank's own tokens to its receive grid: the send grid sends only the
+// partials its peers' tokens need, and each receive item (token t, chunk c) reduces this rank's own expert rows of t
+// itself, in registers, rounds that partial to bf16 as the stage would hold it, and starts the sum with it (NOTE [EP
+// combine one role: own partial first]: the same bits, where this rank is the first or second of t's ranks, every
+// token on 2 ranks). So an own partial is no longer written to the stage, released and read back, and the receive
+// item's chain no longer waits for another warp's own item. Where this rank comes third or later (3+ ranks), the
+// send grid still stages its own partial (`own_staged`) and the receive sums it in its place. The receive grid
+// waits only for the peers' send grids, which wait for nothing: no new wait. Both halves choose by the same
+// Params::low_latency (launch_combine_send / launch_combine_recv), so the halves API stays consistent.
+__device__ __forceinline__ bool own_partial_at_home(const Params& p, unsigned ranks) {
+  return ((ranks >> p.rank) & 1u) != 0 && own_position(p, ranks) <= 1;
+}
+
+// Whether own item `slot` goes through the stage (its token's ranks put this rank third or later).
+__device__ __forceinline__ bool own_staged(const Params& p, int slot) {
+  if (p.world_size <= 2) return false;
+  const int lane = threadIdx.x & 31;
+  const int t = p.slot_src_token[size_t(p.rank) * p.max_tokens + slot];
+  const int token_slot = lane < p.world_size ? p.token_slot[size_t(t) * p.world_size + lane] : -1;
+  return !own_partial_at_home(p, __ballot_sync(0xffffffffu, token_slot >= 0));
+}
+
+// The send grid's items with the own partial at home: (source, slot, chunk) over the peers, rank + 1 on, and (3+
+// ranks) this rank last, for its staged own items only. Peers only at 2 ranks, so no warp walks skipped items (a
+// cursor over every rank that skips this one left the blocks of one parity idle, rank_rows_combine.cu).
+__device__ void combine_peer_items(const Params& p, const int32_t* token_count, int max_token_count,
+                                   IntranodeTarget& target) {
+  __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
+  __shared__ float warp_weights[kWarps][kMaxTopk];
+  const int W = p.world_size, warp = threadIdx.x >> 5;
+  const int sources = W > 2 ? W : W - 1;
+  const int total = sources * max_token_count * p.num_chunks;
+  const ItemLoop loop(p);
+  for (int item = loop.first; item < total; item += loop.stride) {
+    const int c = item % p.num_chunks, pair = item / p.num_chunks;
+    const int s = (p.rank + 1 + pair % sources) % W, slot = pair / sources;
+    if (slot >= token_count[s]) continue;
+    if (s == p.rank && !own_staged(p, slot)) continue;  // warp-uniform
+    combine_send_item<IntranodeTarget, true>(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
+  }
+}
+
+// The receive item's sum with the own partial at home: sum_home_chunk's order and roundings. The chunk goes in
+// pieces of kOwnPieceUnits units (4 a lane). A piece's own partial is reduced before the wait for the peers'
+// partials (the own rows kOwnRowsAtOnce at a time, one unit a lane: NOTE [EP combine rows in flight]) and held
+// rounded to bf16 in the warp's slice of shared memory (`own_slice`, kOwnPieceUnits units; in registers it spilled
+// 112 bytes), so only the peers' partials' loads and the stores follow the wait.
+constexpr int kOwnUnits = 4, kOwnRowsAtOnce = 4, kOwnPieceUnits = 32 * kOwnUnits;
+constexpr size_t kOwnScratchBytes = size_t(kWarps) * kOwnPieceUnits * sizeof(uint4);
+__device__ __forceinline__ bool sum_home_chunk_own_first(const Params& p, int t, int c, uint64_t epoch, int lane,
+                                                         unsigned staged, bool own_first, int num_own_rows,
+                                                         const uint8_t* const* own_rows, const float* own_weights,
+                                                         uint4* own_slice) {
+  const size_t row_bytes = size_t(p.hidden) * 2;
+  const size_t offset = size_t(chunk_begin(p, c)) * 2;
+  const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
+  const uint8_t* stage = p.combine_stage.at(p.rank) + size_t(t) * row_bytes + offset;  // + rank r's part below
+  const size_t stage_rank_bytes = size_t(p.max_tokens) * row_bytes;
+  uint8_t* out = static_cast<uint8_t*>(p.combine_out) + size_t(t) * row_bytes + offset;
+  for (int piece = 0; piece < chunk_units; piece += kOwnPieceUnits) {
+    if (own_first) {
+#pragma unroll 1
+      for (int u = 0; u < kOwnUnits; ++u) {
+        float acc[1][8] = {};
+        accumulate_rows<1, kOwnRowsAtOnce>(acc, own_rows, own_weights, num_own_rows, offset, piece + u * 32,
+                                           chunk_units, lane);
+        own_slice[u * 32 + lane] = pack_bf16x8(acc[0]);  // as the stage would hold it
+      }
+    }
+    if (piece == 0) {  // the peers' partials of this chunk: every waiting lane at once
+      int ok = 1;
+      if ((staged >> lane) & 1u) {
+        const uint64_t* ready = p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c;
+        ok = device::wait_flag_geq(ready, epoch, p.wait, lane, kPhaseEpCombine);
+      }
+      if (!__all_sync(0xffffffffu, ok)) return false;
+      __syncwarp();  // the waiting lanes' acquires, then every lane's loads
+    }
+    // The first staged rank's units all at once, the others' one at a time (3+ ranks only).
+    const int first = staged != 0 ? __ffs(staged) - 1 : 0;
+    uint4 v[kOwnUnits];
+#pragma unroll
+    for (int u = 0; u < kOwnUnits; ++u) {
+      const int i = piece + u * 32 + lane;
+      if (staged != 0 && i < chunk_units) v[u] = device::load16(stage + first * stage_rank_bytes + size_t(i) * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < kOwnUnits; ++u) {
+      const int i = piece + u * 32 + lane;
+      if (i >= chunk_units) continue;
+      float acc[8] = {}, f[8];
+      if (own_first) {  // 0 + the own partial, then the others in rank order
+        unpack_bf16x8(own_slice[u * 32 + lane], f);  // this lane's own store: no barrier needed
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(1.f, f[e], 0.f);
+      }
+      for (unsigned m = staged; m != 0; m &= m - 1) {
+        const int r = __ffs(m) - 1;
+        unpack_bf16x8(r == first ? v[u] : device::load16(stage + r * stage_rank_bytes + size_t(i) * 16), f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(1.f, f[e], acc[e]);
+      }
+      device::store16(out + size_t(i) * 16, pack_bf16x8(acc));
+    }
+  }
+  return true;
+}
+
 // kOneRole: NOTE [EP combine one role].
 // kPrefetchSteps (one role): NOTE [EP combine L2 prefetch]. kAnyPlace (one role, 3+ ranks): NOTE [EP combine one
 // role: own partial first].
-template <bool kOneRole, int kPrefetchSteps = 0, bool kAnyPlace = false>
+// kOwnAtHome (two roles, low latency): NOTE [EP combine own partial at home].
+template <bool kOneRole, int kPrefetchSteps = 0, bool kAnyPlace = false, bool kOwnAtHome = false>
 __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineSend);
   allow_receive_grid();  // NOTE [Overlapped halves and free SMs]
@@ -250,6 +370,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
       } else {
         combine_one_role_items<kPrefetchSteps, false>(p, order, target, epoch, nullptr);
       }
+    } else if constexpr (kOwnAtHome) {
+      combine_peer_items(p, token_count, max_token_count, target);
     } else {
       combine_send_items<IntranodeTarget, true>(p, token_count, max_token_count, target);  // rows in flight
     }
@@ -270,7 +392,8 @@ __global__ void __launch_bounds__(kThreads, 1) combine_send_kernel(Params p) {
 
 // kOneRole: nothing to sum (the send grid sums every token: NOTE [EP combine one role]); the grid only releases
 // kCombineConsumed once the send grid is complete (finish_launch).
-template <bool kOneRole>
+// kOwnAtHome (two roles, low latency): NOTE [EP combine own partial at home].
+template <bool kOneRole, bool kOwnAtHome = false>
 __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
   const int W = p.world_size;
@@ -284,7 +407,26 @@ __global__ void __launch_bounds__(kThreads, 1) combine_recv_kernel(Params p) {
       const int t = item / p.num_chunks, c = item % p.num_chunks;
       const int slot = lane < W ? p.token_slot[size_t(t) * W + lane] : -1;
       const unsigned ranks = __ballot_sync(0xffffffffu, slot >= 0);
-      if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) break;
+      if constexpr (kOwnAtHome) {
+        extern __shared__ uint4 own_scratch[];  // kOwnScratchBytes
+        __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
+        __shared__ float warp_weights[kWarps][kMaxTopk];
+        const int warp = threadIdx.x >> 5;
+        const bool own_first = own_partial_at_home(p, ranks);
+        int num_own_rows = 0;
+        if (own_first) {
+          const int own_slot = __shfl_sync(0xffffffffu, slot, p.rank);
+          num_own_rows = gather_item_rows(p, size_t(p.rank) * p.max_tokens + own_slot, warp_rows[warp],
+                                          warp_weights[warp]);
+        }
+        const bool ok = sum_home_chunk_own_first(p, t, c, epoch, lane, own_first ? ranks & ~(1u << p.rank) : ranks,
+                                                 own_first, num_own_rows, warp_rows[warp], warp_weights[warp],
+                                                 own_scratch + warp * kOwnPieceUnits);
+        __syncwarp();  // warp_rows is rewritten by the next item
+        if (!ok) break;
+      } else if (!sum_home_chunk(p, t, c, epoch, lane, slot >= 0, ranks)) {
+        break;
+      }
     }
   }
   FERRY_EP_TRACE_POINT(g_trace_combine_recv, 1);
@@ -308,6 +450,9 @@ constexpr SendKernel kOneRoleKernels[2][2] = {
 void load_combine_kernels() {
   for (const auto& by_place : kOneRoleKernels) load_kernels(by_place[0], by_place[1]);
   load_kernels(combine_send_kernel<false>, combine_recv_kernel<true>, combine_recv_kernel<false>);
+  load_kernels(combine_send_kernel<false, 0, false, true>, combine_recv_kernel<false, true>);
+  FERRY_CUDA_CHECK(cudaFuncSetAttribute(combine_recv_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kOwnScratchBytes)));
   // Above the 48 KB a kernel may take without asking.
   for (const auto& by_place : kOneRoleKernels)
     FERRY_CUDA_CHECK(cudaFuncSetAttribute(by_place[1], cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -322,6 +467,8 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
     const bool any_place = p.world_size > 2;
     const SendKernel kernel = kOneRoleKernels[p.num_blocks <= prefetch_max_blocks][any_place];
     kernel<<<p.num_blocks, kThreads, any_place ? kOneRoleScratchBytes : 0, stream>>>(p);
+  } else if (p.low_latency) {  // NOTE [EP combine own partial at home]
+    combine_send_kernel<false, 0, false, true><<<p.num_blocks, kThreads, 0, stream>>>(p);
   } else {
     combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);
   }
@@ -331,6 +478,8 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
 void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role) {
   if (one_role)
     launch_receive_grid(combine_recv_kernel<true>, p, 0, stream);
+  else if (p.low_latency)  // NOTE [EP combine own partial at home]
+    launch_receive_grid(combine_recv_kernel<false, true>, p, kOwnScratchBytes, stream);
   else
     launch_receive_grid(combine_recv_kernel<false>, p, 0, stream);
 }

@@ -417,6 +417,7 @@ void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stre
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   p.expert_outputs = st.combine_expert_outputs;
+  p.with_weights = st.calls.with_weights();  // the low-latency receive weights this rank's own rows too
   if (st.grids.recv_blocks > 0) p.num_blocks = st.grids.recv_blocks;
   p.overlapped_receive = st.grids.recv_blocks > 0;
   st.path->combine_recv(st, p, stream);

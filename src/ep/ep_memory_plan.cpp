@@ -65,7 +65,9 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   l.layout_error = loc.take(sizeof(int32_t));
   l.layout_block_totals =
       loc.take(sizeof(int32_t) * size_t((T + kLayoutThreads - 1) / kLayoutThreads) * (E + W + 1));
-  l.slot_rows = loc.take(sizeof(int32_t) * size_t(W) * T * K);
+  // NOTE [EP slot weights]: with weights, the rows' weights follow them.
+  const size_t slot_parts = with_weights && !p.rank_rows ? 2 : 1;
+  l.slot_rows = loc.take(slot_parts * sizeof(int32_t) * size_t(W) * T * K);
   l.slot_src_token = loc.take(sizeof(int32_t) * size_t(W) * T);
   l.recv_token_count = loc.take(sizeof(int32_t) * W);
   l.out_weights = loc.take(with_weights && !p.rank_rows ? sizeof(float) * size_t(p.capacity_rows) : 0);

@@ -111,7 +111,8 @@ struct Params {
   int32_t* layout_block_totals; // [kMaxLayoutBlocks][E + W + 1]: per layout block, then its bad entry
 
   // ---- receive side (local)
-  int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1
+  int32_t* slot_rows;           // [W][T][K]: output row of each staged token's experts, -1; with weights, then
+                                // [W][T][K] floats, their weights (slot_weights, NOTE [EP slot weights])
   int32_t* slot_src_token;      // [W][T]
   int32_t* recv_token_count;    // [W]
   uint8_t* out_tokens;          // dispatch output (this rank's part of the symmetric region)

@@ -308,6 +308,15 @@ __device__ __forceinline__ void load_recv_counts(const Params& p, int32_t* token
   }
 }
 
+// NOTE [EP slot weights]
+// A received token's weights are kept twice: in out_weights by output row (the dispatch's output) and, with
+// weights, beside slot_rows by (source, slot, k) (slot_weights). The combine reads the latter: its loads go out
+// with slot_rows' instead of one L2 round trip after them (row -> out_weights[row]), on the path of every combine
+// item. The dispatch receive halves write both (staged_dispatch.cu, dispatch.cu, internode_common.cuh).
+__device__ __forceinline__ float* slot_weights(const Params& p) {
+  return reinterpret_cast<float*>(p.slot_rows + size_t(p.world_size) * p.max_tokens * p.topk);
+}
+
 // The expert output rows of received token `index` (source * max_tokens + slot) and their weights, in top-k
 // order, into this warp's warp_rows / warp_weights (after a __syncwarp); returns how many.
 __device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, const uint8_t** warp_rows,
@@ -316,13 +325,14 @@ __device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, c
   const size_t row_bytes = size_t(p.hidden) * 2;
   const uint8_t* outputs = static_cast<const uint8_t*>(p.expert_outputs);
   const int row = lane < K ? p.slot_rows[index * K + lane] : -1;
+  const float weight = lane < K && p.with_weights ? slot_weights(p)[index * K + lane] : 1.f;  // NOTE [EP slot weights]
   const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
   int num_rows = 0;
   for (unsigned m = rows_mask; m != 0; m &= m - 1) {
     const int k = __ffs(m) - 1;
     if (lane == k) {
       warp_rows[num_rows] = outputs + size_t(row) * row_bytes;
-      warp_weights[num_rows] = p.with_weights ? p.out_weights[row] : 1.f;
+      warp_weights[num_rows] = weight;
     }
     ++num_rows;
   }

@@ -16,6 +16,10 @@ namespace ferry::device {
 __device__ __forceinline__ void st_release_sys(uint64_t* ptr, uint64_t value) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
 }
+// GPU scope: for a flag read only by threads of this GPU (an acquire at system scope pairs with it there).
+__device__ __forceinline__ void st_release_gpu(uint64_t* ptr, uint64_t value) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
+}
 __device__ __forceinline__ void st_relaxed_sys(uint64_t* ptr, uint64_t value) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(ptr), "l"(value) : "memory");
 }
