@@ -239,7 +239,8 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
 // NOTE [EP combine own partial at home]
 // In low latency the two-role combine leaves a rank's own tokens to its receive grid: the send grid sends only the
 // partials its peers' tokens need, and each receive item (token t, chunk c) reduces this rank's own expert rows of t
-// itself, in registers, rounds that partial to bf16 as the stage would hold it, and starts the sum with it (NOTE [EP
+// itself before it waits for the peers' partials, holds that partial rounded to bf16 as the stage would (in the
+// warp's 2 KB slice of the block's dynamic shared memory, kOwnScratchBytes), and starts the sum with it (NOTE [EP
 // combine one role: own partial first]: the same bits, where this rank is the first or second of t's ranks, every
 // token on 2 ranks). So an own partial is no longer written to the stage, released and read back, and the receive
 // item's chain no longer waits for another warp's own item. Where this rank comes third or later (3+ ranks), the
