@@ -1,4 +1,4 @@
-# Prepared in session 38, NOT run (device time spent). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~320 s.
+# Prepared in session 38, NOT run (device time spent). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~400 s.
 #   base = main; new = exp/own-slice-chunk 9c5a5e0 (+ a comment rewrap): the receive's own-partial slice holds
 #   the whole chunk up to 2048 columns (own_slice_units), so at T > 128 (2048-column chunks) no own reduction
 #   follows the wait; session 38's slice held 1024 columns, and T=256 moved least there (0.971; T=512 0.877).
@@ -17,4 +17,12 @@ call_run shared_np4 60 $M -np 4 -x FERRY_TEST_SHARE_GPUS=1 $T \
 grep -aq "FAILED  \]" $CALL_DIR/ep_tests.log && { echo "tests failed: no A/B"; call_end; exit 0; }
 call_ab ll_ 3 $B $N "" ep --mode ll --tokens 1,128,256,512
 call_run figures 40 $M -np 2 $N ep --mode ll --tokens 1,128,256,512 --route-ahead --check --csv $CALL_DIR/figures.csv
+# Knobs on new, same binary (session 38's c5 trace: the peer partials' chain is the critical path at T=128):
+# fewer receive blocks (more send SMs), and 512-column chunks at T=128 (more, shorter peer items; this also changes
+# the dispatch: read the combine rows).
+for knob in FERRY_EP_COMBINE_RECV_BLOCKS=44 FERRY_EP_COMBINE_RECV_BLOCKS=33 FERRY_EP_CHUNK_COLS=512; do
+  tag=$(echo "$knob" | tr -dc '0-9')
+  printf '#!/bin/bash\n%s exec %s "$@"\n' "$knob" "$N" > /tmp/knob$tag.sh && chmod +x /tmp/knob$tag.sh
+  call_ab k${tag}_ 2 $N /tmp/knob$tag.sh "" ep --mode ll --tokens 128,256,512
+done
 call_end
