@@ -168,12 +168,7 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
     add_staged(below);
     if (kAnyPlace && own_scratch != nullptr) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {  // as accumulate_units with weight 1
-        float f[8];
-        unpack_bf16x8(own_scratch[u * 32 + lane], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, f[e], acc[u][e]);
-      }
+      for (int u = 0; u < kUnroll; ++u) fma_bf16x8(acc[u], 1.f, own_scratch[u * 32 + lane]);
       add_staged(ranks & ~below);
     }
     store_units(out, acc, base, chunk_units, lane);
@@ -328,17 +323,12 @@ __device__ __forceinline__ bool sum_home_chunk_own_first(const Params& p, int t,
     for (int u = 0; u < kOwnUnits; ++u) {
       const int i = piece + u * 32 + lane;
       if (i >= chunk_units) continue;
-      float acc[8] = {}, f[8];
-      if (own_first) {  // 0 + the own partial, then the others in rank order
-        unpack_bf16x8(own_slice[u * 32 + lane], f);  // this lane's own store: no barrier needed
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = fmaf(1.f, f[e], 0.f);
-      }
+      float acc[8] = {};
+      // 0 + the own partial (this lane's own store in the slice: no barrier needed), then the others in rank order.
+      if (own_first) fma_bf16x8(acc, 1.f, own_slice[u * 32 + lane]);
       for (unsigned m = staged; m != 0; m &= m - 1) {
         const int r = __ffs(m) - 1;
-        unpack_bf16x8(r == first ? v[u] : device::load16(stage + r * stage_rank_bytes + size_t(i) * 16), f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = fmaf(1.f, f[e], acc[e]);
+        fma_bf16x8(acc, 1.f, r == first ? v[u] : device::load16(stage + r * stage_rank_bytes + size_t(i) * 16));
       }
       device::store16(out + size_t(i) * 16, pack_bf16x8(acc));
     }

@@ -182,6 +182,14 @@ __device__ __forceinline__ void write_token_record(const Params& p, int32_t* rec
 // the cross-node one (internode_dispatch.cu, internode_combine.cu).
 constexpr int kCombineUnroll = 4;  // 16-byte units (8 bf16) in flight per lane and source row
 
+// acc += weight * the 8 bf16 values of v, one fmaf each (the combine's rounding wherever it sums).
+__device__ __forceinline__ void fma_bf16x8(float (&acc)[8], float weight, const uint4& v) {
+  float f[8];
+  unpack_bf16x8(v, f);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight, f[e], acc[e]);
+}
+
 // acc[u] += weight * row[unit base + u * 32 + lane], for the kCombineUnroll units
 // of this step (kVolatile: rows in memory the network writes, read past L1).
 template <bool kVolatile = false>
@@ -197,11 +205,7 @@ __device__ __forceinline__ void accumulate_units(float (&acc)[kCombineUnroll][8]
 #pragma unroll
   for (int u = 0; u < kCombineUnroll; ++u) {
     const int i = base + u * 32 + lane;
-    if (i >= units) continue;
-    float f[8];
-    unpack_bf16x8(v[u], f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[u][j] = fmaf(weight, f[j], acc[u][j]);
+    if (i < units) fma_bf16x8(acc[u], weight, v[u]);
   }
 }
 
@@ -287,11 +291,7 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kN][8], const uint8
 #pragma unroll
       for (int u = 0; u < kN; ++u) {
         const int i = base + u * 32 + lane;
-        if (i >= units) continue;
-        float f[8];
-        unpack_bf16x8(v[q][u], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(weight, f[e], acc[u][e]);
+        if (i < units) fma_bf16x8(acc[u], weight, v[q][u]);
       }
     }
   }
