@@ -137,6 +137,16 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const int default_chunk = !ll ? 8192 : (small_ll ? 1024 : 2048);
   p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
+  // NOTE [EP combine chunks]: the combine's chunks are only its own work items and ready words (a partial of
+  // (token, chunk) is released by one warp and summed by one warp); nothing in them comes from the dispatch's
+  // chunks, so the low-latency combine inside one node may cut rows differently (FERRY_EP_COMBINE_CHUNK_COLS).
+  // Elsewhere, and by default, it cuts them as the dispatch does. Read once here: every rank the same.
+  const bool own_combine_chunks = ll && !state_->spans_nodes && config_.layout == EpLayout::kExpanded;
+  p.combine_chunk_cols = p.chunk_cols;
+  if (own_combine_chunks)
+    p.combine_chunk_cols =
+        std::max(256, static_cast<int>(knobs::kEpCombineChunkCols.read_or(p.chunk_cols)) / 256 * 256);
+  p.combine_num_chunks = (H + p.combine_chunk_cols - 1) / p.combine_chunk_cols;
   // dispatch()/combine() run both halves at once (the receive half consumes
   // tokens as they land): receive blocks + send blocks = num_sms, split by
   // halves_split (halves_split.hpp), here inside one node; across nodes
@@ -394,6 +404,8 @@ void EpBuffer::check_combine(const TensorView& expert_outputs, const EpHandle& h
 void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out) {
   State& st = *state_;
   Params p = st.base;
+  p.chunk_cols = p.combine_chunk_cols;  // NOTE [EP combine chunks]
+  p.num_chunks = p.combine_num_chunks;
   p.combine_out = one_role_out;  // NOTE [EP combine one role]: the send grid writes this rank's own tokens' sums
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
@@ -414,6 +426,8 @@ void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stre
   State& st = *state_;
   const int num_tokens = st.calls.num_tokens();
   Params p = st.base;
+  p.chunk_cols = p.combine_chunk_cols;  // NOTE [EP combine chunks]
+  p.num_chunks = p.combine_num_chunks;
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   p.expert_outputs = st.combine_expert_outputs;
