@@ -178,7 +178,9 @@ inline constexpr Info kRegistry[] = {
     // ---- ep
     int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
-    int_knob("FERRY_EP_COMBINE_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "FERRY_EP_CHUNK_COLS's value", "columns",
+    int_knob("FERRY_EP_COMBINE_CHUNK_COLS", "ep", 0, kIntMax, nullptr,
+        "1024 on 2 ranks of one node up to 512 tokens per rank; elsewhere the dispatch's chunk (FERRY_EP_CHUNK_COLS)",
+        "columns",
         "low-latency combine inside one node (expanded rows): columns per ready-flagged chunk of a partial, rounded "
         "down to a multiple of 256 (at least 256)"),
     int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,

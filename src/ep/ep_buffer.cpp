@@ -48,6 +48,9 @@ namespace {
 // Low-latency buffers of at most this many tokens per rank take 1024-column
 // chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128, 256, 512).
 constexpr int kLlSmallTokens = 128;
+// Low-latency combines of at most this many tokens per rank take 1024-column chunks of their own on 2 ranks of one
+// node (NOTE [EP combine chunks]; measured at 128, 256, 512).
+constexpr int kLlPairCombineChunkTokens = 512;
 
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
@@ -140,12 +143,18 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // NOTE [EP combine chunks]: the combine's chunks are only its own work items and ready words (a partial of
   // (token, chunk) is released by one warp and summed by one warp); nothing in them comes from the dispatch's
   // chunks, so the low-latency combine inside one node may cut rows differently (FERRY_EP_COMBINE_CHUNK_COLS).
-  // Elsewhere, and by default, it cuts them as the dispatch does. Read once here: every rank the same.
+  // By default 1024 columns on 2 ranks of one node up to 512 tokens per rank, where the dispatch takes 2048 above
+  // 128 tokens (2xH100, session 39 c2, the knob on one binary, 3 rounds: combine at T=256 37.3 -> 32.3 us, T=512
+  // 50.6 -> 49.7, T=128 the same chunks; 512 and 256 columns slower). Elsewhere it cuts them as the dispatch
+  // does. Read once here: every rank the same.
   const bool own_combine_chunks = ll && !state_->spans_nodes && config_.layout == EpLayout::kExpanded;
+  const bool pair_ll = own_combine_chunks && comm_.size() == 2 && T <= ep::kLlPairCombineChunkTokens;
   p.combine_chunk_cols = p.chunk_cols;
-  if (own_combine_chunks)
+  if (own_combine_chunks) {
+    const int64_t default_combine_chunk = pair_ll ? 1024 : p.chunk_cols;
     p.combine_chunk_cols =
-        std::max(256, static_cast<int>(knobs::kEpCombineChunkCols.read_or(p.chunk_cols)) / 256 * 256);
+        std::max(256, static_cast<int>(knobs::kEpCombineChunkCols.read_or(default_combine_chunk)) / 256 * 256);
+  }
   p.combine_num_chunks = (H + p.combine_chunk_cols - 1) / p.combine_chunk_cols;
   // dispatch()/combine() run both halves at once (the receive half consumes
   // tokens as they land): receive blocks + send blocks = num_sms, split by
