@@ -178,6 +178,11 @@ inline constexpr Info kRegistry[] = {
     // ---- ep
     int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
+    int_knob("FERRY_EP_COMBINE_CHUNK_COLS", "ep", 0, kIntMax, nullptr,
+        "1024 on 2 ranks of one node up to 512 tokens per rank; elsewhere the dispatch's chunk (FERRY_EP_CHUNK_COLS)",
+        "columns",
+        "low-latency combine inside one node (expanded rows): columns per ready-flagged chunk of a partial, rounded "
+        "down to a multiple of 256 (at least 256)"),
     int_knob("FERRY_EP_DISPATCH_RECV_BLOCKS", "ep", 0, kIntMax, nullptr,
         "2/3 of num_sms; 1/2 across nodes unless the network writes GPU memory", "blocks",
         "blocks of num_sms dispatch's receive half gets while both halves run at once (1 to num_sms - 1)"),
@@ -350,6 +355,7 @@ inline constexpr Knob<int64_t> kTwoShotBlocks = handle<int64_t>("FERRY_TWO_SHOT_
 inline constexpr Knob<uint64_t> kTwoShotMaxChunkPacks = handle<uint64_t>("FERRY_TWO_SHOT_MAX_CHUNK_PACKS");
 inline constexpr Knob<TwoShotVariant> kTwoShotVariant = handle<TwoShotVariant>("FERRY_TWO_SHOT_VARIANT");
 inline constexpr Knob<int64_t> kEpChunkCols = handle<int64_t>("FERRY_EP_CHUNK_COLS");
+inline constexpr Knob<int64_t> kEpCombineChunkCols = handle<int64_t>("FERRY_EP_COMBINE_CHUNK_COLS");
 inline constexpr Knob<int64_t> kEpDispatchRecvBlocks = handle<int64_t>("FERRY_EP_DISPATCH_RECV_BLOCKS");
 inline constexpr Knob<int64_t> kEpCombineRecvBlocks = handle<int64_t>("FERRY_EP_COMBINE_RECV_BLOCKS");
 inline constexpr Knob<int64_t> kEpRankRowsLocalBlocks = handle<int64_t>("FERRY_EP_RANK_ROWS_LOCAL_BLOCKS");

@@ -48,6 +48,9 @@ namespace {
 // Low-latency buffers of at most this many tokens per rank take 1024-column
 // chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128, 256, 512).
 constexpr int kLlSmallTokens = 128;
+// Low-latency combines of at most this many tokens per rank take 1024-column chunks of their own on 2 ranks of one
+// node (NOTE [EP combine chunks]; measured at 128, 256, 512).
+constexpr int kLlPairCombineChunkTokens = 512;
 
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
@@ -137,6 +140,22 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   const int default_chunk = !ll ? 8192 : (small_ll ? 1024 : 2048);
   p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
+  // NOTE [EP combine chunks]: the combine's chunks are only its own work items and ready words (a partial of
+  // (token, chunk) is released by one warp and summed by one warp); nothing in them comes from the dispatch's
+  // chunks, so the low-latency combine inside one node may cut rows differently (FERRY_EP_COMBINE_CHUNK_COLS).
+  // By default 1024 columns on 2 ranks of one node up to 512 tokens per rank, where the dispatch takes 2048 above
+  // 128 tokens (2xH100, session 39 c2, the knob on one binary, 3 rounds: combine at T=256 37.3 -> 32.3 us, T=512
+  // 50.6 -> 49.7, T=128 the same chunks; 512 and 256 columns slower). Elsewhere it cuts them as the dispatch
+  // does. Read once here: every rank the same.
+  const bool own_combine_chunks = ll && !state_->spans_nodes && config_.layout == EpLayout::kExpanded;
+  const bool pair_ll = own_combine_chunks && comm_.size() == 2 && T <= ep::kLlPairCombineChunkTokens;
+  p.combine_chunk_cols = p.chunk_cols;
+  if (own_combine_chunks) {
+    const int64_t default_combine_chunk = pair_ll ? 1024 : p.chunk_cols;
+    p.combine_chunk_cols =
+        std::max(256, static_cast<int>(knobs::kEpCombineChunkCols.read_or(default_combine_chunk)) / 256 * 256);
+  }
+  p.combine_num_chunks = (H + p.combine_chunk_cols - 1) / p.combine_chunk_cols;
   // dispatch()/combine() run both halves at once (the receive half consumes
   // tokens as they land): receive blocks + send blocks = num_sms, split by
   // halves_split (halves_split.hpp), here inside one node; across nodes
@@ -394,6 +413,8 @@ void EpBuffer::check_combine(const TensorView& expert_outputs, const EpHandle& h
 void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out) {
   State& st = *state_;
   Params p = st.base;
+  p.chunk_cols = p.combine_chunk_cols;  // NOTE [EP combine chunks]
+  p.num_chunks = p.combine_num_chunks;
   p.combine_out = one_role_out;  // NOTE [EP combine one role]: the send grid writes this rank's own tokens' sums
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
@@ -414,6 +435,8 @@ void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stre
   State& st = *state_;
   const int num_tokens = st.calls.num_tokens();
   Params p = st.base;
+  p.chunk_cols = p.combine_chunk_cols;  // NOTE [EP combine chunks]
+  p.num_chunks = p.combine_num_chunks;
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   p.expert_outputs = st.combine_expert_outputs;

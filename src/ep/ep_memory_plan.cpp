@@ -40,7 +40,7 @@ MemoryPlan plan_memory(const Params& p, bool with_weights) {
   s.meta = sym.take(size_t(W) * T * p.meta_bytes);
   s.counts = sym.take(sizeof(uint64_t) * 2 * W * (E + W));  // NOTE [EP tagged counts]
   s.combine = sym.take(size_t(W) * T * H * 2);
-  s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
+  s.combine_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * std::max(p.num_chunks, p.combine_num_chunks));
   s.stage_ready = sym.take(sizeof(uint64_t) * size_t(W) * T * p.num_chunks);
   s.flags = sym.take(sizeof(uint64_t) * kNumFlagSlots);
   const size_t rank_rows = p.rank_rows ? size_t(p.capacity_rows) * K : 0;

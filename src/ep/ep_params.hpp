@@ -157,6 +157,10 @@ struct Params {
   device::NodeRegion<uint8_t> stage_boxes;
   // The call reuses a layout (DispatchOptions::reuse): topk_idx may be absent, token_expert holds the checked ids.
   bool reuses_layout;
+  // NOTE [EP combine chunks]: the combine's chunking (ep_buffer.cpp); its launchers put these in chunk_cols and
+  // num_chunks. Last, so that no field above moves.
+  int combine_chunk_cols;
+  int combine_num_chunks;
 };
 
 // A source's routing box of NOTE [EP staged low latency] at one destination, in tagged 8-byte entries (NOTE [EP

@@ -445,3 +445,39 @@ TEST(Ep, CombineOneRoleAndTwoRolesAgree) {
     EXPECT_EQ(results[1].out_hash, results[0].out_hash) << "one-role and two-role out differ";
   }
 }
+
+// NOTE [EP combine chunks]: the low-latency combine inside one node may cut rows into chunks of its own
+// (FERRY_EP_COMBINE_CHUNK_COLS, read when the buffer is made). A partial's sum goes element by element in the same
+// order whatever the chunks, so every chunking gives bitwise the same `out`: 256 / 512 / 2048 / 3072 columns (7168 /
+// 3072: a short last chunk) against the default (1024 on 2 ranks), bf16 and fp8 dispatch, 1 / 128 / 300 tokens (300:
+// the dispatch's 2048-column chunks), skewed routing and dropped (-1) experts, two rounds per buffer (the halves
+// apart once), each checked against the reference.
+TEST(Ep, LowLatencyCombineChunksAgree) {
+  REQUIRE_EP();
+  for (DataType type : {DataType::kBFloat16, DataType::kFloat8E4M3}) {
+    for (int tokens : {1, 128, 300}) {
+      const EpConfig cfg = make_config(EpMode::kLowLatency, type, tokens, 7168, 8, 8);
+      const ep::Spec s = make_spec(cfg, shared().next_seed(), tokens == 128 ? ep::Routing::kZipf : ep::Routing::kDrops,
+                                   ep::TokenCounts::kVaried);
+      SCOPED_TRACE(describe(cfg, s));
+      const auto all = ep::make_all_inputs(s);
+      std::vector<Harness::Outcome> results;
+      for (const char* cols : {static_cast<const char*>(nullptr), "256", "512", "2048", "3072"}) {
+        if (cols) setenv("FERRY_EP_COMBINE_CHUNK_COLS", cols, 1);
+        Harness h(shared(), cfg);
+        unsetenv("FERRY_EP_COMBINE_CHUNK_COLS");
+        ASSERT_TRUE(h.alive());
+        Harness::Outcome out;
+        ASSERT_TRUE(h.round(s, all, {}, &out));
+        Harness::Options halves;
+        halves.halves = true;
+        Harness::Outcome again;
+        ASSERT_TRUE(h.round(s, all, halves, &again));
+        EXPECT_EQ(again.out_hash, out.out_hash) << "combine chunk columns " << (cols ? cols : "default") << ": halves";
+        if (!results.empty())
+          EXPECT_EQ(out.out_hash, results[0].out_hash) << "combine chunk columns " << cols << " against the default";
+        results.push_back(out);
+      }
+    }
+  }
+}
