@@ -176,7 +176,7 @@ inline constexpr Info kRegistry[] = {
     enum_knob("FERRY_TWO_SHOT_VARIANT", "allreduce", {"auto", "pull", "push", nullptr}, "auto", "built-in: push",
         "two-shot all-gather by pull or by push (measurements)"),
     // ---- ep
-    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node, up to 128 tokens per rank)", "columns",
+    int_knob("FERRY_EP_CHUNK_COLS", "ep", 0, kIntMax, nullptr, "8192 high-throughput; low-latency 2048 (1024 on 2 ranks of one node up to 128 tokens per rank, bf16 up to 512)", "columns",
         "columns per ready-flagged chunk of a row, rounded down to a multiple of 256 (at least 256)"),
     int_knob("FERRY_EP_COMBINE_CHUNK_COLS", "ep", 0, kIntMax, nullptr,
         "1024 on 2 ranks of one node up to 512 tokens per rank; elsewhere the dispatch's chunk (FERRY_EP_CHUNK_COLS)",

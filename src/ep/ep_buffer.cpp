@@ -48,9 +48,9 @@ namespace {
 // Low-latency buffers of at most this many tokens per rank take 1024-column
 // chunks on 2 ranks of one node (EpBuffer::EpBuffer, measured at 128, 256, 512).
 constexpr int kLlSmallTokens = 128;
-// Low-latency combines of at most this many tokens per rank take 1024-column chunks of their own on 2 ranks of one
-// node (NOTE [EP combine chunks]; measured at 128, 256, 512).
-constexpr int kLlPairCombineChunkTokens = 512;
+// Up to this many tokens per rank on 2 ranks of one node, the bf16 low-latency dispatch and the combine (chunks of
+// its own, NOTE [EP combine chunks]) take 1024-column chunks too (measured at 128, 256, 512).
+constexpr int kLlPairMidTokens = 512;
 
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
@@ -136,19 +136,22 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // (a receiver decodes a source's items with its own), so it follows the
   // buffer's shape (world size, max tokens per rank), never a call's tokens.
   // Only inside one node: across nodes it was not measured.
-  const bool small_ll = comm_.size() == 2 && comm_.topology().num_nodes == 1 && T <= ep::kLlSmallTokens;
+  // Session 39 (2xH100, c3, FERRY_EP_CHUNK_COLS=1024 on one binary, 2 rounds): at T=256 / 512 the bf16 dispatch
+  // 0.986 / 0.904 (52.4 -> 47.4 us), fp8 1.126 / 1.104 slower: bf16 takes 1024 columns up to 512 tokens.
+  const bool pair_node = comm_.size() == 2 && comm_.topology().num_nodes == 1;
+  const bool small_ll = pair_node && (T <= ep::kLlSmallTokens || (!fp8 && T <= ep::kLlPairMidTokens));
   const int default_chunk = !ll ? 8192 : (small_ll ? 1024 : 2048);
   p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // NOTE [EP combine chunks]: the combine's chunks are only its own work items and ready words (a partial of
   // (token, chunk) is released by one warp and summed by one warp); nothing in them comes from the dispatch's
   // chunks, so the low-latency combine inside one node may cut rows differently (FERRY_EP_COMBINE_CHUNK_COLS).
-  // By default 1024 columns on 2 ranks of one node up to 512 tokens per rank, where the dispatch takes 2048 above
+  // By default 1024 columns on 2 ranks of one node up to 512 tokens per rank, where the fp8 dispatch takes 2048 above
   // 128 tokens (2xH100, session 39 c2, the knob on one binary, 3 rounds: combine at T=256 37.3 -> 32.3 us, T=512
   // 50.6 -> 49.7, T=128 the same chunks; 512 and 256 columns slower). Elsewhere it cuts them as the dispatch
   // does. Read once here: every rank the same.
   const bool own_combine_chunks = ll && !state_->spans_nodes && config_.layout == EpLayout::kExpanded;
-  const bool pair_ll = own_combine_chunks && comm_.size() == 2 && T <= ep::kLlPairCombineChunkTokens;
+  const bool pair_ll = own_combine_chunks && comm_.size() == 2 && T <= ep::kLlPairMidTokens;
   p.combine_chunk_cols = p.chunk_cols;
   if (own_combine_chunks) {
     const int64_t default_combine_chunk = pair_ll ? 1024 : p.chunk_cols;
