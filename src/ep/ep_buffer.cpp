@@ -151,7 +151,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // 50.6 -> 49.7, T=128 the same chunks; 512 and 256 columns slower). Elsewhere it cuts them as the dispatch
   // does. Read once here: every rank the same.
   const bool own_combine_chunks = ll && !state_->spans_nodes && config_.layout == EpLayout::kExpanded;
-  const bool pair_ll = own_combine_chunks && comm_.size() == 2 && T <= ep::kLlPairMidTokens;
+  const bool pair_ll = own_combine_chunks && pair_node && T <= ep::kLlPairMidTokens;
   p.combine_chunk_cols = p.chunk_cols;
   if (own_combine_chunks) {
     const int64_t default_combine_chunk = pair_ll ? 1024 : p.chunk_cols;
