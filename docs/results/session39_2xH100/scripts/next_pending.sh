@@ -6,6 +6,7 @@
 # Before (here): scripts/ab_trees.sh base=main rr=exp/record-received-row we=exp/weights-load-early
 #   cc=exp/copy-chunk-to-rows
 # Merge a branch only if its Ep* pass and no case of its A/B reads slower (> 1.01 in both rounds' medians).
+# Before merging one: call_ep_checks on its tree (the three sanitizers), as every dispatch kernel change since session 35.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next_pending 520
