@@ -105,6 +105,19 @@ __device__ __forceinline__ int own_position(const Params& p, unsigned ranks) {
 // Bytes of the one-role send grid's dynamic shared memory at 3+ ranks (kAnyPlace): each warp's slice.
 constexpr size_t kOneRoleScratchBytes = size_t(kWarps) * kCombineUnroll * 32 * sizeof(uint4);
 
+// The warp's lanes whose ranks staged a partial of (t, c) (`waits`) wait for its ready word at once; false when a
+// wait failed.
+__device__ __forceinline__ bool wait_home_partials(const Params& p, int t, int c, uint64_t epoch, int lane,
+                                                   bool waits) {
+  int ok = 1;
+  if (waits)
+    ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
+                               epoch, p.wait, lane, kPhaseEpCombine);
+  if (!__all_sync(0xffffffffu, ok)) return false;
+  __syncwarp();  // the waiting lanes' acquires, then every lane's loads (a vote orders no memory)
+  return true;
+}
+
 // The home's sum of its token t's chunk c into out[t]: the staged partials of the ranks in `ranks`, in rank
 // order (identical rounding everywhere). Lanes with has_partial (this lane's rank is in `ranks`) wait for their
 // rank's partial first (all at once). num_own_rows > 0 (the one-role combine's own item, NOTE [EP combine one
@@ -120,12 +133,7 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
                                                unsigned long long* phase_clock = nullptr,
                                                uint4* own_scratch = nullptr) {
   const size_t row_bytes = size_t(p.hidden) * 2;
-  int ok = 1;
-  if (has_partial)
-    ok = device::wait_flag_geq(p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c,
-                               epoch, p.wait, lane, kPhaseEpCombine);
-  if (!__all_sync(0xffffffffu, ok)) return false;
-  __syncwarp();  // the waiting lanes' acquires, then every lane's loads (a vote orders no memory)
+  if (!wait_home_partials(p, t, c, epoch, lane, has_partial)) return false;
   if (phase_clock != nullptr) FERRY_EP_PHASE_MARK(g_phases_one_role, 3, *phase_clock);
   const size_t offset = size_t(chunk_begin(p, c)) * 2;
   const int chunk_units = (chunk_end(p, c) - chunk_begin(p, c)) * 2 / 16;
@@ -302,15 +310,8 @@ __device__ __forceinline__ bool sum_home_chunk_own_first(const Params& p, int t,
         own_slice[u * 32 + lane] = pack_bf16x8(acc[0]);  // as the stage would hold it
       }
     }
-    if (piece == 0) {  // the peers' partials of this chunk: every waiting lane at once
-      int ok = 1;
-      if ((staged >> lane) & 1u) {
-        const uint64_t* ready = p.combine_ready.at(p.rank) + (size_t(lane) * p.max_tokens + t) * p.num_chunks + c;
-        ok = device::wait_flag_geq(ready, epoch, p.wait, lane, kPhaseEpCombine);
-      }
-      if (!__all_sync(0xffffffffu, ok)) return false;
-      __syncwarp();  // the waiting lanes' acquires, then every lane's loads
-    }
+    // The peers' partials of this chunk, once.
+    if (piece == 0 && !wait_home_partials(p, t, c, epoch, lane, (staged >> lane) & 1u)) return false;
     // The first staged rank's units all at once, the others' one at a time (3+ ranks only).
     const int first = staged != 0 ? __ffs(staged) - 1 : 0;
     uint4 v[kOwnUnits];
