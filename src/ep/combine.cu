@@ -154,10 +154,10 @@ __device__ __forceinline__ bool sum_home_chunk(const Params& p, int t, int c, ui
             continue;
           }
         }
-        float partial[8];
-        unpack_bf16x8(pack_bf16x8(acc[u]), partial);
+        const uint4 partial = pack_bf16x8(acc[u]);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[u][e] = fmaf(1.f, partial[e], 0.f);
+        for (int e = 0; e < 8; ++e) acc[u][e] = 0.f;
+        fma_bf16x8(acc[u], 1.f, partial);
       }
     }
     // Rank order (identical rounding everywhere); with own_scratch: the ranks below this one, the own partial,
