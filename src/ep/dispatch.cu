@@ -238,11 +238,8 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_recv_kernel(Params p) {
         const int le = record[1 + lane];
         if (le >= 0) row = base[s * Le + le] + record[1 + K + lane];
         if (c == 0) {  // the token's bookkeeping, once
-          if (row >= 0 && p.with_weights) {  // NOTE [EP slot weights]
-            const float weight = reinterpret_cast<const float*>(record)[1 + 2 * K + lane];
-            p.out_weights[row] = weight;
-            slot_weights(p)[index * K + lane] = weight;
-          }
+          if (row >= 0 && p.with_weights)  // NOTE [EP slot weights]
+            record_token_weight(p, row, index * K + lane, reinterpret_cast<const float*>(record)[1 + 2 * K + lane]);
           p.slot_rows[index * K + lane] = row;
         }
       }

@@ -425,11 +425,9 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
         const int le = meta[1 + lane];
         if (le >= 0) row = base[s * Le + le] + meta[1 + K + lane];
         if (c == 0) {  // the token's bookkeeping, once
-          if (row >= 0 && p.with_weights) {  // NOTE [EP slot weights]
-            const float weight = reinterpret_cast<const volatile float*>(meta)[1 + 2 * K + lane];
-            p.out_weights[row] = weight;
-            slot_weights(p)[index * K + lane] = weight;
-          }
+          if (row >= 0 && p.with_weights)  // NOTE [EP slot weights]
+            record_token_weight(p, row, index * K + lane,
+                                reinterpret_cast<const volatile float*>(meta)[1 + 2 * K + lane]);
           p.slot_rows[index * K + lane] = row;
         }
       }

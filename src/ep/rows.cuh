@@ -317,6 +317,12 @@ __device__ __forceinline__ float* slot_weights(const Params& p) {
   return reinterpret_cast<float*>(p.slot_rows + size_t(p.world_size) * p.max_tokens * p.topk);
 }
 
+// A received token's weight for one of its experts here: by output row, and by (source, slot, k) (`pair`).
+__device__ __forceinline__ void record_token_weight(const Params& p, int row, size_t pair, float weight) {
+  p.out_weights[row] = weight;
+  slot_weights(p)[pair] = weight;
+}
+
 // The expert output rows of received token `index` (source * max_tokens + slot) and their weights, in top-k
 // order, into this warp's warp_rows / warp_weights (after a __syncwarp); returns how many.
 __device__ __forceinline__ int gather_item_rows(const Params& p, size_t index, const uint8_t** warp_rows,

@@ -443,11 +443,8 @@ __global__ void __launch_bounds__(kThreads, 1) staged_recv_kernel(Params p) {
               __popc(lay.expert_mask[at] & below);
       }
       if (c == 0) {  // the token's bookkeeping, once (its weights came with chunk 0)
-        if (row >= 0 && p.with_weights) {  // NOTE [EP slot weights]
-          const float weight = staged_weights(p, staged_row)[lane];
-          p.out_weights[row] = weight;
-          slot_weights(p)[index * K + lane] = weight;
-        }
+        if (row >= 0 && p.with_weights)  // NOTE [EP slot weights]
+          record_token_weight(p, row, index * K + lane, staged_weights(p, staged_row)[lane]);
         p.slot_rows[index * K + lane] = row;
       }
     }
