@@ -52,6 +52,14 @@ constexpr int kLlSmallTokens = 128;
 // its own, NOTE [EP combine chunks]) take 1024-column chunks too (measured at 128, 256, 512).
 constexpr int kLlPairMidTokens = 512;
 
+// The Params a combine half launches with: the buffer's, cut into the combine's chunks (NOTE [EP combine chunks]).
+Params combine_params(const Params& base) {
+  Params p = base;
+  p.chunk_cols = p.combine_chunk_cols;
+  p.num_chunks = p.combine_num_chunks;
+  return p;
+}
+
 // What the checks of this buffer's calls know (ep_args.hpp), named as the caller names them.
 CallContext call_context(const EpConfig& config, const Communicator& comm) {
   return CallContext{config, comm.size(), DeviceRule{comm.device(), cuda_pointer_device}, arg_names()};
@@ -139,8 +147,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   // Session 39 (2xH100, c3, FERRY_EP_CHUNK_COLS=1024 on one binary, 2 rounds): at T=256 / 512 the bf16 dispatch
   // 0.986 / 0.904 (52.4 -> 47.4 us), fp8 1.126 / 1.104 slower: bf16 takes 1024 columns up to 512 tokens.
   const bool pair_node = comm_.size() == 2 && comm_.topology().num_nodes == 1;
-  const bool small_ll = pair_node && (T <= ep::kLlSmallTokens || (!fp8 && T <= ep::kLlPairMidTokens));
-  const int default_chunk = !ll ? 8192 : (small_ll ? 1024 : 2048);
+  const bool narrow_ll = pair_node && (T <= ep::kLlSmallTokens || (!fp8 && T <= ep::kLlPairMidTokens));
+  const int default_chunk = !ll ? 8192 : (narrow_ll ? 1024 : 2048);
   p.chunk_cols = std::max(256, static_cast<int>(knobs::kEpChunkCols.read_or(default_chunk)) / 256 * 256);
   p.num_chunks = (H + p.chunk_cols - 1) / p.chunk_cols;
   // NOTE [EP combine chunks]: the combine's chunks are only its own work items and ready words (a partial of
@@ -415,9 +423,7 @@ void EpBuffer::check_combine(const TensorView& expert_outputs, const EpHandle& h
 
 void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out) {
   State& st = *state_;
-  Params p = st.base;
-  p.chunk_cols = p.combine_chunk_cols;  // NOTE [EP combine chunks]
-  p.num_chunks = p.combine_num_chunks;
+  Params p = ep::combine_params(st.base);
   p.combine_out = one_role_out;  // NOTE [EP combine one role]: the send grid writes this rank's own tokens' sums
   p.num_tokens = st.calls.num_tokens();
   p.with_weights = st.calls.with_weights();
@@ -437,9 +443,7 @@ void EpBuffer::combine_recv(const EpHandle& handle, const TensorView& out, cudaS
 void EpBuffer::launch_combine_recv_half(const TensorView& out, cudaStream_t stream) {
   State& st = *state_;
   const int num_tokens = st.calls.num_tokens();
-  Params p = st.base;
-  p.chunk_cols = p.combine_chunk_cols;  // NOTE [EP combine chunks]
-  p.num_chunks = p.combine_num_chunks;
+  Params p = ep::combine_params(st.base);
   p.num_tokens = num_tokens;
   p.combine_out = const_cast<void*>(out.data);
   p.expert_outputs = st.combine_expert_outputs;
