@@ -1,23 +1,23 @@
 # Prepared in session 39, NOT run (device time spent). run(kind nvidia-h100-x2, carry [".deps", ".ab"]), ~400 s.
-#   Three small dispatch branches from sessions 37-38, rebased on main in session 39 (each compiles; none GPU-run):
-#   rr = exp/record-received-row 00210ea (the dispatch receives' bookkeeping shared; SASS differs),
+#   Two small dispatch branches from sessions 37-38, rebased on main in session 39 (each compiles; none GPU-run;
+#   exp/record-received-row is superseded by main's record_token_weight, whose SASS is main's before it):
 #   we = exp/weights-load-early b56d3f5 (staged send: chunk 0's weights loaded beside the ids),
 #   cc = exp/copy-chunk-to-rows 41d3daf (the direct and staged receives share the chunk copy; SASS differs).
-# Before (here): scripts/ab_trees.sh base=main rr=exp/record-received-row we=exp/weights-load-early
-#   cc=exp/copy-chunk-to-rows
+# Before (here): scripts/ab_trees.sh base=main we=exp/weights-load-early cc=exp/copy-chunk-to-rows
+#   (both rebased on main before d35cd30's review mends; rebase again if they no longer apply)
 # Merge a branch only if its Ep* pass and no case of its A/B reads slower (> 1.01 in both rounds' medians).
 # Before merging one: call_ep_checks on its tree (the three sanitizers), as every dispatch kernel change since session 35.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next_pending 520
-call_build_trees ferry-bench base rr+ferry_gpu_tests we+ferry_gpu_tests cc+ferry_gpu_tests
+call_build_trees ferry-bench base we+ferry_gpu_tests cc+ferry_gpu_tests
 M="mpirun --allow-run-as-root --bind-to none"; B="$ROOT/.ab/base/build/bench/ferry-bench"
-for t in rr we cc; do
+for t in we cc; do
   call_run ep_$t 100 $M -np 2 .ab/$t/build/tests/ferry_gpu_tests --gtest_filter='Ep*'
   call_run ep_${t}_np3 60 $M -np 3 -x FERRY_TEST_SHARE_GPUS=1 .ab/$t/build/tests/ferry_gpu_tests \
     --gtest_filter='Ep/EpMatrix.*ll*:Ep.Staged*:Ep.ZeroTokenRanks'
 done
-for t in rr we cc; do
+for t in we cc; do
   grep -aq "FAILED  \]" $CALL_DIR/ep_$t*.log && { echo "$t: tests failed, no A/B"; continue; }
   call_ab ${t}_ 2 $B "$ROOT/.ab/$t/build/bench/ferry-bench" "" ep --mode ll --tokens 1,128,256,512
 done
