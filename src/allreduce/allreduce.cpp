@@ -29,11 +29,11 @@ namespace {
 // NVLink entries, which own a scratch and a flag region each, in this order
 // (public entries in enum order, then the internal ones); then the entries that
 // span nodes, which bring their own memory (setup) instead.
-constexpr size_t kNumAlgorithms = 7;
+constexpr size_t kNumAlgorithms = 8;
 const std::array<const AlgorithmEntry*, kNumAlgorithms>& algorithms() {
   static constexpr std::array<const AlgorithmEntry*, kNumAlgorithms> kAll = {
       &kOneShotEntry, &kTwoShotEntry, &kRingEntry, &kRecursiveDoublingEntry, &kOneShotLlEntry,
-      &kOneShotPipelinedEntry, &kHierarchicalEntry};
+      &kOneShotPipelinedEntry, &kOneShotLl128Entry, &kHierarchicalEntry};
   return kAll;
 }
 
@@ -102,6 +102,8 @@ std::string wrong_kind(const AlgorithmEntry& entry, const CommShape& comm) {
 }
 
 }  // namespace
+
+bool ll128_enabled() { return knobs::kAllReduceLl128.value(); }
 
 std::string fits_one_node(const CommShape& comm) {
   if (comm.world_size <= kMaxNodeRanks) return "";
@@ -189,6 +191,7 @@ struct AllReduce::State {
   size_t capacity[allreduce::kNumAlgorithms] = {};
   allreduce::EpochState* epoch = nullptr;
   size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
+  bool ll128 = false;  // two ranks' pipelined one-shot calls take the LL128 one-shot (FERRY_ALLREDUCE_LL128)
   size_t ll_max_bytes = 0;        // one-shot: largest call using the LL protocol
   size_t pipelined_min_bytes = 0; // one-shot on two ranks: calls above it run pipelined (SIZE_MAX: never)
   allreduce::LaunchTuning tuning{};
@@ -249,6 +252,10 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   state_->tuning.dependent_launch =  // NOTE [AllReduce launches]
       knobs::kAllReducePdl.value() && supports_dependent_launch(comm_.device()) && comm_.ranks_sharing_device() <= 1;
   // Two ranks: one-shot calls above this run pipelined (NOTE [Pipelined one-shot]).
+  // FERRY_ALLREDUCE_LL128=1: those calls take the LL128 one-shot instead (its scratch was sized above with the
+  // same reading of the knob).
+  state_->ll128 = kOneShotLl128Entry.unsupported(state_->shape).empty() &&
+                  state_->scratch_bytes[region_index(kOneShotLl128Entry)] > 0;
   state_->pipelined_min_bytes = kOneShotPipelinedEntry.unsupported(state_->shape).empty()
                                     ? knobs::kAllReducePipelinedMinBytes.read_or(size_t{2} << 20)
                                     : SIZE_MAX;
@@ -320,7 +327,7 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   // Two ranks: one-shot calls above pipelined_min_bytes run pipelined.
   if (algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes) entry = &allreduce::kOneShotLlEntry;
   if (algorithm == AllReduceAlgorithm::kOneShot && bytes > state_->pipelined_min_bytes)
-    entry = &allreduce::kOneShotPipelinedEntry;
+    entry = state_->ll128 ? &allreduce::kOneShotLl128Entry : &allreduce::kOneShotPipelinedEntry;
   const size_t a = allreduce::region_index(*entry);
   const size_t elem = dtype_size(type);
   // The group is the node (validate_call: single node), so the peer tables are

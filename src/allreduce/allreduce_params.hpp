@@ -133,6 +133,9 @@ inline bool device_aligned(const void* ptr) { return (reinterpret_cast<uintptr_t
 extern const AlgorithmEntry kOneShotEntry;
 extern const AlgorithmEntry kOneShotLlEntry;
 extern const AlgorithmEntry kOneShotPipelinedEntry;
+extern const AlgorithmEntry kOneShotLl128Entry;
+// FERRY_ALLREDUCE_LL128 (read once): two ranks' pipelined one-shot calls take the LL128 one-shot instead.
+bool ll128_enabled();
 extern const AlgorithmEntry kTwoShotEntry;
 extern const AlgorithmEntry kRingEntry;
 extern const AlgorithmEntry kRecursiveDoublingEntry;

@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/expect_error.hpp"
@@ -104,6 +106,36 @@ TEST(AllReduce, OneShotAboveTwoMiBEveryTypeAndOp) {
   }
   // Many steps per block (a call near max_bytes, 32 MiB).
   ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, DataType::kFloat32, ReduceOp::kSum, kMaxBytes / 4 - 5));
+}
+
+// FERRY_ALLREDUCE_LL128=1 (read when an AllReduce is built) sends two ranks' one-shot calls above 2 MiB to the
+// LL128 one-shot (NOTE [LL128 lines]): a second AllReduce is built with it and swapped into the harness. Every type
+// and op just above the threshold at an odd count (a partial last unit of 30 packs), unaligned, in place, back to
+// back on fresh inputs (each check_call draws new ones: a later launch must never take an older launch's lines,
+// both parities), and one launch of 32 MiB less an element. Elsewhere it changes nothing (plain one-shot checked).
+TEST(AllReduce, Ll128OneShotEveryTypeAndOp) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  if (spans_nodes(s)) GTEST_SKIP() << "one-shot runs inside one node";
+  std::unique_ptr<ferry::AllReduce> knobbed;
+  {
+    ferry::testing::ScopedEnv ll128("FERRY_ALLREDUCE_LL128", "1");
+    knobbed = std::make_unique<ferry::AllReduce>(*s.comm, kMaxBytes);
+  }
+  std::swap(s.ar, knobbed);  // check_call runs s.ar
+  bool ok = true;
+  for (DataType t : kTypes) {
+    const size_t sz = ferry::dtype_size(t);
+    const size_t above = (size_t{2} << 20) / sz + 4097;
+    for (ReduceOp op : kOps) ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, op, above);
+    ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, above + 29, 1, 3);
+    ok = ok && check_call(s, AllReduceAlgorithm::kAuto, t, ReduceOp::kMax, (size_t{5} << 20) / sz + 1, 0, 0, true);
+  }
+  for (int round = 0; round < 4; ++round)
+    ok = ok && check_call(s, AllReduceAlgorithm::kAuto, DataType::kBFloat16, ReduceOp::kSum, (size_t{4} << 20) / 2);
+  ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, DataType::kBFloat16, ReduceOp::kSum, kMaxBytes / 2 - 1);
+  std::swap(s.ar, knobbed);  // back before anything may return
+  EXPECT_TRUE(ok);
 }
 
 // The path taken, not a time: inside one node auto never picks hierarchical and
