@@ -134,6 +134,14 @@ extern const AlgorithmEntry kOneShotEntry;
 extern const AlgorithmEntry kOneShotLlEntry;
 extern const AlgorithmEntry kOneShotPipelinedEntry;
 extern const AlgorithmEntry kOneShotLl128Entry;
+// NOTE [LL128 lines] (one_shot_ll128.cu): a warp's unit is 30 packs in 4 lines of 128 bytes, one 16-byte slot per
+// lane. Within each 16-lane half, lanes 0-6 and 8-14 hold packs 0-13 of the half's 15, lanes 7 and 15 the low and
+// high halves of pack 14 beside the flag; the pack a lane carries (or half-carries) in its unit:
+constexpr size_t kLl128UnitPacks = 30, kLl128UnitBytes = 512;
+FERRY_HOST_DEVICE constexpr size_t ll128_lane_pack(int lane) {
+  const int j = lane & 15;
+  return size_t(lane >> 4) * 15 + size_t(j < 7 ? j : (j == 7 || j == 15) ? 14 : j - 1);
+}
 // FERRY_ALLREDUCE_LL128 (read once): two ranks' pipelined one-shot calls take the LL128 one-shot instead.
 bool ll128_enabled();
 extern const AlgorithmEntry kTwoShotEntry;

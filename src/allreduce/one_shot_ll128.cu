@@ -16,8 +16,8 @@ namespace {
 
 constexpr int kWarpPairs = 16;                   // warps 0-15 push, warps 16-31 reduce; pair k = warps k, k + 16
 constexpr int kThreads = 2 * kWarpPairs * 32;
-constexpr size_t kUnitPacks = 30;                // a warp's unit: 30 packs of 16 bytes in 4 lines of 128 bytes
-constexpr size_t kUnitBytes = 512;
+constexpr size_t kUnitPacks = kLl128UnitPacks;  // a warp's unit: 30 packs of 16 bytes in 4 lines of 128 bytes
+constexpr size_t kUnitBytes = kLl128UnitBytes;
 constexpr int kPushUnroll = 4;                   // units in flight per push warp
 constexpr size_t kMaxLaunchBytes = size_t{32} << 20;
 constexpr size_t kSlotAlign = 256;
@@ -41,11 +41,6 @@ constexpr size_t kSlotAlign = 256;
 // In place: reduce warp k writes only the units push warp k already pushed (a
 // shared counter per pair), so each input pack is read before its output is
 // written.
-__device__ __forceinline__ size_t lane_pack(int lane) {
-  const int j = lane & 15;
-  const int in_half = j < 7 ? j : (j == 7 || j == 15) ? 14 : j - 1;
-  return size_t(lane >> 4) * 15 + in_half;
-}
 
 template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
@@ -68,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
   const T* in = static_cast<const T*>(p.in);
   T* out = static_cast<T*>(p.out);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, pair = warp % kWarpPairs;
-  const size_t my_pack = lane_pack(lane);
+  const size_t my_pack = ll128_lane_pack(lane);
   const bool flag_lane = (lane & 7) == 7, high_half = (lane & 15) == 15;
   volatile unsigned* pair_pushed = &pushed[pair];
 

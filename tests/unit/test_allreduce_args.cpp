@@ -408,3 +408,27 @@ TEST(HierarchicalBlocks, OnePerBlockBytesOfAShard) {
 }
 
 }  // namespace
+
+// NOTE [LL128 lines]: the 32 lanes of a unit carry its 30 packs, every pack once except pack 14 of each half, whose
+// low and high halves ride beside the flags of lanes 7 / 15 (and 23 / 31); each flag lane is the last slot of its
+// 128-byte line, so a line is 7 whole packs, half a pack and the flag: 30 packs of data in 512 bytes.
+TEST(Ll128Lines, EveryPackOfAUnitOnceAndTheFlagLast) {
+  using ferry::allreduce::kLl128UnitBytes;
+  using ferry::allreduce::kLl128UnitPacks;
+  using ferry::allreduce::ll128_lane_pack;
+  std::vector<int> whole(kLl128UnitPacks, 0), halves(kLl128UnitPacks, 0);
+  for (int lane = 0; lane < 32; ++lane) {
+    const size_t pack = ll128_lane_pack(lane);
+    ASSERT_LT(pack, kLl128UnitPacks) << "lane " << lane;
+    const bool flag_lane = (lane & 7) == 7;
+    ++(flag_lane ? halves : whole)[pack];
+    if (flag_lane) EXPECT_EQ(pack, size_t(lane >> 4) * 15 + 14) << "lane " << lane;  // both halves of one pack
+  }
+  for (size_t pack = 0; pack < kLl128UnitPacks; ++pack) {
+    const bool split = pack % 15 == 14;
+    EXPECT_EQ(whole[pack], split ? 0 : 1) << "pack " << pack;
+    EXPECT_EQ(halves[pack], split ? 2 : 0) << "pack " << pack;
+  }
+  EXPECT_EQ(kLl128UnitBytes, size_t{32} * 16);
+  EXPECT_EQ(kLl128UnitPacks * 16 + 4 * 8, kLl128UnitBytes);  // 480 bytes of data and 4 flags of 8
+}
