@@ -46,7 +46,7 @@ template <typename T, ReduceOp Op>
 __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
   start_launch();  // NOTE [AllReduce launches]
   __shared__ int failed;
-  __shared__ unsigned pushed[kWarpPairs];  // units each push warp has stored (its reduce partner reads it)
+  __shared__ unsigned pushed[kWarpPairs];  // units each push warp stored (atomics: a flag its reduce partner reads)
   if (threadIdx.x == 0) failed = 0;
   if (threadIdx.x < kWarpPairs) pushed[threadIdx.x] = 0;
   __syncthreads();
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, pair = warp % kWarpPairs;
   const size_t my_pack = ll128_lane_pack(lane);
   const bool flag_lane = (lane & 7) == 7, high_half = (lane & 15) == 15;
-  volatile unsigned* pair_pushed = &pushed[pair];
+  unsigned* pair_pushed = &pushed[pair];
 
   if (warp < kWarpPairs) {  // push: this pair's units, kPushUnroll at a time
     char* remote = p.scratch.at(peer) + parity_offset;
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
         ++done;
       }
       __syncwarp();
-      if (lane == 0) *pair_pushed = done;  // the loads above were consumed by the stores: the packs were read
+      if (lane == 0) atomicExch(pair_pushed, done);  // the stores above consumed the loads: the packs were read
     }
   } else {  // reduce: the same units, as their lines arrive
     const char* local = p.scratch.at(me) + parity_offset;
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
       const uint32_t upper_y = __shfl_down_sync(0xffffffffu, line.y, 8);
       const uint4 theirs = flag_lane ? make_uint4(line.x, line.y, upper_x, upper_y) : line;
       if (lane == 0) {  // in place: push warp `pair` read these packs (it waits on nothing, so it gets there)
-        while (*pair_pushed <= seq) {
+        while (atomicAdd(pair_pushed, 0u) <= seq) {
         }
       }
       __syncwarp();
