@@ -103,7 +103,7 @@ std::string wrong_kind(const AlgorithmEntry& entry, const CommShape& comm) {
 
 }  // namespace
 
-bool ll128_enabled() { return knobs::kAllReduceLl128.value(); }
+size_t ll128_max_bytes() { return knobs::kAllReduceLl128MaxBytes.read_or(size_t{6} << 20); }
 
 std::string fits_one_node(const CommShape& comm) {
   if (comm.world_size <= kMaxNodeRanks) return "";
@@ -191,7 +191,7 @@ struct AllReduce::State {
   size_t capacity[allreduce::kNumAlgorithms] = {};
   allreduce::EpochState* epoch = nullptr;
   size_t one_shot_max_bytes = 0;  // kAuto: largest call taking one-shot
-  bool ll128 = false;  // two ranks' pipelined one-shot calls take the LL128 one-shot (FERRY_ALLREDUCE_LL128)
+  size_t ll128_max_bytes = 0;     // one-shot on two ranks: largest call using the LL128 protocol (0: none)
   size_t ll_max_bytes = 0;        // one-shot: largest call using the LL protocol
   size_t pipelined_min_bytes = 0; // one-shot on two ranks: calls above it run pipelined (SIZE_MAX: never)
   allreduce::LaunchTuning tuning{};
@@ -251,11 +251,16 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   state_->tuning = launch_tuning_from_env();
   state_->tuning.dependent_launch =  // NOTE [AllReduce launches]
       knobs::kAllReducePdl.value() && supports_dependent_launch(comm_.device()) && comm_.ranks_sharing_device() <= 1;
-  // Two ranks: one-shot calls above this run pipelined (NOTE [Pipelined one-shot]).
-  // FERRY_ALLREDUCE_LL128=1: those calls take the LL128 one-shot instead (its scratch was sized above with the
-  // same reading of the knob).
-  state_->ll128 = kOneShotLl128Entry.unsupported(state_->shape).empty() &&
-                  state_->scratch_bytes[region_index(kOneShotLl128Entry)] > 0;
+  // Two ranks: one-shot calls above the LL range and up to its capacity (FERRY_ALLREDUCE_LL128_MAX_BYTES, 6 MiB)
+  // take the LL128 one-shot (NOTE [LL128 lines]). 2xH200 (session 40 c2), bf16, auto with LL128 against the fenced
+  // and pipelined one-shots: 256 KiB 0.891, 512 KiB 0.873, 1 MiB 0.895, 2 MiB 0.911, 3 MiB 0.913, 4 MiB 0.960,
+  // 6 MiB 0.985, 8 MiB 1.032 of their time: the 8-byte flag of each 128-byte line costs less than a fence and a
+  // flag round trip until the bytes dominate.
+  state_->ll128_max_bytes = kOneShotLl128Entry.unsupported(state_->shape).empty() &&
+                                    state_->scratch_bytes[region_index(kOneShotLl128Entry)] > 0
+                                ? state_->capacity[region_index(kOneShotLl128Entry)]
+                                : 0;
+  // Two ranks: one-shot calls above this (and above the LL128 range) run pipelined (NOTE [Pipelined one-shot]).
   state_->pipelined_min_bytes = kOneShotPipelinedEntry.unsupported(state_->shape).empty()
                                     ? knobs::kAllReducePipelinedMinBytes.read_or(size_t{2} << 20)
                                     : SIZE_MAX;
@@ -324,10 +329,16 @@ void AllReduce::run(const void* in, void* out, size_t count, DataType type, Redu
   }
 
   // One-shot calls up to ll_max_bytes run its LL protocol, in its own regions.
-  // Two ranks: one-shot calls above pipelined_min_bytes run pipelined.
-  if (algorithm == AllReduceAlgorithm::kOneShot && bytes <= state_->ll_max_bytes) entry = &allreduce::kOneShotLlEntry;
-  if (algorithm == AllReduceAlgorithm::kOneShot && bytes > state_->pipelined_min_bytes)
-    entry = state_->ll128 ? &allreduce::kOneShotLl128Entry : &allreduce::kOneShotPipelinedEntry;
+  // Two ranks: larger ones up to ll128_max_bytes run the LL128 one-shot, and above it those above
+  // pipelined_min_bytes run pipelined.
+  if (algorithm == AllReduceAlgorithm::kOneShot) {
+    if (bytes <= state_->ll_max_bytes)
+      entry = &allreduce::kOneShotLlEntry;
+    else if (bytes <= state_->ll128_max_bytes)
+      entry = &allreduce::kOneShotLl128Entry;
+    else if (bytes > state_->pipelined_min_bytes)
+      entry = &allreduce::kOneShotPipelinedEntry;
+  }
   const size_t a = allreduce::region_index(*entry);
   const size_t elem = dtype_size(type);
   // The group is the node (validate_call: single node), so the peer tables are

@@ -142,8 +142,9 @@ FERRY_HOST_DEVICE constexpr size_t ll128_lane_pack(int lane) {
   const int j = lane & 15;
   return size_t(lane >> 4) * 15 + size_t(j < 7 ? j : (j == 7 || j == 15) ? 14 : j - 1);
 }
-// FERRY_ALLREDUCE_LL128 (read once): two ranks' pipelined one-shot calls take the LL128 one-shot instead.
-bool ll128_enabled();
+// FERRY_ALLREDUCE_LL128_MAX_BYTES (6 MiB unset): two ranks' one-shot calls above the LL protocol's range and up to
+// this size take the LL128 one-shot; 0: none.
+size_t ll128_max_bytes();
 extern const AlgorithmEntry kTwoShotEntry;
 extern const AlgorithmEntry kRingEntry;
 extern const AlgorithmEntry kRecursiveDoublingEntry;

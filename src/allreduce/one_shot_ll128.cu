@@ -4,7 +4,8 @@
 // reduce what arrived, but the data carries its own flag, so nothing waits for a
 // fence or a separate flag word: a line is ready when its flag reads this launch's
 // epoch. 8 of every 128 bytes are flag (1.07x the bytes of the pipelined one-shot).
-// An experiment behind FERRY_ALLREDUCE_LL128 (issue 23 item 5), off by default.
+// Two ranks' one-shot calls above the LL protocol's range and up to
+// FERRY_ALLREDUCE_LL128_MAX_BYTES (6 MiB) take it (allreduce.cpp: measured there).
 #include <algorithm>
 
 #include "allreduce/allreduce_device.cuh"
@@ -147,12 +148,15 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
   finish_epoch(p.epoch);
 }
 
-size_t one_shot_ll128_capacity(size_t max_bytes) { return round_up(std::min(max_bytes, kMaxLaunchBytes), kPackBytes); }
+// The largest call it takes: FERRY_ALLREDUCE_LL128_MAX_BYTES (read as the AllReduce is built), at most max_bytes
+// and one launch's bytes; 0 where the knob is 0.
+size_t one_shot_ll128_capacity(size_t max_bytes) {
+  return round_up(std::min({max_bytes, ll128_max_bytes(), kMaxLaunchBytes}), kPackBytes);
+}
 
-// Two parities of one slot, on two ranks with FERRY_ALLREDUCE_LL128 set (read as the AllReduce is built); nothing
-// elsewhere.
+// Two parities of one slot, on two ranks; nothing elsewhere or with no capacity.
 size_t one_shot_ll128_scratch_bytes(size_t capacity, int world_size) {
-  if (world_size != 2 || !ll128_enabled()) return 0;
+  if (world_size != 2 || capacity == 0) return 0;
   return 2 * round_up((capacity / kPackBytes + kUnitPacks - 1) / kUnitPacks * kUnitBytes, kSlotAlign);
 }
 
@@ -174,8 +178,8 @@ std::string two_ranks_with_ll128(const CommShape& comm) {
 
 }  // namespace
 
-// Internal: AllReduce::run sends two ranks' one-shot calls above FERRY_ALLREDUCE_PIPELINED_MIN_BYTES here instead
-// of the pipelined one-shot when FERRY_ALLREDUCE_LL128=1.
+// Internal: AllReduce::run sends two ranks' one-shot calls above the LL protocol's range, up to this entry's
+// capacity, here.
 const AlgorithmEntry kOneShotLl128Entry{
     "one_shot_ll128", AllReduceAlgorithm::kOneShot, /*internal=*/true, /*spans_nodes=*/false, {nullptr, nullptr},
     &two_ranks_with_ll128, &one_shot_ll128_capacity, &one_shot_ll128_scratch_bytes, &launch_one_shot_ll128,

@@ -144,9 +144,9 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_ALLREDUCE_PDL", "allreduce", "1", "",
         "one-shot AllReduce kernels (fenced, LL and pipelined) start while the previous grid on the stream finishes (programmatic dependent "
         "launch, compute capability 9.0+); 0: plain launches (for comparisons)"),
-    bool_knob("FERRY_ALLREDUCE_LL128", "allreduce", "0", "",
-        "two ranks in a node: the pipelined one-shot's calls take the LL128 one-shot instead (128-byte flagged lines, "
-        "an experiment)"),
+    size_knob("FERRY_ALLREDUCE_LL128_MAX_BYTES", "allreduce", 0, nullptr, "6 MiB", "bytes",
+        "two ranks in a node: largest one-shot call using the LL128 protocol (128-byte flagged lines), above the LL "
+        "protocol's; 0: never"),
     size_knob("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES", "allreduce", 0, nullptr, "2 MiB", "bytes",
         "two ranks in a node: one-shot calls above this run the pipelined one-shot"),
     size_knob("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS", "allreduce", 0, "0",
@@ -344,7 +344,7 @@ inline constexpr Knob<uint64_t> kProxyPutChunkBytes = handle<uint64_t>("FERRY_PR
 inline constexpr Knob<uint64_t> kAllReduceOneShotMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES");
 inline constexpr Knob<uint64_t> kAllReduceLlMaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL_MAX_BYTES");
 inline constexpr Knob<bool> kAllReducePdl = handle<bool>("FERRY_ALLREDUCE_PDL");
-inline constexpr Knob<bool> kAllReduceLl128 = handle<bool>("FERRY_ALLREDUCE_LL128");
+inline constexpr Knob<uint64_t> kAllReduceLl128MaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL128_MAX_BYTES");
 inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES");
 inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");

@@ -90,52 +90,73 @@ TEST(AllReduce, LargeSums) {
   ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat64, ReduceOp::kSum, kMaxBytes / 8));
 }
 
-// One-shot calls above 2 MiB on two ranks in a node run the pipelined one-shot
-// (NOTE [Pipelined one-shot]; FERRY_ALLREDUCE_PIPELINED_MIN_BYTES): every type and
-// op just above the threshold at an odd count (a partial last pack), unaligned,
-// in place, and across several 32 KB steps per block. Elsewhere: plain one-shot.
-TEST(AllReduce, OneShotAboveTwoMiBEveryTypeAndOp) {
+// Runs `checks` on a second AllReduce built with `knob` set (knobs are read when an AllReduce is built), swapped
+// into the harness (check_call runs s.ar); true when every check passed.
+template <class Checks>
+bool with_knobbed_allreduce(Shared& s, const char* knob, const char* value, Checks checks) {
+  std::unique_ptr<ferry::AllReduce> knobbed;
+  {
+    ferry::testing::ScopedEnv env(knob, value);
+    knobbed = std::make_unique<ferry::AllReduce>(*s.comm, kMaxBytes);
+  }
+  std::swap(s.ar, knobbed);
+  const bool ok = checks();
+  std::swap(s.ar, knobbed);  // back before anything may return
+  return ok;
+}
+
+// With the LL128 one-shot off (FERRY_ALLREDUCE_LL128_MAX_BYTES=0), two ranks' one-shot calls above the LL range run
+// the fenced one-shot and, above 2 MiB, the pipelined one (NOTE [Pipelined one-shot];
+// FERRY_ALLREDUCE_PIPELINED_MIN_BYTES): every type and op at 1 MiB and just above 2 MiB at odd counts (a partial
+// last pack), unaligned, in place, and across several 32 KB steps per block. Elsewhere: plain one-shot.
+TEST(AllReduce, FencedAndPipelinedOneShotEveryTypeAndOp) {
   FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   if (spans_nodes(s)) GTEST_SKIP() << "one-shot runs inside one node";
-  for (DataType t : kTypes) {
-    const size_t above = (size_t{2} << 20) / ferry::dtype_size(t) + 4097;
-    for (ReduceOp op : kOps) ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, t, op, above));
-    ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, above, 1, 3));
-    ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kMax, above, 0, 0, /*in_place=*/true));
-  }
-  // Many steps per block (a call near max_bytes, 32 MiB).
-  ASSERT_TRUE(check_call(s, AllReduceAlgorithm::kOneShot, DataType::kFloat32, ReduceOp::kSum, kMaxBytes / 4 - 5));
+  EXPECT_TRUE(with_knobbed_allreduce(s, "FERRY_ALLREDUCE_LL128_MAX_BYTES", "0", [&] {
+    bool ok = true;
+    for (DataType t : kTypes) {
+      const size_t sz = ferry::dtype_size(t);
+      for (size_t count : {(size_t{1} << 20) / sz + 7, (size_t{2} << 20) / sz + 4097}) {
+        for (ReduceOp op : kOps) ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, op, count);
+        ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, count, 1, 3);
+        ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kMax, count, 0, 0, /*in_place=*/true);
+      }
+    }
+    // Many steps per block (a call near max_bytes, 32 MiB).
+    return ok && check_call(s, AllReduceAlgorithm::kOneShot, DataType::kFloat32, ReduceOp::kSum, kMaxBytes / 4 - 5);
+  }));
 }
 
-// FERRY_ALLREDUCE_LL128=1 (read when an AllReduce is built) sends two ranks' one-shot calls above 2 MiB to the
-// LL128 one-shot (NOTE [LL128 lines]): a second AllReduce is built with it and swapped into the harness. Every type
-// and op just above the threshold at an odd count (a partial last unit of 30 packs), unaligned, in place, back to
-// back on fresh inputs (each check_call draws new ones: a later launch must never take an older launch's lines,
-// both parities), and one launch of 32 MiB less an element. Elsewhere it changes nothing (plain one-shot checked).
+// Two ranks' one-shot calls above the LL range and up to 6 MiB (FERRY_ALLREDUCE_LL128_MAX_BYTES) take the LL128
+// one-shot (NOTE [LL128 lines]). Every type and op just above the LL range, at 1 MiB, just above 2 MiB and at the
+// range's end, at odd counts (a partial last unit of 30 packs), unaligned, in place; auto just past the end (the
+// pipelined one-shot); back to back on fresh inputs (each check_call draws new ones: a later launch must never take
+// an older launch's lines, both parities). Then one launch of 32 MiB less an element with the range raised to
+// 32 MiB (many units per block). Elsewhere (3+ ranks) these are plain one-shot calls.
 TEST(AllReduce, Ll128OneShotEveryTypeAndOp) {
   FERRY_REQUIRE_GPUS();
   Shared& s = shared();
   if (spans_nodes(s)) GTEST_SKIP() << "one-shot runs inside one node";
-  std::unique_ptr<ferry::AllReduce> knobbed;
-  {
-    ferry::testing::ScopedEnv ll128("FERRY_ALLREDUCE_LL128", "1");
-    knobbed = std::make_unique<ferry::AllReduce>(*s.comm, kMaxBytes);
-  }
-  std::swap(s.ar, knobbed);  // check_call runs s.ar
   bool ok = true;
+  const size_t end = size_t{6} << 20;
   for (DataType t : kTypes) {
     const size_t sz = ferry::dtype_size(t);
-    const size_t above = (size_t{2} << 20) / sz + 4097;
-    for (ReduceOp op : kOps) ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, op, above);
-    ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, above + 29, 1, 3);
+    for (size_t count : {(size_t{128} << 10) / sz + 1, (size_t{1} << 20) / sz + 29, (size_t{2} << 20) / sz + 4097,
+                         end / sz}) {
+      for (ReduceOp op : kOps) ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, op, count);
+      ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, count - 1, 1, 3);
+    }
     ok = ok && check_call(s, AllReduceAlgorithm::kAuto, t, ReduceOp::kMax, (size_t{5} << 20) / sz + 1, 0, 0, true);
+    ok = ok && check_call(s, AllReduceAlgorithm::kAuto, t, ReduceOp::kSum, end / sz + 1);
   }
   for (int round = 0; round < 4; ++round)
     ok = ok && check_call(s, AllReduceAlgorithm::kAuto, DataType::kBFloat16, ReduceOp::kSum, (size_t{4} << 20) / 2);
-  ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, DataType::kBFloat16, ReduceOp::kSum, kMaxBytes / 2 - 1);
-  std::swap(s.ar, knobbed);  // back before anything may return
   EXPECT_TRUE(ok);
+  EXPECT_TRUE(with_knobbed_allreduce(s, "FERRY_ALLREDUCE_LL128_MAX_BYTES", "33554432", [&] {
+    return check_call(s, AllReduceAlgorithm::kOneShot, DataType::kBFloat16, ReduceOp::kSum, kMaxBytes / 2 - 1) &&
+           check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat32, ReduceOp::kAvg, kMaxBytes / 4 - 3, 2, 0);
+  }));
 }
 
 // The path taken, not a time: inside one node auto never picks hierarchical and
