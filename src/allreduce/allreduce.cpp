@@ -244,8 +244,10 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
   // bf16, LL vs fenced one-shot: 4 KB 5.2 vs 5.7 us, 8 KB 5.8 vs 6.1, 16 KB 6.1
   // vs 6.2, 32 KB 6.9 vs 6.3, 64 KB 8.3 vs 6.6. Two ranks (one peer, so twice
   // the bytes of one copy), 2xH100, bf16, LL vs fenced: 32 KB 5.0 vs 6.2 us,
-  // 64 KB 5.3 vs 6.3, 128 KB 5.9 vs 6.5: LL up to 128 KiB there.
-  const size_t default_ll = world <= 2 ? (size_t{128} << 10) : (size_t{16} << 10);
+  // 64 KB 5.3 vs 6.3, 128 KB 5.9 vs 6.5: LL up to 128 KiB there. Above it two ranks take the LL128 one-shot
+  // (below), which beats LL from 128 KiB on (2xH200, session 40 c3, LL128 against LL: 32 KiB 1.16, 64 KiB 1.05,
+  // 128 KiB 0.96 of LL's time): LL up to 64 KiB on two ranks.
+  const size_t default_ll = world <= 2 ? (size_t{64} << 10) : (size_t{16} << 10);
   state_->ll_max_bytes = std::min<size_t>(knobs::kAllReduceLlMaxBytes.read_or(default_ll),
                                           state_->capacity[region_index(kOneShotLlEntry)]);
   state_->tuning = launch_tuning_from_env();

@@ -138,7 +138,7 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", "allreduce", 0, nullptr,
         "by ranks in the node: 32 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",
         "largest call auto sends to one-shot (larger ones take two-shot)"),
-    size_knob("FERRY_ALLREDUCE_LL_MAX_BYTES", "allreduce", 0, nullptr, "128 KiB on two ranks in a node, else 16 KiB",
+    size_knob("FERRY_ALLREDUCE_LL_MAX_BYTES", "allreduce", 0, nullptr, "64 KiB on two ranks in a node, else 16 KiB",
         "bytes",
         "largest one-shot call using the LL protocol (at most its capacity); 0: never"),
     bool_knob("FERRY_ALLREDUCE_PDL", "allreduce", "1", "",

@@ -142,7 +142,7 @@ TEST(AllReduce, Ll128OneShotEveryTypeAndOp) {
   const size_t end = size_t{6} << 20;
   for (DataType t : kTypes) {
     const size_t sz = ferry::dtype_size(t);
-    for (size_t count : {(size_t{128} << 10) / sz + 1, (size_t{1} << 20) / sz + 29, (size_t{2} << 20) / sz + 4097,
+    for (size_t count : {(size_t{64} << 10) / sz + 1, (size_t{1} << 20) / sz + 29, (size_t{2} << 20) / sz + 4097,
                          end / sz}) {
       for (ReduceOp op : kOps) ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, op, count);
       ok = ok && check_call(s, AllReduceAlgorithm::kOneShot, t, ReduceOp::kSum, count - 1, 1, 3);
