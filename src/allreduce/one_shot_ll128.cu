@@ -19,7 +19,7 @@ constexpr int kWarpPairs = 16;                   // warps 0-15 push, warps 16-31
 constexpr int kThreads = 2 * kWarpPairs * 32;
 constexpr size_t kUnitPacks = kLl128UnitPacks;  // a warp's unit: 30 packs of 16 bytes in 4 lines of 128 bytes
 constexpr size_t kUnitBytes = kLl128UnitBytes;
-constexpr int kPushUnroll = 2;  // units in flight per push warp (2xH200, session 40 c6/c7: 4 took 1.017 of the time at 4 MiB)
+constexpr int kPushUnroll = 2;  // units in flight per push warp (2xH200, session 40 c7: 4 took 1.017x at 4 MiB)
 constexpr size_t kMaxLaunchBytes = size_t{32} << 20;
 constexpr size_t kSlotAlign = 256;
 
