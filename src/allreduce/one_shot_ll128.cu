@@ -108,6 +108,9 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
         const bool flag_ok = !flag_lane || (line.z == tag_lo && line.w == tag_hi);
         if (__all_sync(0xffffffffu, __shfl_sync(0xffffffffu, flag_ok, lane | 7))) break;
         if ((++spins & 255u) != 0) continue;
+        // The timeout report names the flag this warp saw: line 0's, which lane 7 loaded.
+        const uint64_t seen_flag = (uint64_t(__shfl_sync(0xffffffffu, line.w, 7)) << 32) |
+                                   __shfl_sync(0xffffffffu, line.z, 7);
         int give_up = 0;
         if (lane == 0) {  // one lane decides, so the warp leaves together
           const uint64_t now = device::global_timer_ns();
@@ -115,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
           if (*static_cast<volatile int32_t*>(p.wait.abort_flag) != kDeviceOk) {
             give_up = 1;
           } else if (now - start > p.wait.timeout_ns) {
-            device::report_timeout(p.wait, peer, kPhaseOneShotExchange, epoch, (uint64_t(line.w) << 32) | line.z);
+            device::report_timeout(p.wait, peer, kPhaseOneShotExchange, epoch, seen_flag);
             give_up = 1;
           }
         }
