@@ -246,39 +246,33 @@ __device__ void combine_one_role_items(const Params& p, const OneRoleOrder& orde
 // warp's 2 KB slice of the block's dynamic shared memory, kOwnScratchBytes), and starts the sum with it (NOTE [EP
 // combine one role: own partial first]: the same bits, where this rank is the first or second of t's ranks, every
 // token on 2 ranks). So an own partial is no longer written to the stage, released and read back, and the receive
-// item's chain no longer waits for another warp's own item. Where this rank comes third or later (3+ ranks), the
-// send grid still stages its own partial (`own_staged`) and the receive sums it in its place. The receive grid
-// waits only for the peers' send grids, which wait for nothing: no new wait. Both halves choose by the same
-// Params::low_latency (launch_combine_send / launch_combine_recv), so the halves API stays consistent.
+// item's chain no longer waits for another warp's own item. The receive grid waits only for the peers' send grids,
+// which wait for nothing: no new wait. Both halves choose by the same Params (own_partial_at_home_path, in
+// launch_combine_send and launch_combine_recv), so the halves API stays consistent.
+// Only on 2 ranks (1 too): at 3+ ranks each home waits on several peers, and reducing its own rows in the receive
+// item put that work on the path the send grid ran beside. Session 41 c3, 4 ranks on 4xH200, 3 rounds, main (own at
+// home wherever this rank was first or second of a token's ranks) against this rule (the send grid stages every
+// own partial there, as before session 37): combine 0.811 / 0.864 / 0.925 / 0.944 at T=1 / 128 / 256 / 512
+// (T=128: 38.8 -> 33.5 us, NCCL 36.3), the dispatch after it 0.86-1.00; the same as the commit before the change.
 __device__ __forceinline__ bool own_partial_at_home(const Params& p, unsigned ranks) {
   return ((ranks >> p.rank) & 1u) != 0 && own_position(p, ranks) <= 1;
 }
 
-// Whether own item `slot` goes through the stage (its token's ranks put this rank third or later).
-__device__ __forceinline__ bool own_staged(const Params& p, int slot) {
-  if (p.world_size <= 2) return false;
-  const int lane = threadIdx.x & 31;
-  const int t = p.slot_src_token[size_t(p.rank) * p.max_tokens + slot];
-  const int token_slot = lane < p.world_size ? p.token_slot[size_t(t) * p.world_size + lane] : -1;
-  return !own_partial_at_home(p, __ballot_sync(0xffffffffu, token_slot >= 0));
-}
-
-// The send grid's items with the own partial at home: (source, slot, chunk) over the peers, rank + 1 on, and (3+
-// ranks) this rank last, for its staged own items only. Peers only at 2 ranks, so no warp walks skipped items (a
-// cursor over every rank that skips this one left the blocks of one parity idle, rank_rows_combine.cu).
+// The send grid's items with the own partial at home: (source, slot, chunk) over the peers only, rank + 1 on, so no
+// warp walks skipped items (a cursor over every rank that skips this one left the blocks of one parity idle,
+// rank_rows_combine.cu).
 __device__ void combine_peer_items(const Params& p, const int32_t* token_count, int max_token_count,
                                    IntranodeTarget& target) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
   const int W = p.world_size, warp = threadIdx.x >> 5;
-  const int sources = W > 2 ? W : W - 1;
+  const int sources = W - 1;
   const int total = sources * max_token_count * p.num_chunks;
   const ItemLoop loop(p);
   for (int item = loop.first; item < total; item += loop.stride) {
     const int c = item % p.num_chunks, pair = item / p.num_chunks;
     const int s = (p.rank + 1 + pair % sources) % W, slot = pair / sources;
     if (slot >= token_count[s]) continue;
-    if (s == p.rank && !own_staged(p, slot)) continue;  // warp-uniform
     combine_send_item<IntranodeTarget, true>(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
   }
 }
@@ -451,6 +445,9 @@ void load_combine_kernels() {
                                           int(kOneRoleScratchBytes)));
 }
 
+// NOTE [EP combine own partial at home]: low latency on at most 2 ranks.
+static bool own_partial_at_home_path(const Params& p) { return p.low_latency && p.world_size <= 2; }
+
 void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, int prefetch_max_blocks) {
   if (one_role) {
     // A rank with no tokens may pass no `out` (ep_args.cpp): it sums nothing.
@@ -459,7 +456,7 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
     const bool any_place = p.world_size > 2;
     const SendKernel kernel = kOneRoleKernels[p.num_blocks <= prefetch_max_blocks][any_place];
     kernel<<<p.num_blocks, kThreads, any_place ? kOneRoleScratchBytes : 0, stream>>>(p);
-  } else if (p.low_latency) {  // NOTE [EP combine own partial at home]
+  } else if (own_partial_at_home_path(p)) {
     combine_send_kernel<false, 0, false, true><<<p.num_blocks, kThreads, 0, stream>>>(p);
   } else {
     combine_send_kernel<false><<<p.num_blocks, kThreads, 0, stream>>>(p);
@@ -470,7 +467,7 @@ void launch_combine_send(const Params& p, cudaStream_t stream, bool one_role, in
 void launch_combine_recv(const Params& p, cudaStream_t stream, bool one_role) {
   if (one_role)
     launch_receive_grid(combine_recv_kernel<true>, p, 0, stream);
-  else if (p.low_latency)  // NOTE [EP combine own partial at home]
+  else if (own_partial_at_home_path(p))
     launch_receive_grid(combine_recv_kernel<false, true>, p, kOwnScratchBytes, stream);
   else
     launch_receive_grid(combine_recv_kernel<false>, p, 0, stream);
