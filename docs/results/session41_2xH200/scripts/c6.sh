@@ -16,10 +16,10 @@ F='Ep/EpMatrix.*ll*:Ep.LowLatency*:Ep.ZeroTokenRanks:Ep.Staged*:Ep.TokensWithout
 call_run ll_np2 90 $CALL_MPIRUN -np 2 $T --gtest_filter="$F"
 call_run ll_np1 40 $CALL_MPIRUN -np 1 $T --gtest_filter="$F"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-call_run memcheck 50 $CALL_MPIRUN -np 2 $SAN --tool memcheck --error-exitcode 86 $T \
+call_run memcheck 50 $CALL_MPIRUN -np 2 -x FERRY_TIMEOUT_MS=120000 $SAN --tool memcheck --error-exitcode 86 $T \
   --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.HandleReuse:Ep.LowLatencyGraphReplayWithNewRouting'
 for tool in racecheck synccheck; do
-  call_run $tool 50 $CALL_MPIRUN -np 2 $SAN --tool $tool --error-exitcode 86 $T \
+  call_run $tool 50 $CALL_MPIRUN -np 2 -x FERRY_TIMEOUT_MS=120000 $SAN --tool $tool --error-exitcode 86 $T \
     --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.LowLatencyGraphReplayWithNewRouting'
 done
 grep -a "FAILED\|Failure\|Expected\|Which is\|timed out" $CALL_DIR/*.log | head -12
