@@ -258,33 +258,21 @@ __device__ __forceinline__ bool own_partial_at_home(const Params& p, unsigned ra
   return ((ranks >> p.rank) & 1u) != 0 && own_position(p, ranks) <= 1;
 }
 
-// Whether own item `slot` goes through the stage (its token's ranks put this rank third or later). Unused since
-// own_partial_at_home_path keeps these kernels to 2 ranks; exp/oah-cleanup drops it and the 3+ rank branch below
-// (2-rank send SASS 944 -> 864 instructions), waiting for its A/B on 2 GPUs.
-__device__ __forceinline__ bool own_staged(const Params& p, int slot) {
-  if (p.world_size <= 2) return false;
-  const int lane = threadIdx.x & 31;
-  const int t = p.slot_src_token[size_t(p.rank) * p.max_tokens + slot];
-  const int token_slot = lane < p.world_size ? p.token_slot[size_t(t) * p.world_size + lane] : -1;
-  return !own_partial_at_home(p, __ballot_sync(0xffffffffu, token_slot >= 0));
-}
-
-// The send grid's items with the own partial at home: (source, slot, chunk) over the peers, rank + 1 on, and (3+
-// ranks) this rank last, for its staged own items only. Peers only at 2 ranks, so no warp walks skipped items (a
-// cursor over every rank that skips this one left the blocks of one parity idle, rank_rows_combine.cu).
+// The send grid's items with the own partial at home: (source, slot, chunk) over the peers only, rank + 1 on, so no
+// warp walks skipped items (a cursor over every rank that skips this one left the blocks of one parity idle,
+// rank_rows_combine.cu).
 __device__ void combine_peer_items(const Params& p, const int32_t* token_count, int max_token_count,
                                    IntranodeTarget& target) {
   __shared__ const uint8_t* warp_rows[kWarps][kMaxTopk];
   __shared__ float warp_weights[kWarps][kMaxTopk];
   const int W = p.world_size, warp = threadIdx.x >> 5;
-  const int sources = W > 2 ? W : W - 1;
+  const int sources = W - 1;
   const int total = sources * max_token_count * p.num_chunks;
   const ItemLoop loop(p);
   for (int item = loop.first; item < total; item += loop.stride) {
     const int c = item % p.num_chunks, pair = item / p.num_chunks;
     const int s = (p.rank + 1 + pair % sources) % W, slot = pair / sources;
     if (slot >= token_count[s]) continue;
-    if (s == p.rank && !own_staged(p, slot)) continue;  // warp-uniform
     combine_send_item<IntranodeTarget, true>(p, s, slot, c, target, warp_rows[warp], warp_weights[warp]);
   }
 }
