@@ -306,7 +306,8 @@ __device__ __forceinline__ bool sum_home_chunk_own_first(const Params& p, int t,
     }
     // The peers' partials of this chunk, once.
     if (piece == 0 && !wait_home_partials(p, t, c, epoch, lane, (staged >> lane) & 1u)) return false;
-    // The first staged rank's units all at once, the others' one at a time (3+ ranks only).
+    // The first staged rank's units all at once, any others' one at a time (none while own_partial_at_home_path
+    // keeps this kernel to 2 ranks).
     const int first = staged != 0 ? __ffs(staged) - 1 : 0;
     uint4 v[kOwnUnits];
 #pragma unroll
