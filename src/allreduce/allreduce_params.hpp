@@ -134,13 +134,16 @@ extern const AlgorithmEntry kOneShotEntry;
 extern const AlgorithmEntry kOneShotLlEntry;
 extern const AlgorithmEntry kOneShotPipelinedEntry;
 extern const AlgorithmEntry kOneShotLl128Entry;
-// NOTE [LL128 lines] (one_shot_ll128.cu): a warp's unit is 30 packs in 4 lines of 128 bytes, one 16-byte slot per
-// lane. Within each 16-lane half, lanes 0-6 and 8-14 hold packs 0-13 of the half's 15, lanes 7 and 15 the low and
-// high halves of pack 14 beside the flag; the pack a lane carries (or half-carries) in its unit:
+// NOTE [LL128 lines] (one_shot_ll128.cu): a warp's unit is 30 packs in 4 lines of 128 bytes; the pack a lane
+// carries (or half-carries) in its unit:
 constexpr size_t kLl128UnitPacks = 30, kLl128UnitBytes = 512;
 FERRY_HOST_DEVICE constexpr size_t ll128_lane_pack(int lane) {
   const int j = lane & 15;
   return size_t(lane >> 4) * 15 + size_t(j < 7 ? j : (j == 7 || j == 15) ? 14 : j - 1);
+}
+// One parity's slot of the LL128 scratch for calls up to `capacity` bytes: whole units, 256-byte aligned.
+FERRY_HOST_DEVICE inline size_t ll128_slot_bytes(size_t capacity) {
+  return round_up((capacity / kPackBytes + kLl128UnitPacks - 1) / kLl128UnitPacks * kLl128UnitBytes, 256);
 }
 // FERRY_ALLREDUCE_LL128_MAX_BYTES (6 MiB unset): two ranks' one-shot calls above the LL protocol's range and up to
 // this size take the LL128 one-shot; 0: none.

@@ -21,7 +21,6 @@ constexpr size_t kUnitPacks = kLl128UnitPacks;  // a warp's unit: 30 packs of 16
 constexpr size_t kUnitBytes = kLl128UnitBytes;
 constexpr int kPushUnroll = 2;  // units in flight per push warp (2xH200, session 40 c7: 4 took 1.017x at 4 MiB)
 constexpr size_t kMaxLaunchBytes = size_t{32} << 20;
-constexpr size_t kSlotAlign = 256;
 
 // NOTE [LL128 lines]
 // A warp moves one unit with one 16-byte store per lane: lanes 8q..8q+7 write line q
@@ -56,8 +55,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
   const int me = p.rank(), peer = 1 - me;
   const size_t num_packs = packs_of(p.count, sizeof(T));
   const size_t num_units = (num_packs + kUnitPacks - 1) / kUnitPacks;
-  const size_t slot_bytes = round_up((p.capacity_bytes / kPackBytes + kUnitPacks - 1) / kUnitPacks * kUnitBytes,
-                                     kSlotAlign);
+  const size_t slot_bytes = ll128_slot_bytes(p.capacity_bytes);
   const size_t parity_offset = (epoch & 1) * slot_bytes;
   size_t begin, end;
   split_range(num_units, gridDim.x, blockIdx.x, &begin, &end);
@@ -160,7 +158,7 @@ size_t one_shot_ll128_capacity(size_t max_bytes) {
 // Two parities of one slot, on two ranks; nothing elsewhere or with no capacity.
 size_t one_shot_ll128_scratch_bytes(size_t capacity, int world_size) {
   if (world_size != 2 || capacity == 0) return 0;
-  return 2 * round_up((capacity / kPackBytes + kUnitPacks - 1) / kUnitPacks * kUnitBytes, kSlotAlign);
+  return 2 * ll128_slot_bytes(capacity);
 }
 
 void launch_one_shot_ll128(const Params& p, const LaunchTuning& tuning, DataType type, ReduceOp op, int num_sms,
