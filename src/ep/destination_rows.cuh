@@ -6,14 +6,15 @@
 
 #include "ep/ep_device.cuh"
 #include "ep/routing_layout.cuh"
+#include "ferry/device/epoch_tag.hpp"
 
 namespace ferry::ep {
 
 // NOTE [EP tagged counts]
 // Every source writes its counts (rows per expert, then tokens per rank) into
 // every rank's counts region, at the call's epoch parity (NOTE [EP direct
-// rows]). Each count travels as one 8-byte word: the low 32 bits of the call's
-// epoch above the count (tagged_count), stored relaxed with no flag after it.
+// rows]). Each count travels as one 8-byte word: the call's epoch tag (NOTE
+// [Epoch tags]) above the count (tagged_count), stored relaxed with no flag after it.
 // A reader waits until every word of its region at that parity carries the
 // call's tag (wait_counts: acquire loads, then a block barrier), then reads
 // the counts with plain loads through CountsView. An aligned 8-byte store lands
@@ -21,13 +22,13 @@ namespace ferry::ep {
 // over NVLink where a flag after them needed the writer's system-scope release
 // (a round trip for the counts' stores) and then the flag's own trip. The word
 // a tag replaces is the same parity's of two calls before, whose tag differs
-// (the 32 bits wrap only after 2^32 calls). Seeing a source's words of call n
+// (NOTE [Epoch tags]). Seeing a source's words of call n
 // still means it entered dispatch n, the reuse guard of NOTE [EP direct rows]:
 // its earlier readers of this rank's outputs were complete before its send
 // kernel began. The region is zeroed when the buffer is built, and a call's
-// epoch is never 0 there (current_epoch).
+// tag is never 0.
 __device__ __forceinline__ uint64_t tagged_count(uint64_t epoch, int32_t count) {
-  return (uint64_t(uint32_t(epoch)) << 32) | uint32_t(count);
+  return (uint64_t(device::epoch_tag32(epoch)) << 32) | uint32_t(count);
 }
 
 // A rank's counts region at one parity, read as counts once wait_counts returned true.
@@ -74,7 +75,7 @@ __device__ __forceinline__ bool wait_counts(const Params& p, uint64_t epoch, int
   __syncthreads();
   const int W = p.world_size, stride = p.num_experts + W, words = W * stride;
   const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
-  const uint32_t tag = uint32_t(epoch);
+  const uint32_t tag = device::epoch_tag32(epoch);
   if (!wait_last_count_words(p, region, tag, phase, failed)) return false;
   for (int i = threadIdx.x; i < words; i += kThreads) {
     if (!wait_count_word(region + i, tag, p.wait, i / stride, phase)) {
@@ -192,7 +193,7 @@ __device__ __forceinline__ bool wait_counts_into_rows(const Params& p, uint64_t 
   }
   __syncthreads();
   const uint64_t* region = p.counts.at(p.rank) + size_t(epoch & 1) * words;
-  const uint32_t tag = uint32_t(epoch);
+  const uint32_t tag = device::epoch_tag32(epoch);
   if (!wait_last_count_words(p, region, tag, phase, failed)) return false;
   for (int i = threadIdx.x; i < words; i += kThreads) {
     int32_t count = 0;

@@ -8,6 +8,7 @@
 #include "ep/routing_layout.cuh"
 #include "ep/rows.cuh"
 #include "ferry/cuda_check.hpp"
+#include "ferry/device/epoch_tag.hpp"
 
 namespace ferry::ep {
 namespace {
@@ -66,17 +67,17 @@ __device__ __forceinline__ uint8_t* routing_box(const Params& p, int r, uint64_t
   return p.stage_boxes.at(r) + (size_t(epoch & 1) * p.world_size + source) * p.stage_box_bytes;
 }
 // NOTE [EP staged tagged boxes]
-// Every entry of a routing box carries its call's epoch (low 32 bits) in its high half, so a receiver knows an
+// Every entry of a routing box carries its call's epoch tag (NOTE [Epoch tags]) in its high half, so a receiver knows an
 // entry is this call's by the entry alone: the sender stores the entries with no barrier and no release after them
 // (a system-scope release after a block barrier took the box's block 10 us at T=512 in session 36's c5 trace, the
 // rows' NVLink traffic of the other blocks in flight), and the receiver spins on each entry it reads. Stores and
 // loads are relaxed at system scope (st_relaxed_sys_v2, ld_relaxed_sys), so each entry is one strong 8-byte access
 // on both sides, never a data race, and the tag and ids of an entry are read together or not at all. An entry
-// of the same parity from an earlier call carries an older epoch; 32 bits of it wrap only after 2^32 calls. Two
+// of the same parity from an earlier call carries an older epoch's tag, never this one's (NOTE [Epoch tags]). Two
 // 16-bit ids share an entry, so the box holds as many bytes as the ids alone took untagged; the weights travel in
 // the staging rows instead (chunk 0's, under its ready word). No order is needed between a box and the staging
 // rows: a receiver reads a row only after that row's own ready word.
-__device__ __forceinline__ uint64_t box_tag(uint64_t epoch) { return uint64_t(uint32_t(epoch)) << 32; }
+__device__ __forceinline__ uint64_t box_tag(uint64_t epoch) { return uint64_t(device::epoch_tag32(epoch)) << 32; }
 __device__ __forceinline__ bool tagged(uint64_t entry, uint64_t tag) {
   return (entry & ~uint64_t(0xffffffffu)) == tag;
 }
