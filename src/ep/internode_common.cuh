@@ -199,7 +199,7 @@ __device__ bool wait_all_ranks_relayed(const NetParams& np, uint32_t index, uint
 //    every peer.
 //  - receive (launched while the send grid runs, path overlaps): after the
 //    headers, warp kWarps - 1 of block 0 waits for each source's ranges in
-//    order and publishes (epoch << 32) | ranges landed in relay word
+//    order and publishes relay_word(epoch, ranges landed) in relay word
 //    kRelayRanges + source (NOTE [EP across nodes: one waiter per grid]); the
 //    other warps place (source, slot) items once their range is published.
 //  - combine, the same way: an expert rank's partial rows for a home form
@@ -251,9 +251,18 @@ __device__ inline void send_range(const NetParams& np, int peer, uint32_t signal
   dev::put_group(np.w, peer, in_offset, out_offset, bytes, true, signal, 1, 0u, 1u, [] {}, dev::SourceIn::kSendView);
 }
 
+// A relay word's value: the call's epoch above the ranges landed, so it only grows from call to call and within
+// one. kRelayRangeBits low bits hold the ranges (at most kMaxNetRanges); the epoch keeps 64 - kRelayRangeBits bits,
+// 2^56 calls before it wraps (with 32 it wrapped after 2^32 calls, and a wait then passed on the last call's word).
+constexpr int kRelayRangeBits = 8;
+static_assert(kMaxNetRanges < (1 << kRelayRangeBits), "a relay word's ranges fit its low bits");
+__device__ __forceinline__ uint64_t relay_word(uint64_t epoch, int ranges) {
+  return (epoch << kRelayRangeBits) | uint64_t(ranges);
+}
+
 // Relay warp of a receive half (NOTE [EP across nodes: one waiter per grid]): lane r < W publishes peer r's
 // ranges as they land: counts[r] items (records or partial rows) in ranges of per_range, range k signalled
-// in word signal_base + k, published as (epoch << 32) | ranges landed in relay word relay_base + r.
+// in word signal_base + k, published as relay_word(epoch, ranges landed) in relay word relay_base + r.
 // Dispatch: relay_ranges(np, token_count, lay.range_records, kSigDispatchRange, kRelayRanges, ...);
 // combine: relay_ranges(np, p.send_token_count, lay.combine_range_rows, kSigCombineRange, kRelayCombineRanges, ...).
 __device__ inline void relay_ranges(const NetParams& np, const int32_t* counts, int per_range, uint32_t signal_base,
@@ -264,7 +273,7 @@ __device__ inline void relay_ranges(const NetParams& np, const int32_t* counts, 
   uint64_t* word = np.relay.flags + relay_base + lane;
   for (int k = 0; k < ranges; ++k) {
     if (!dev::wait_signal(np.w, lane, signal_base + k, epoch, phase)) return;
-    device::st_release_sys(word, (epoch << 32) | uint64_t(k + 1));
+    device::st_release_sys(word, relay_word(epoch, k + 1));
   }
 }
 
@@ -284,8 +293,8 @@ __device__ inline bool take_relay_warp(const Params& p, int& first, int& stride)
 __device__ inline bool wait_range_landed(const uint64_t* word, uint64_t epoch, int k, int& landed,
                                          const WaitContext& wait, int peer, int32_t phase) {
   if (landed > k) return true;
-  if (!device::wait_flag_geq(word, (epoch << 32) | uint64_t(k + 1), wait, peer, phase)) return false;
-  landed = int(device::ld_acquire_sys(word) & 0xffffffffu);
+  if (!device::wait_flag_geq(word, relay_word(epoch, k + 1), wait, peer, phase)) return false;
+  landed = int(device::ld_acquire_sys(word) & ((uint64_t(1) << kRelayRangeBits) - 1));
   return true;
 }
 

@@ -75,7 +75,7 @@ enum NetRelay : int {
   kRelayDispatchHeaders = 1,
   kRelayCombineConsumed = 2,
   kRelayCombineData = 3,
-  kRelayRanges = 4,  // + source: (epoch << 32) | ranges landed from that source (NOTE [EP across nodes: pipelined ranges])
+  kRelayRanges = 4,  // + source: relay_word(epoch, ranges landed from that source) (NOTE [EP across nodes: pipelined ranges])
   kRelayCombineRanges = kRelayRanges + kMaxRanks,  // + expert rank: the same for combine's partial sums
   kNumRelays = kRelayCombineRanges + kMaxRanks,
 };
