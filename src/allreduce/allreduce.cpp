@@ -17,6 +17,7 @@
 #include "common/knobs.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
+#include "ferry/device/epoch_tag.hpp"
 #include "ferry/error.hpp"
 #include "memory/node_region.hpp"
 
@@ -280,6 +281,11 @@ AllReduce::AllReduce(Communicator& comm, size_t max_bytes, AllReduceOptions opti
       state_->own[table_index(*entry)] = entry->setup(comm_, max_bytes, options_);
   FERRY_CUDA_CHECK(cudaMalloc(&state_->epoch, sizeof(EpochState)));
   FERRY_CUDA_CHECK(cudaMemset(state_->epoch, 0, sizeof(EpochState)));
+  if (const uint64_t first_epoch = knobs::kAllReduceFirstEpoch.value(); first_epoch != 0) {
+    // The counter holds the launches done; the first launch reads the one after (NOTE [AllReduce epoch]).
+    const uint64_t done = device::epoch_after(first_epoch) - 1;
+    FERRY_CUDA_CHECK(cudaMemcpy(&state_->epoch->epoch, &done, sizeof(done), cudaMemcpyHostToDevice));
+  }
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -13,6 +13,7 @@
 #include "allreduce/allreduce_params.hpp"
 #include "common/dependent_launch.hpp"
 #include "ferry/device/channel.cuh"
+#include "ferry/device/epoch_tag.hpp"
 #include "ferry/device/sync.cuh"
 #include "ferry/device/timeout.cuh"
 #include "ferry/device/vec.cuh"
@@ -167,7 +168,9 @@ template <typename T> __device__ __forceinline__ AccPack<T> load_acc(const void*
 // grow, so waits are `flag >= expected` and no flag is ever reset. Every block
 // reads the epoch at its start; the last block to finish increments it, after
 // which the next launch on the stream sees the next number. Keeping it on the
-// device makes graph replays advance it without host involvement.
+// device makes graph replays advance it without host involvement. The increment
+// is device::epoch_after (NOTE [Epoch tags]): it skips epochs whose low 32 bits
+// are 0, so those bits are a never-zero tag (NOTE [LL lines]).
 __device__ __forceinline__ uint64_t read_epoch(const EpochState* state) {
   return *reinterpret_cast<const volatile uint64_t*>(&state->epoch) + 1;
 }
@@ -181,12 +184,12 @@ __device__ __forceinline__ void finish_epoch(EpochState* state) {
   __syncthreads();
   if (threadIdx.x != 0) return;
   if (gridDim.x == 1) {
-    state->epoch = state->epoch + 1;
+    state->epoch = device::epoch_after(state->epoch + 1) - 1;
     return;
   }
   if (device::count_block_acq_rel(&state->blocks_done) == gridDim.x - 1) {
     state->blocks_done = 0;
-    state->epoch = state->epoch + 1;
+    state->epoch = device::epoch_after(state->epoch + 1) - 1;
   }
 }
 

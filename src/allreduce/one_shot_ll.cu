@@ -6,7 +6,6 @@
 // twice the bytes on the wire, so it only pays for small buffers.
 #include "allreduce/allreduce_device.cuh"
 #include "ferry/cuda_check.hpp"
-#include "ferry/device/epoch_tag.hpp"
 
 namespace ferry::allreduce {
 
@@ -22,9 +21,10 @@ constexpr int kMaxLlBlocks = 64;
 // NOTE [LL lines]
 // A line is stored with one 16-byte volatile store; NVLink and the memory system
 // deliver each aligned 8-byte half atomically, so a half whose tag matches holds
-// the data written with that tag. The tag is the launch's epoch_tag32 (NOTE
-// [Epoch tags]: never 0, and the scratch starts zeroed), so lines left from
-// older launches never match. Buffer reuse follows NOTE [One-shot buffer reuse]: slots are
+// the data written with that tag. The tag is the low 32 bits of the launch's
+// epoch, never 0 (the counter skips such epochs: NOTE [Epoch tags], NOTE
+// [AllReduce epoch]; the scratch starts zeroed), so lines left from older
+// launches never match. Buffer reuse follows NOTE [One-shot buffer reuse]: slots are
 // double-buffered by epoch parity, and a rank reaches launch e+2 only after it
 // received every peer's data of e+1, which each peer sent after finishing e.
 __device__ __forceinline__ uint4 make_line(uint32_t a, uint32_t b, uint32_t tag) { return make_uint4(a, tag, b, tag); }
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_kernel(Params p) {
   // most threads have one pack, and both loads sit on the critical path).
   const uint4 first_pack = first < num_packs ? load_user_pack(in, first, p.count, p.aligned) : uint4{};
   const uint64_t epoch = read_epoch(p.epoch);
-  const uint32_t tag = device::epoch_tag32(epoch);  // NOTE [Epoch tags]
+  const uint32_t tag = static_cast<uint32_t>(epoch);  // never 0: NOTE [Epoch tags]
   const int world = p.world_size(), me = p.rank();
   const size_t slot_bytes = round_up(p.capacity_bytes / kPackBytes * kLinesPerPack * kLineBytes, kSlotAlign);
   const size_t parity_offset = (epoch & 1) * world * slot_bytes;

@@ -149,6 +149,8 @@ inline constexpr Info kRegistry[] = {
         "protocol's; 0: never"),
     size_knob("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES", "allreduce", 0, nullptr, "2 MiB", "bytes",
         "two ranks in a node: one-shot calls above this run the pipelined one-shot"),
+    size_knob("FERRY_ALLREDUCE_FIRST_EPOCH", "allreduce", 0, "0", "", "launches",
+        "launches the AllReduce's device counter counts as done before its first (tests: the 32-bit tag wrap)"),
     size_knob("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS", "allreduce", 0, "0",
         "built-in: 1024", "packs",
         "pipelined one-shot: 16-byte packs one block moves per step (measurements)"),
@@ -346,6 +348,7 @@ inline constexpr Knob<uint64_t> kAllReduceLlMaxBytes = handle<uint64_t>("FERRY_A
 inline constexpr Knob<bool> kAllReducePdl = handle<bool>("FERRY_ALLREDUCE_PDL");
 inline constexpr Knob<uint64_t> kAllReduceLl128MaxBytes = handle<uint64_t>("FERRY_ALLREDUCE_LL128_MAX_BYTES");
 inline constexpr Knob<uint64_t> kAllReducePipelinedMinBytes = handle<uint64_t>("FERRY_ALLREDUCE_PIPELINED_MIN_BYTES");
+inline constexpr Knob<uint64_t> kAllReduceFirstEpoch = handle<uint64_t>("FERRY_ALLREDUCE_FIRST_EPOCH");
 inline constexpr Knob<uint64_t> kOneShotPipelinedStepPacks = handle<uint64_t>("FERRY_ONE_SHOT_PIPELINED_STEP_PACKS");
 inline constexpr Knob<uint64_t> kHierarchicalLaunchBytes = handle<uint64_t>("FERRY_HIERARCHICAL_LAUNCH_BYTES");
 inline constexpr Knob<int64_t> kHierarchicalBlocks = handle<int64_t>("FERRY_HIERARCHICAL_BLOCKS");

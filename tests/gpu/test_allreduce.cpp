@@ -159,6 +159,27 @@ TEST(AllReduce, Ll128OneShotEveryTypeAndOp) {
   }));
 }
 
+// The LL one-shot's lines carry the low 32 bits of the launch's epoch as their tag; the scratch starts zeroed, so a
+// launch whose low 32 bits were 0 would take zeroed lines (beyond every earlier launch's extent) as its peers' data.
+// The device counter skips those epochs (NOTE [Epoch tags]). An AllReduce whose counter starts 4 launches short of
+// 2^32 (FERRY_ALLREDUCE_FIRST_EPOCH) runs LL calls across the wrap, each larger than the ones before (so each reads
+// lines no earlier launch wrote, on both parities), then back to back at the largest, fresh inputs each time.
+TEST(AllReduce, LlTagsAcrossTheEpochWrap) {
+  FERRY_REQUIRE_GPUS();
+  Shared& s = shared();
+  if (spans_nodes(s)) GTEST_SKIP() << "one-shot runs inside one node";
+  const std::string first_epoch = std::to_string((uint64_t{1} << 32) - 4);
+  EXPECT_TRUE(with_knobbed_allreduce(s, "FERRY_ALLREDUCE_FIRST_EPOCH", first_epoch.c_str(), [&] {
+    bool ok = true;
+    const size_t ll_max = 16 << 10;  // LL on any rank count in a node (NOTE [LL lines]; the knob's default)
+    for (size_t bytes = 1024; bytes <= ll_max; bytes += 1024)
+      ok = ok && check_call(s, AllReduceAlgorithm::kAuto, DataType::kBFloat16, ReduceOp::kSum, bytes / 2);
+    for (int round = 0; round < 4; ++round)
+      ok = ok && check_call(s, AllReduceAlgorithm::kAuto, DataType::kFloat32, ReduceOp::kMax, ll_max / 4);
+    return ok;
+  }));
+}
+
 // The path taken, not a time: inside one node auto never picks hierarchical and
 // the AllReduce has no window; across nodes it picks hierarchical, has a window,
 // and a call goes through this rank's proxy, except where every peer of another
