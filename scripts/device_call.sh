@@ -152,7 +152,10 @@ call_ep_checks() {
   done
   call_run memcheck 40 "${mpirun[@]}" -np 2 "$san" --tool memcheck --error-exitcode 86 "$tests" \
     --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.HandleReuse:Ep.BadExpertIdOnOneRank'
-  for tool in racecheck synccheck; do
+  # racecheck runs Ep.StagedLowLatencyOnFewSms ~34-40 s by itself (session 42 c2 ran out of a 40 s limit)
+  call_run racecheck 100 "${mpirun[@]}" -np 2 "$san" --tool racecheck --error-exitcode 86 "$tests" \
+    --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.LowLatencyGraphReplayWithNewRouting'
+  for tool in synccheck; do
     call_run "$tool" 40 "${mpirun[@]}" -np 2 "$san" --tool "$tool" --error-exitcode 86 "$tests" \
       --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.LowLatencyGraphReplayWithNewRouting'
   done
