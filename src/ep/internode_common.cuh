@@ -259,6 +259,10 @@ static_assert(kMaxNetRanges < (1 << kRelayRangeBits), "a relay word's ranges fit
 __device__ __forceinline__ uint64_t relay_word(uint64_t epoch, int ranges) {
   return (epoch << kRelayRangeBits) | uint64_t(ranges);
 }
+// The ranges a relay word holds (its epoch's part stripped).
+__device__ __forceinline__ int relay_word_ranges(uint64_t word) {
+  return int(word & ((uint64_t(1) << kRelayRangeBits) - 1));
+}
 
 // Relay warp of a receive half (NOTE [EP across nodes: one waiter per grid]): lane r < W publishes peer r's
 // ranges as they land: counts[r] items (records or partial rows) in ranges of per_range, range k signalled
@@ -294,7 +298,7 @@ __device__ inline bool wait_range_landed(const uint64_t* word, uint64_t epoch, i
                                          const WaitContext& wait, int peer, int32_t phase) {
   if (landed > k) return true;
   if (!device::wait_flag_geq(word, relay_word(epoch, k + 1), wait, peer, phase)) return false;
-  landed = int(device::ld_acquire_sys(word) & ((uint64_t(1) << kRelayRangeBits) - 1));
+  landed = relay_word_ranges(device::ld_acquire_sys(word));
   return true;
 }
 
