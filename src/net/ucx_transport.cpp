@@ -19,6 +19,7 @@
 #include "net/transport.hpp"
 #include "net/ucx_config.hpp"
 #include "net/ucx_endpoints.hpp"
+#include "net/ucx_receive_worker.hpp"
 
 namespace ferry::net {
 
@@ -80,6 +81,7 @@ class UcxTransport final : public Transport {
   // Not yet measured on the GPU machines.
   size_t preferred_put_chunk() const override { return all_tcp_emulated() ? size_t{256} << 10 : 0; }
   bool remote_lanes_all_tcp() const override { return all_tcp_; }
+  bool receives_on_own_thread() const override { return receiver_ != nullptr; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
     ucp_mem_map_params_t map{};
@@ -267,9 +269,11 @@ class UcxTransport final : public Transport {
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
     tcp_segments_ = set_tcp_segments(config);  // NOTE [tcp segments] (ucx_config.cpp)
     ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE;
+    params.field_mask =
+        UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
     params.request_size = sizeof(int);  // a request's peer (NOTE [Requests name their peer])
+    params.mt_workers_shared = 1;       // a receive worker's thread beside the proxy's (NOTE [A receive worker ...])
     const ucs_status_t init = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
@@ -298,7 +302,7 @@ class UcxTransport final : public Transport {
     for (int r = 0; r < topology_.size; ++r)
       if (!topology_.same_node(r)) endpoints_[r] = connect(r, all[r], peer_failure.ask);
     query_transports();
-    if (peer_failure.drop_on_tcp && connect_tcp_again_without_peer_failure(all)) query_transports();
+    if (connect_tcp_again(all, peer_failure.drop_on_tcp)) query_transports();
     // Every endpoint is wired before anyone puts: a put to a peer whose worker
     // is not yet connected to us would wait for a wire-up that needs progress.
     // Errors the configuration makes on every rank come after it, so no rank
@@ -321,31 +325,54 @@ class UcxTransport final : public Transport {
     return endpoint;
   }
 
-  // Where every rank's remote endpoints are tcp-only (FERRY_UCX_PEER_FAILURE=auto), all connect again without
-  // UCX's peer-failure handling: NOTE [tcp without UCX's peer-failure handling] (ucx_config.cpp). Returns
-  // whether they did.
-  bool connect_tcp_again_without_peer_failure(const std::vector<AddressFrame>& all) {
-    enum : uint8_t { kOther = 0, kTcp = 1, kNone = 2 };  // this rank's remote endpoints
+  // Where every rank's remote endpoints are tcp-only, all connect again: without UCX's peer-failure handling where
+  // drop_peer_failure (FERRY_UCX_PEER_FAILURE=auto) and every rank has it (NOTE [tcp without UCX's peer-failure
+  // handling], ucx_config.cpp), and to the peers' receive workers where every rank asks for them
+  // (FERRY_UCX_RECEIVE_THREAD, NOTE [A receive worker for tcp]). Returns whether they did.
+  bool connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure) {
+    struct Wish {
+      uint8_t kind;  // this rank's remote endpoints: 0 other, 1 tcp alone, 2 none
+      uint8_t peer_failure;
+      uint8_t receive_thread;
+    };
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
-    const uint8_t mine = !remote ? kNone : (all_tcp_emulated() ? kTcp : kOther);
-    const std::vector<uint8_t> kinds = bootstrap_.all_gather_value(mine);
-    if (std::count(kinds.begin(), kinds.end(), kOther) > 0 || std::count(kinds.begin(), kinds.end(), kTcp) == 0)
+    const Wish mine{static_cast<uint8_t>(!remote ? 2 : (all_tcp_ ? 1 : 0)),
+                    static_cast<uint8_t>(peer_failure_detection_),
+                    static_cast<uint8_t>(knobs::kUcxReceiveThread.value())};
+    const std::vector<Wish> wishes = bootstrap_.all_gather_value(mine);
+    auto every = [&](auto pred) { return std::all_of(wishes.begin(), wishes.end(), pred); };
+    if (!every([](const Wish& w) { return w.kind != 0; }) || every([](const Wish& w) { return w.kind == 2; }))
       return false;
+    const bool drop = drop_peer_failure && every([](const Wish& w) { return w.peer_failure != 0; });
+    const bool receive = every([](const Wish& w) { return w.receive_thread != 0; });
+    if (!drop && !receive) return false;
+    std::vector<AddressFrame> targets = all;
+    if (receive) {
+      receiver_ = std::make_unique<ReceiveWorker>(context_);
+      AddressFrame frame{};
+      FERRY_CHECK(receiver_->address().size() <= kMaxWorkerAddress, Error,
+                  "the UCX receive worker's address is larger than " << kMaxWorkerAddress << " bytes");
+      std::memcpy(frame.address, receiver_->address().data(), receiver_->address().size());
+      frame.bytes = static_cast<uint32_t>(receiver_->address().size());
+      targets = bootstrap_.all_gather_value(frame);
+    }
     std::vector<ucp_ep_h> replaced = endpoints_;
     for (int r = 0; r < topology_.size; ++r)
-      if (replaced[r] != nullptr) endpoints_[r] = connect(r, all[r], false);
-    peer_failure_detection_ = false;
+      if (replaced[r] != nullptr) endpoints_[r] = connect(r, targets[r], drop ? false : peer_failure_detection_);
+    if (drop) peer_failure_detection_ = false;
     bootstrap_.barrier();  // every rank's new endpoints exist before any old one closes
     for (ucp_ep_h endpoint : replaced) close_by_force(worker_, endpoint);
     return true;
   }
 
   void release() noexcept {
+    if (receiver_ != nullptr) receiver_->stop();  // nothing lands in a region after it is unmapped below
     for (auto& keys : regions_) drop_keys(keys);
     for (ucp_ep_h endpoint : endpoints_) close_by_force(worker_, endpoint);
     for (auto& region : regions_)
       if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    receiver_.reset();
     if (context_ != nullptr) ucp_cleanup(context_);
     regions_.clear();
     endpoints_.clear();
@@ -452,12 +479,14 @@ class UcxTransport final : public Transport {
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
     if (!tcp_segments_.empty()) description_ += " (tcp segments " + tcp_segments_ + ")";
+    if (receiver_ != nullptr) description_ += " (receive thread)";
   }
 
   Bootstrap& bootstrap_;
   const Topology& topology_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  std::unique_ptr<ReceiveWorker> receiver_;  // tcp alone: NOTE [A receive worker for tcp]
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   std::vector<Region> regions_;
   std::unordered_map<Request, std::unique_ptr<FlushSet>> flush_sets_;  // NOTE [Requests name their peer]
