@@ -28,6 +28,12 @@ namespace ferry::net {
 // complete at a flush or fence only once the target acknowledged it, so NOTE
 // [Network signals] holds as before. Lanes that are RDMA, shared memory or
 // cuda_ipc write the target's memory without its thread: there nothing changes.
+// Two threads' workers need a context made for them (UCX's mt_workers_shared),
+// whose memory-registration lookups then take a lock: set on every context, it
+// made the HT dispatch over shared memory 1.016-1.033 slower (session 43 c4, 2
+// rounds). So the transport connects on a plain context first, and where every
+// rank's endpoints are tcp alone and every rank asks for this worker, all ranks
+// release it and start again on a shared one (once, at setup).
 // FERRY_UCX_RECEIVE_THREAD=0 keeps one worker.
 // The thread spins while data comes, yields after a few idle loops and naps
 // 20 us at a time after FERRY_PROXY_IDLE_SPINS idle loops, as the proxy does.

@@ -54,7 +54,10 @@ class UcxTransport final : public Transport {
   // a transport for GPU memory) releases what was made before it throws.
   UcxTransport(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {
     try {
-      start();
+      if (!start(/*shared_context=*/false)) {  // NOTE [A receive worker for tcp]: a context for two threads' workers
+        release();
+        start(/*shared_context=*/true);
+      }
     } catch (...) {
       release();
       throw;
@@ -263,7 +266,12 @@ class UcxTransport final : public Transport {
     return static_cast<int>(regions_.size()) - 1;
   }
 
-  void start() {
+  // false: every rank's endpoints are tcp alone and every rank asks for a receive worker, which needs a context
+  // shared by two threads' workers; the caller releases everything and starts again with shared_context.
+  bool start(bool shared_context) {
+    failed_ = false;  // a restart: the first context's endpoints may have reported their peers' closing
+    failed_peer_ = -1;
+    failure_.clear();
     check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
@@ -273,7 +281,7 @@ class UcxTransport final : public Transport {
         UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
     params.request_size = sizeof(int);  // a request's peer (NOTE [Requests name their peer])
-    params.mt_workers_shared = 1;       // a receive worker's thread beside the proxy's (NOTE [A receive worker ...])
+    params.mt_workers_shared = shared_context ? 1 : 0;  // NOTE [A receive worker for tcp]
     const ucs_status_t init = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
@@ -302,7 +310,12 @@ class UcxTransport final : public Transport {
     for (int r = 0; r < topology_.size; ++r)
       if (!topology_.same_node(r)) endpoints_[r] = connect(r, all[r], peer_failure.ask);
     query_transports();
-    if (connect_tcp_again(all, peer_failure.drop_on_tcp)) query_transports();
+    const TcpAgain again = connect_tcp_again(all, peer_failure.drop_on_tcp, shared_context);
+    if (again == TcpAgain::kOnASharedContext) {
+      bootstrap_.barrier();  // every rank's endpoints exist before any closes
+      return false;
+    }
+    if (again == TcpAgain::kConnected) query_transports();
     // Every endpoint is wired before anyone puts: a put to a peer whose worker
     // is not yet connected to us would wait for a wire-up that needs progress.
     // Errors the configuration makes on every rank come after it, so no rank
@@ -314,6 +327,7 @@ class UcxTransport final : public Transport {
                     << no_gpu_memory_endpoint_
                     << " has no transport that moves GPU memory (an RDMA transport, or cuda_ipc on the same host); "
                        "set UCX_TLS to include one, or use FERRY_UCX_GPU_MEMORY=auto");
+    return true;
   }
 
   // An endpoint to rank r, with UCX's peer-failure handling where asked and allowed.
@@ -328,24 +342,17 @@ class UcxTransport final : public Transport {
   // Where every rank's remote endpoints are tcp-only, all connect again: without UCX's peer-failure handling where
   // drop_peer_failure (FERRY_UCX_PEER_FAILURE=auto) and every rank has it (NOTE [tcp without UCX's peer-failure
   // handling], ucx_config.cpp), and to the peers' receive workers where every rank asks for them
-  // (FERRY_UCX_RECEIVE_THREAD, NOTE [A receive worker for tcp]). Returns whether they did.
-  bool connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure) {
-    struct Wish {
-      uint8_t kind;  // this rank's remote endpoints: 0 other, 1 tcp alone, 2 none
-      uint8_t peer_failure;
-      uint8_t receive_thread;
-    };
+  // (FERRY_UCX_RECEIVE_THREAD, NOTE [A receive worker for tcp]), which only a shared context can have.
+  enum class TcpAgain { kNo, kConnected, kOnASharedContext };
+  TcpAgain connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure, bool shared_context) {
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
-    const Wish mine{static_cast<uint8_t>(!remote ? 2 : (all_tcp_ ? 1 : 0)),
-                    static_cast<uint8_t>(peer_failure_detection_),
-                    static_cast<uint8_t>(knobs::kUcxReceiveThread.value())};
-    const std::vector<Wish> wishes = bootstrap_.all_gather_value(mine);
-    auto every = [&](auto pred) { return std::all_of(wishes.begin(), wishes.end(), pred); };
-    if (!every([](const Wish& w) { return w.kind != 0; }) || every([](const Wish& w) { return w.kind == 2; }))
-      return false;
-    const bool drop = drop_peer_failure && every([](const Wish& w) { return w.peer_failure != 0; });
-    const bool receive = every([](const Wish& w) { return w.receive_thread != 0; });
-    if (!drop && !receive) return false;
+    const TcpWish mine{static_cast<uint8_t>(!remote ? TcpWish::kNone : (all_tcp_ ? TcpWish::kTcp : TcpWish::kOther)),
+                       static_cast<uint8_t>(peer_failure_detection_),
+                       static_cast<uint8_t>(knobs::kUcxReceiveThread.value())};
+    const TcpPlan plan = plan_tcp_again(bootstrap_.all_gather_value(mine), drop_peer_failure);
+    const bool drop = plan.drop_peer_failure, receive = plan.receive_worker;
+    if (!drop && !receive) return TcpAgain::kNo;
+    if (receive && !shared_context) return TcpAgain::kOnASharedContext;
     std::vector<AddressFrame> targets = all;
     if (receive) {
       receiver_ = std::make_unique<ReceiveWorker>(context_);
@@ -362,7 +369,7 @@ class UcxTransport final : public Transport {
     if (drop) peer_failure_detection_ = false;
     bootstrap_.barrier();  // every rank's new endpoints exist before any old one closes
     for (ucp_ep_h endpoint : replaced) close_by_force(worker_, endpoint);
-    return true;
+    return TcpAgain::kConnected;
   }
 
   void release() noexcept {
