@@ -114,6 +114,9 @@ inline constexpr Info kRegistry[] = {
         "UCX's tcp segment size (UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE, where those are unset): with "
         "peer-failure handling UCX emulates tcp puts in segments, and its default 8 KiB moves well under half of "
         "what 64 KiB does (NOTE [tcp segments]); 0: UCX's own"),
+    bool_knob("FERRY_UCX_RECEIVE_THREAD", "net", "1", "",
+        "where every remote endpoint is tcp alone, a second UCX worker receives the peers' puts on a thread of its "
+        "own, so sending and receiving copy on two cores (NOTE [A receive worker for tcp]); 0: one worker"),
     bool_knob("FERRY_UCX_SHM_DIRECT", "net", "1", "",
         "staged windows: landing buffers UCX allocates, so a peer on the same host over UCX shared memory maps "
         "them (ucp_rkey_ptr) and its kernels store put data straight into them (NOTE [Mapped peers]); 0: every "
@@ -338,6 +341,7 @@ inline constexpr Knob<UcxPeerFailure> kUcxPeerFailure = handle<UcxPeerFailure>("
 inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_UCX_GPU_MEMORY");
 inline constexpr Knob<bool> kUcxShmDirect = handle<bool>("FERRY_UCX_SHM_DIRECT");
 inline constexpr Knob<uint64_t> kUcxTcpSegSize = handle<uint64_t>("FERRY_UCX_TCP_SEG_SIZE");
+inline constexpr Knob<bool> kUcxReceiveThread = handle<bool>("FERRY_UCX_RECEIVE_THREAD");
 inline constexpr Knob<bool> kProxyStats = handle<bool>("FERRY_PROXY_STATS");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");

@@ -40,6 +40,9 @@ class Transport {
   // True when every remote endpoint moves data over tcp alone (no RDMA, no
   // shared memory, no cuda_ipc lane).
   virtual bool remote_lanes_all_tcp() const { return false; }
+  // True when the peers' puts land through a worker that a thread of its own
+  // progresses (NOTE [A receive worker for tcp], ucx_receive_worker.hpp).
+  virtual bool receives_on_own_thread() const { return false; }
 
   // Collective (every rank, same order): registers [ptr, ptr + bytes) and
   // exchanges its remote key with every peer of another node. Returns the

@@ -19,6 +19,7 @@
 #include "net/transport.hpp"
 #include "net/ucx_config.hpp"
 #include "net/ucx_endpoints.hpp"
+#include "net/ucx_receive_worker.hpp"
 
 namespace ferry::net {
 
@@ -53,7 +54,10 @@ class UcxTransport final : public Transport {
   // a transport for GPU memory) releases what was made before it throws.
   UcxTransport(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {
     try {
-      start();
+      if (!start(/*shared_context=*/false)) {  // NOTE [A receive worker for tcp]: a context for two threads' workers
+        release();
+        start(/*shared_context=*/true);
+      }
     } catch (...) {
       release();
       throw;
@@ -80,6 +84,7 @@ class UcxTransport final : public Transport {
   // Not yet measured on the GPU machines.
   size_t preferred_put_chunk() const override { return all_tcp_emulated() ? size_t{256} << 10 : 0; }
   bool remote_lanes_all_tcp() const override { return all_tcp_; }
+  bool receives_on_own_thread() const override { return receiver_ != nullptr; }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
     ucp_mem_map_params_t map{};
@@ -261,15 +266,22 @@ class UcxTransport final : public Transport {
     return static_cast<int>(regions_.size()) - 1;
   }
 
-  void start() {
+  // false: every rank's endpoints are tcp alone and every rank asks for a receive worker, which needs a context
+  // shared by two threads' workers; the caller releases everything and starts again with shared_context.
+  bool start(bool shared_context) {
+    failed_ = false;  // a restart: the first context's endpoints may have reported their peers' closing
+    failed_peer_ = -1;
+    failure_.clear();
     check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
     tcp_segments_ = set_tcp_segments(config);  // NOTE [tcp segments] (ucx_config.cpp)
     ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE;
+    params.field_mask =
+        UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_RMA;  // signals are puts (NOTE [Network signals], proxy.cpp)
     params.request_size = sizeof(int);  // a request's peer (NOTE [Requests name their peer])
+    params.mt_workers_shared = shared_context ? 1 : 0;  // NOTE [A receive worker for tcp]
     const ucs_status_t init = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     FERRY_CHECK(init == UCS_OK, Error, "ucp_init failed: " << ucs_status_string(init));
@@ -298,7 +310,12 @@ class UcxTransport final : public Transport {
     for (int r = 0; r < topology_.size; ++r)
       if (!topology_.same_node(r)) endpoints_[r] = connect(r, all[r], peer_failure.ask);
     query_transports();
-    if (peer_failure.drop_on_tcp && connect_tcp_again_without_peer_failure(all)) query_transports();
+    const TcpAgain again = connect_tcp_again(all, peer_failure.drop_on_tcp, shared_context);
+    if (again == TcpAgain::kOnASharedContext) {
+      bootstrap_.barrier();  // every rank's endpoints exist before any closes
+      return false;
+    }
+    if (again == TcpAgain::kConnected) query_transports();
     // Every endpoint is wired before anyone puts: a put to a peer whose worker
     // is not yet connected to us would wait for a wire-up that needs progress.
     // Errors the configuration makes on every rank come after it, so no rank
@@ -310,6 +327,7 @@ class UcxTransport final : public Transport {
                     << no_gpu_memory_endpoint_
                     << " has no transport that moves GPU memory (an RDMA transport, or cuda_ipc on the same host); "
                        "set UCX_TLS to include one, or use FERRY_UCX_GPU_MEMORY=auto");
+    return true;
   }
 
   // An endpoint to rank r, with UCX's peer-failure handling where asked and allowed.
@@ -321,31 +339,47 @@ class UcxTransport final : public Transport {
     return endpoint;
   }
 
-  // Where every rank's remote endpoints are tcp-only (FERRY_UCX_PEER_FAILURE=auto), all connect again without
-  // UCX's peer-failure handling: NOTE [tcp without UCX's peer-failure handling] (ucx_config.cpp). Returns
-  // whether they did.
-  bool connect_tcp_again_without_peer_failure(const std::vector<AddressFrame>& all) {
-    enum : uint8_t { kOther = 0, kTcp = 1, kNone = 2 };  // this rank's remote endpoints
+  // Where every rank's remote endpoints are tcp-only, all connect again: without UCX's peer-failure handling where
+  // drop_peer_failure (FERRY_UCX_PEER_FAILURE=auto) and every rank has it (NOTE [tcp without UCX's peer-failure
+  // handling], ucx_config.cpp), and to the peers' receive workers where every rank asks for them
+  // (FERRY_UCX_RECEIVE_THREAD, NOTE [A receive worker for tcp]), which only a shared context can have.
+  enum class TcpAgain { kNo, kConnected, kOnASharedContext };
+  TcpAgain connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure, bool shared_context) {
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
-    const uint8_t mine = !remote ? kNone : (all_tcp_emulated() ? kTcp : kOther);
-    const std::vector<uint8_t> kinds = bootstrap_.all_gather_value(mine);
-    if (std::count(kinds.begin(), kinds.end(), kOther) > 0 || std::count(kinds.begin(), kinds.end(), kTcp) == 0)
-      return false;
+    const TcpWish mine{static_cast<uint8_t>(!remote ? TcpWish::kNone : (all_tcp_ ? TcpWish::kTcp : TcpWish::kOther)),
+                       static_cast<uint8_t>(peer_failure_detection_),
+                       static_cast<uint8_t>(knobs::kUcxReceiveThread.value())};
+    const TcpPlan plan = plan_tcp_again(bootstrap_.all_gather_value(mine), drop_peer_failure);
+    const bool drop = plan.drop_peer_failure, receive = plan.receive_worker;
+    if (!drop && !receive) return TcpAgain::kNo;
+    if (receive && !shared_context) return TcpAgain::kOnASharedContext;
+    std::vector<AddressFrame> targets = all;
+    if (receive) {
+      receiver_ = std::make_unique<ReceiveWorker>(context_);
+      AddressFrame frame{};
+      FERRY_CHECK(receiver_->address().size() <= kMaxWorkerAddress, Error,
+                  "the UCX receive worker's address is larger than " << kMaxWorkerAddress << " bytes");
+      std::memcpy(frame.address, receiver_->address().data(), receiver_->address().size());
+      frame.bytes = static_cast<uint32_t>(receiver_->address().size());
+      targets = bootstrap_.all_gather_value(frame);
+    }
     std::vector<ucp_ep_h> replaced = endpoints_;
     for (int r = 0; r < topology_.size; ++r)
-      if (replaced[r] != nullptr) endpoints_[r] = connect(r, all[r], false);
-    peer_failure_detection_ = false;
+      if (replaced[r] != nullptr) endpoints_[r] = connect(r, targets[r], drop ? false : peer_failure_detection_);
+    if (drop) peer_failure_detection_ = false;
     bootstrap_.barrier();  // every rank's new endpoints exist before any old one closes
     for (ucp_ep_h endpoint : replaced) close_by_force(worker_, endpoint);
-    return true;
+    return TcpAgain::kConnected;
   }
 
   void release() noexcept {
+    if (receiver_ != nullptr) receiver_->stop();  // nothing lands in a region after it is unmapped below
     for (auto& keys : regions_) drop_keys(keys);
     for (ucp_ep_h endpoint : endpoints_) close_by_force(worker_, endpoint);
     for (auto& region : regions_)
       if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    receiver_.reset();
     if (context_ != nullptr) ucp_cleanup(context_);
     regions_.clear();
     endpoints_.clear();
@@ -452,12 +486,14 @@ class UcxTransport final : public Transport {
     description_ = any ? os.str() : "none";
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
     if (!tcp_segments_.empty()) description_ += " (tcp segments " + tcp_segments_ + ")";
+    if (receiver_ != nullptr) description_ += " (receive thread)";
   }
 
   Bootstrap& bootstrap_;
   const Topology& topology_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  std::unique_ptr<ReceiveWorker> receiver_;  // tcp alone: NOTE [A receive worker for tcp]
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   std::vector<Region> regions_;
   std::unordered_map<Request, std::unique_ptr<FlushSet>> flush_sets_;  // NOTE [Requests name their peer]

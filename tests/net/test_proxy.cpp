@@ -441,6 +441,50 @@ TEST(Proxy, QuietMeansDelivered) {
   bootstrap->barrier();
 }
 
+// NOTE [A receive worker for tcp] (ucx_receive_worker.hpp): over tcp (and
+// FERRY_UCX_RECEIVE_THREAD unset) the peers' puts land through a worker of their
+// own thread, so a rank whose proxy thread is stuck (here: the test holds its
+// lock, so it progresses nothing) still receives, and the sender's quiet (which
+// waits for the target's acknowledgement) completes. With one worker, rank 0's
+// quiet would run into its timeout. Elsewhere (shared memory) no receive worker.
+TEST(Proxy, TcpPutsLandWhileTheTargetsProxyIsHeld) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  const int world = mpi_size(), me = mpi_rank();
+  if (world < 2) GTEST_SKIP() << "needs a peer";
+  const char* knob = std::getenv("FERRY_UCX_RECEIVE_THREAD");
+  const bool expected = std::string(tls) == "tcp" && (knob == nullptr || std::string(knob) != "0");
+  constexpr size_t kBytes = size_t{4} << 20;
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  HostNet net(*bootstrap, 2 * kBytes, 1, 64, std::chrono::milliseconds(20000));
+  const bool own = net.proxy->transport().receives_on_own_thread();
+  EXPECT_EQ(own, expected) << "UCX_TLS " << tls << ": " << net.proxy->transport().describe();
+  if (!all_ranks(own)) GTEST_SKIP() << "no receive worker: " << net.proxy->transport().describe();
+  for (size_t b = 0; b < kBytes; ++b) net.window[b] = static_cast<char>(pattern(me, 0, 11, b));
+  bool quiet_done = true;
+  {
+    std::unique_lock<std::mutex> held(net.proxy->lock(), std::defer_lock);
+    if (me != 0) held.lock();  // this rank's proxy thread now progresses nothing
+    bootstrap->barrier();
+    if (me == 0) {
+      for (int p = 1; p < world; ++p) net.put(p, kBytes, 0, kBytes);  // into the second half
+      try {
+        net.proxy->quiet();
+      } catch (const std::exception& e) {
+        quiet_done = false;
+        ADD_FAILURE() << e.what();
+      }
+    }
+    bootstrap->barrier();  // the targets let go of their proxies only after rank 0's quiet
+  }
+  EXPECT_TRUE(quiet_done) << "rank 0's quiet did not complete while the targets' proxies were held";
+  bool ok = true;
+  for (size_t b = 0; me != 0 && b < kBytes && ok; ++b)
+    ok = static_cast<uint8_t>(net.window[kBytes + b]) == pattern(0, 0, 11, b);
+  EXPECT_TRUE(ok) << "rank " << me << ": rank 0's put is not in place after its quiet";
+  bootstrap->barrier();
+}
+
 // A descriptor past the window fails the proxy with a message naming it; the
 // process does not crash and the communicator-level check throws.
 TEST(Proxy, OutOfRangeDescriptorFailsCleanly) {
