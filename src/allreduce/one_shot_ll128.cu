@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "allreduce/allreduce_device.cuh"
+#include "allreduce/ll128_unit.cuh"
 #include "ferry/cuda_check.hpp"
 
 namespace ferry::allreduce {
@@ -80,9 +81,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
       for (int k = 0; k < kPushUnroll; ++k) {
         const size_t unit = u0 + size_t(k) * kWarpPairs;
         if (unit >= end) break;  // warp-uniform
-        const uint4 line = flag_lane ? make_uint4(high_half ? v[k].z : v[k].x, high_half ? v[k].w : v[k].y, tag_lo,
-                                                  tag_hi)
-                                     : v[k];
+        const uint4 line = ll128_line(v[k], flag_lane, high_half, tag_lo, tag_hi);
         device::store16_volatile(remote + unit * kUnitBytes + size_t(lane) * 16, line);  // NOTE [LL128 lines]
         ++done;
       }
@@ -98,52 +97,12 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll128_kernel(Params p) {
       const uint4 mine = has_pack ? load_user_pack(in, pack, p.count, p.aligned) : make_uint4(0, 0, 0, 0);
       const char* src = local + unit * kUnitBytes + size_t(lane) * 16;
       uint4 line;
-      uint64_t start = 0;
-      uint32_t spins = 0;
-      bool ok = true;
-      for (;;) {  // warp-uniform: every lane loads, tests and leaves together
-        line = device::load16_volatile(src);
-        const bool flag_ok = !flag_lane || (line.z == tag_lo && line.w == tag_hi);
-        if (__all_sync(0xffffffffu, __shfl_sync(0xffffffffu, flag_ok, lane | 7))) break;
-        if ((++spins & 255u) != 0) continue;
-        // The timeout report names the flag this warp saw: line 0's, which lane 7 loaded.
-        const uint64_t seen_flag = (uint64_t(__shfl_sync(0xffffffffu, line.w, 7)) << 32) |
-                                   __shfl_sync(0xffffffffu, line.z, 7);
-        int give_up = 0;
-        if (lane == 0) {  // one lane decides, so the warp leaves together
-          const uint64_t now = device::global_timer_ns();
-          if (start == 0) start = now;
-          if (*static_cast<volatile int32_t*>(p.wait.abort_flag) != kDeviceOk) {
-            give_up = 1;
-          } else if (now - start > p.wait.timeout_ns) {
-            device::report_timeout(p.wait, peer, kPhaseOneShotExchange, epoch, seen_flag);
-            give_up = 1;
-          }
-        }
-        if (__shfl_sync(0xffffffffu, give_up, 0) != 0) {
-          ok = false;
-          break;
-        }
-      }
-      if (!ok) {
+      if (!ll128_wait_unit(src, lane, flag_lane, tag_lo, tag_hi, p.wait, peer, epoch, &line)) {
         if (lane == 0) failed = 1;
         break;
       }
-      // Pack 14 of each half: lane 7 takes lane 15's upper half.
-      const uint32_t upper_x = __shfl_down_sync(0xffffffffu, line.x, 8);
-      const uint32_t upper_y = __shfl_down_sync(0xffffffffu, line.y, 8);
-      const uint4 theirs = flag_lane ? make_uint4(line.x, line.y, upper_x, upper_y) : line;
-      if (lane == 0) {  // in place: push warp `pair` read these packs (it waits on nothing, so it gets there)
-        while (atomicAdd(pair_pushed, 0u) <= seq) {
-        }
-      }
-      __syncwarp();
-      if (has_pack) {
-        uint4 raw[kMaxNodeRanks];  // rank order with constant indices
-        raw[0] = me == 0 ? mine : theirs;
-        raw[1] = me == 0 ? theirs : mine;
-        store_user_pack(out, pack, p.count, p.aligned, reduce_in_rank_order<T, Op>(raw, 2));
-      }
+      ll128_store_reduced<T, Op>(p, out, pack, has_pack, lane, pair_pushed, seq, mine,
+                                 ll128_peer_pack(line, flag_lane));
     }
   }
   finish_epoch(p.epoch);
