@@ -1,7 +1,6 @@
 // A UCX endpoint's life in ferry's transport: see ucx_endpoints.hpp.
 #include "net/ucx_endpoints.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -37,17 +36,6 @@ ucp_ep_h connect_endpoint(ucp_worker_h worker, const void* address, bool ask_pee
                                             << " (UCX_TLS=" << (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all")
                                             << ")");
   return endpoint;
-}
-
-TcpPlan plan_tcp_again(const std::vector<TcpWish>& wishes, bool drop_peer_failure) {
-  auto every = [&](auto pred) { return std::all_of(wishes.begin(), wishes.end(), pred); };
-  TcpPlan plan;
-  if (!every([](const TcpWish& w) { return w.kind != TcpWish::kOther; }) ||
-      every([](const TcpWish& w) { return w.kind == TcpWish::kNone; }))
-    return plan;
-  plan.drop_peer_failure = drop_peer_failure && every([](const TcpWish& w) { return w.peer_failure != 0; });
-  plan.receive_worker = every([](const TcpWish& w) { return w.receive_thread != 0; });
-  return plan;
 }
 
 void close_by_force(ucp_worker_h worker, ucp_ep_h endpoint) noexcept {

@@ -19,6 +19,7 @@
 #include "net/transport.hpp"
 #include "net/ucx_config.hpp"
 #include "net/ucx_endpoints.hpp"
+#include "net/tcp_plan.hpp"
 #include "net/ucx_receive_worker.hpp"
 
 namespace ferry::net {

@@ -1,0 +1,57 @@
+// The tcp reconnect plan (net::plan_tcp_again) on the CPU: every rank decides the same from all ranks' wishes, and
+// a rank with a lane that is not tcp, or one that keeps UCX's peer-failure handling, or one that turns the receive
+// thread off, changes the whole decision.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "net/tcp_plan.hpp"
+
+namespace {
+
+using ferry::net::plan_tcp_again;
+using ferry::net::TcpPlan;
+using ferry::net::TcpWish;
+
+TcpWish tcp(bool peer_failure = true, bool receive = true) {
+  return {TcpWish::kTcp, static_cast<uint8_t>(peer_failure), static_cast<uint8_t>(receive)};
+}
+
+TEST(TcpPlan, EveryRankTcpAloneDropsTheHandlingAndTakesTheReceiveWorker) {
+  const TcpPlan plan = plan_tcp_again({tcp(), tcp(), tcp(), tcp()}, /*drop_peer_failure=*/true);
+  EXPECT_TRUE(plan.drop_peer_failure);
+  EXPECT_TRUE(plan.receive_worker);
+}
+
+TEST(TcpPlan, OneRankWithAnotherLaneKeepsEverythingAsItIs) {
+  for (const bool drop : {true, false}) {
+    const TcpPlan plan = plan_tcp_again({tcp(), {TcpWish::kOther, 1, 1}, tcp()}, drop);
+    EXPECT_FALSE(plan.drop_peer_failure);
+    EXPECT_FALSE(plan.receive_worker);
+  }
+}
+
+TEST(TcpPlan, NoRemoteEndpointsAnywhereIsNoPlan) {
+  const TcpPlan plan = plan_tcp_again({{TcpWish::kNone, 1, 1}, {TcpWish::kNone, 1, 1}}, true);
+  EXPECT_FALSE(plan.drop_peer_failure);
+  EXPECT_FALSE(plan.receive_worker);
+  // Ranks without remote endpoints beside tcp-only ones do not stop the others.
+  const TcpPlan mixed = plan_tcp_again({{TcpWish::kNone, 1, 1}, tcp()}, true);
+  EXPECT_TRUE(mixed.drop_peer_failure);
+  EXPECT_TRUE(mixed.receive_worker);
+}
+
+TEST(TcpPlan, TheHandlingIsDroppedOnlyWhereAskedAndEveryRankHasIt) {
+  // FERRY_UCX_PEER_FAILURE=1: never dropped.
+  EXPECT_FALSE(plan_tcp_again({tcp(), tcp()}, /*drop_peer_failure=*/false).drop_peer_failure);
+  EXPECT_FALSE(plan_tcp_again({tcp(true), tcp(false)}, true).drop_peer_failure);  // one rank never had it
+  EXPECT_TRUE(plan_tcp_again({tcp(false), tcp(false)}, true).receive_worker);     // the receive worker regardless
+}
+
+TEST(TcpPlan, OneRankWithoutTheReceiveThreadMeansNoneHasIt) {
+  const TcpPlan plan = plan_tcp_again({tcp(true, true), tcp(true, false), tcp(true, true)}, true);
+  EXPECT_FALSE(plan.receive_worker);
+  EXPECT_TRUE(plan.drop_peer_failure);
+}
+
+}  // namespace
