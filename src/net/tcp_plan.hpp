@@ -14,6 +14,7 @@ struct TcpWish {
   enum : uint8_t { kOther = 0, kTcp = 1, kNone = 2 };
   uint8_t kind;            // this rank's remote endpoints: some lane not tcp, tcp alone, none
   uint8_t peer_failure;    // its endpoints have UCX's peer-failure handling
+  uint8_t drop_asked;      // FERRY_UCX_PEER_FAILURE=auto: drop the handling on tcp alone
   uint8_t receive_thread;  // FERRY_UCX_RECEIVE_THREAD
 };
 
@@ -23,15 +24,15 @@ struct TcpPlan {
 };
 
 // Nothing unless every rank with remote endpoints has them tcp alone (and some rank has any); then drop UCX's
-// peer-failure handling where drop_peer_failure (FERRY_UCX_PEER_FAILURE=auto) and every rank has it, and a receive
-// worker where every rank asks for one.
-inline TcpPlan plan_tcp_again(const std::vector<TcpWish>& wishes, bool drop_peer_failure) {
+// peer-failure handling where every rank has it and asks to drop it (FERRY_UCX_PEER_FAILURE=auto), and a receive
+// worker where every rank asks for one. Every field comes from every rank, so no rank decides otherwise.
+inline TcpPlan plan_tcp_again(const std::vector<TcpWish>& wishes) {
   auto every = [&](auto pred) { return std::all_of(wishes.begin(), wishes.end(), pred); };
   TcpPlan plan;
   if (!every([](const TcpWish& w) { return w.kind != TcpWish::kOther; }) ||
       every([](const TcpWish& w) { return w.kind == TcpWish::kNone; }))
     return plan;
-  plan.drop_peer_failure = drop_peer_failure && every([](const TcpWish& w) { return w.peer_failure != 0; });
+  plan.drop_peer_failure = every([](const TcpWish& w) { return w.peer_failure != 0 && w.drop_asked != 0; });
   plan.receive_worker = every([](const TcpWish& w) { return w.receive_thread != 0; });
   return plan;
 }

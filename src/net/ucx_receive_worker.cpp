@@ -13,7 +13,7 @@ ReceiveWorker::ReceiveWorker(ucp_context_h context) {
   nap_after_ = idle_spins == 0 ? ~uint64_t{0} : idle_spins;
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_SINGLE;  // its thread alone, once started (created and destroyed around it)
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // made and destroyed here, progressed by its thread in between
   const ucs_status_t created = ucp_worker_create(context, &params, &worker_);
   FERRY_CHECK(created == UCS_OK, Error,
               "ucp_worker_create (the receive worker) failed: " << ucs_status_string(created));
@@ -24,9 +24,15 @@ ReceiveWorker::ReceiveWorker(ucp_context_h context) {
     ucp_worker_destroy(worker_);
     FERRY_THROW(Error, "ucp_worker_get_address (the receive worker) failed: " << ucs_status_string(got));
   }
-  address_.assign(reinterpret_cast<const char*>(address), address_bytes);
-  ucp_worker_release_address(worker_, address);
-  thread_ = std::thread([this] { run(); });  // before any peer learns the address (its wire-up needs progress)
+  try {
+    address_.assign(reinterpret_cast<const char*>(address), address_bytes);
+    ucp_worker_release_address(worker_, address);
+    thread_ = std::thread([this] { run(); });  // before any peer learns the address (its wire-up needs progress)
+  } catch (...) {  // no destructor runs for a constructor that throws
+    if (address_.empty()) ucp_worker_release_address(worker_, address);
+    ucp_worker_destroy(worker_);
+    throw;
+  }
 }
 
 ReceiveWorker::~ReceiveWorker() {

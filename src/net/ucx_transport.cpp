@@ -273,6 +273,7 @@ class UcxTransport final : public Transport {
     failed_ = false;  // a restart: the first context's endpoints may have reported their peers' closing
     failed_peer_ = -1;
     failure_.clear();
+    no_gpu_memory_endpoint_.clear();
     check_ucx_version();  // an older libucp than the headers: a clear error, not UCX's warning and a crash
     ucp_config_t* config = nullptr;
     FERRY_UCS_CHECK(ucp_config_read(nullptr, nullptr, &config));
@@ -348,21 +349,32 @@ class UcxTransport final : public Transport {
   TcpAgain connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure, bool shared_context) {
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
     const TcpWish mine{static_cast<uint8_t>(!remote ? TcpWish::kNone : (all_tcp_ ? TcpWish::kTcp : TcpWish::kOther)),
-                       static_cast<uint8_t>(peer_failure_detection_),
+                       static_cast<uint8_t>(peer_failure_detection_), static_cast<uint8_t>(drop_peer_failure),
                        static_cast<uint8_t>(knobs::kUcxReceiveThread.value())};
-    const TcpPlan plan = plan_tcp_again(bootstrap_.all_gather_value(mine), drop_peer_failure);
+    const TcpPlan plan = plan_tcp_again(bootstrap_.all_gather_value(mine));
     const bool drop = plan.drop_peer_failure, receive = plan.receive_worker;
     if (!drop && !receive) return TcpAgain::kNo;
     if (receive && !shared_context) return TcpAgain::kOnASharedContext;
     std::vector<AddressFrame> targets = all;
     if (receive) {
-      receiver_ = std::make_unique<ReceiveWorker>(context_);
+      // A rank that fails here still joins the exchange (an empty frame), so every rank fails together.
       AddressFrame frame{};
-      FERRY_CHECK(receiver_->address().size() <= kMaxWorkerAddress, Error,
-                  "the UCX receive worker's address is larger than " << kMaxWorkerAddress << " bytes");
-      std::memcpy(frame.address, receiver_->address().data(), receiver_->address().size());
-      frame.bytes = static_cast<uint32_t>(receiver_->address().size());
+      std::string why;
+      try {
+        receiver_ = std::make_unique<ReceiveWorker>(context_);
+        if (receiver_->address().size() <= kMaxWorkerAddress) {
+          std::memcpy(frame.address, receiver_->address().data(), receiver_->address().size());
+          frame.bytes = static_cast<uint32_t>(receiver_->address().size());
+        } else {
+          why = "its address is larger than " + std::to_string(kMaxWorkerAddress) + " bytes";
+        }
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
       targets = bootstrap_.all_gather_value(frame);
+      for (int r = 0; r < topology_.size; ++r)
+        FERRY_CHECK(targets[r].bytes > 0, Error,
+                    "the UCX receive worker of rank " << r << " failed" << (r == topology_.rank ? ": " + why : ""));
     }
     std::vector<ucp_ep_h> replaced = endpoints_;
     for (int r = 0; r < topology_.size; ++r)

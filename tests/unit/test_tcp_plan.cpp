@@ -13,43 +13,43 @@ using ferry::net::plan_tcp_again;
 using ferry::net::TcpPlan;
 using ferry::net::TcpWish;
 
-TcpWish tcp(bool peer_failure = true, bool receive = true) {
-  return {TcpWish::kTcp, static_cast<uint8_t>(peer_failure), static_cast<uint8_t>(receive)};
+TcpWish tcp(bool peer_failure = true, bool receive = true, bool drop_asked = true) {
+  return {TcpWish::kTcp, static_cast<uint8_t>(peer_failure), static_cast<uint8_t>(drop_asked),
+          static_cast<uint8_t>(receive)};
 }
 
 TEST(TcpPlan, EveryRankTcpAloneDropsTheHandlingAndTakesTheReceiveWorker) {
-  const TcpPlan plan = plan_tcp_again({tcp(), tcp(), tcp(), tcp()}, /*drop_peer_failure=*/true);
+  const TcpPlan plan = plan_tcp_again({tcp(), tcp(), tcp(), tcp()});
   EXPECT_TRUE(plan.drop_peer_failure);
   EXPECT_TRUE(plan.receive_worker);
 }
 
 TEST(TcpPlan, OneRankWithAnotherLaneKeepsEverythingAsItIs) {
-  for (const bool drop : {true, false}) {
-    const TcpPlan plan = plan_tcp_again({tcp(), {TcpWish::kOther, 1, 1}, tcp()}, drop);
-    EXPECT_FALSE(plan.drop_peer_failure);
-    EXPECT_FALSE(plan.receive_worker);
-  }
+  const TcpPlan plan = plan_tcp_again({tcp(), {TcpWish::kOther, 1, 1, 1}, tcp()});
+  EXPECT_FALSE(plan.drop_peer_failure);
+  EXPECT_FALSE(plan.receive_worker);
 }
 
 TEST(TcpPlan, NoRemoteEndpointsAnywhereIsNoPlan) {
-  const TcpPlan plan = plan_tcp_again({{TcpWish::kNone, 1, 1}, {TcpWish::kNone, 1, 1}}, true);
+  const TcpPlan plan = plan_tcp_again({{TcpWish::kNone, 1, 1, 1}, {TcpWish::kNone, 1, 1, 1}});
   EXPECT_FALSE(plan.drop_peer_failure);
   EXPECT_FALSE(plan.receive_worker);
   // Ranks without remote endpoints beside tcp-only ones do not stop the others.
-  const TcpPlan mixed = plan_tcp_again({{TcpWish::kNone, 1, 1}, tcp()}, true);
+  const TcpPlan mixed = plan_tcp_again({{TcpWish::kNone, 1, 1, 1}, tcp()});
   EXPECT_TRUE(mixed.drop_peer_failure);
   EXPECT_TRUE(mixed.receive_worker);
 }
 
 TEST(TcpPlan, TheHandlingIsDroppedOnlyWhereAskedAndEveryRankHasIt) {
-  // FERRY_UCX_PEER_FAILURE=1: never dropped.
-  EXPECT_FALSE(plan_tcp_again({tcp(), tcp()}, /*drop_peer_failure=*/false).drop_peer_failure);
-  EXPECT_FALSE(plan_tcp_again({tcp(true), tcp(false)}, true).drop_peer_failure);  // one rank never had it
-  EXPECT_TRUE(plan_tcp_again({tcp(false), tcp(false)}, true).receive_worker);     // the receive worker regardless
+  // FERRY_UCX_PEER_FAILURE=1 on every rank, or on one rank only: kept on every rank.
+  EXPECT_FALSE(plan_tcp_again({tcp(true, true, false), tcp(true, true, false)}).drop_peer_failure);
+  EXPECT_FALSE(plan_tcp_again({tcp(true, true, true), tcp(true, true, false)}).drop_peer_failure);
+  EXPECT_FALSE(plan_tcp_again({tcp(true), tcp(false)}).drop_peer_failure);  // one rank never had it
+  EXPECT_TRUE(plan_tcp_again({tcp(false), tcp(false)}).receive_worker);     // the receive worker regardless
 }
 
 TEST(TcpPlan, OneRankWithoutTheReceiveThreadMeansNoneHasIt) {
-  const TcpPlan plan = plan_tcp_again({tcp(true, true), tcp(true, false), tcp(true, true)}, true);
+  const TcpPlan plan = plan_tcp_again({tcp(true, true), tcp(true, false), tcp(true, true)});
   EXPECT_FALSE(plan.receive_worker);
   EXPECT_TRUE(plan.drop_peer_failure);
 }
