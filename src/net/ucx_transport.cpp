@@ -342,8 +342,8 @@ class UcxTransport final : public Transport {
   }
 
   // Where every rank's remote endpoints are tcp-only, all connect again: without UCX's peer-failure handling where
-  // drop_peer_failure (FERRY_UCX_PEER_FAILURE=auto) and every rank has it (NOTE [tcp without UCX's peer-failure
-  // handling], ucx_config.cpp), and to the peers' receive workers where every rank asks for them
+  // every rank has it and asks to drop it (drop_peer_failure: FERRY_UCX_PEER_FAILURE=auto; NOTE [tcp without UCX's
+  // peer-failure handling], ucx_config.cpp), and to the peers' receive workers where every rank asks for them
   // (FERRY_UCX_RECEIVE_THREAD, NOTE [A receive worker for tcp]), which only a shared context can have.
   enum class TcpAgain { kNo, kConnected, kOnASharedContext };
   TcpAgain connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure, bool shared_context) {
