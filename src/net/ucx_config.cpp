@@ -140,4 +140,26 @@ EndpointTransports query_endpoint_transports(ucp_ep* endpoint, knobs::UcxGpuMemo
   return out;
 }
 
+RemoteTransports query_remote_transports(const std::vector<ucp_ep*>& endpoints, knobs::UcxGpuMemory mode) {
+  RemoteTransports out;
+  bool all_cuda = true, all_tcp = true;
+  for (size_t r = 0; r < endpoints.size(); ++r) {
+    if (endpoints[r] == nullptr) continue;
+    const EndpointTransports ep = query_endpoint_transports(endpoints[r], mode);
+    if (!ep.queried) {
+      all_cuda = false;
+      continue;
+    }
+    if (!out.any) out.text = ep.text;
+    out.any = true;
+    all_cuda = all_cuda && ep.cuda;
+    all_tcp = all_tcp && ep.tcp && !ep.cuda;
+    if (!ep.cuda && out.without_cuda.empty()) out.without_cuda = "rank " + std::to_string(r) + " (" + ep.text + ")";
+  }
+  out.all_cuda = out.any && all_cuda;
+  out.all_tcp = out.any && all_tcp;
+  if (!out.any) out.text = "none";
+  return out;
+}
+
 }  // namespace ferry::net

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/knobs.hpp"
 
@@ -47,5 +48,15 @@ struct EndpointTransports {
   bool tcp = false;      // a lane is tcp
 };
 EndpointTransports query_endpoint_transports(ucp_ep* endpoint, knobs::UcxGpuMemory mode);
+
+// Every remote endpoint's lanes together (nullptr entries: peers in the node).
+struct RemoteTransports {
+  bool any = false;        // some endpoint answered its query
+  bool all_cuda = false;   // every endpoint has a lane that moves CUDA memory
+  bool all_tcp = false;    // every endpoint's lanes are tcp alone
+  std::string text;        // the first answering endpoint's lanes, or "none"
+  std::string without_cuda;  // the first endpoint without a CUDA lane: "rank r (lanes)", or ""
+};
+RemoteTransports query_remote_transports(const std::vector<ucp_ep*>& endpoints, knobs::UcxGpuMemory mode);
 
 }  // namespace ferry::net

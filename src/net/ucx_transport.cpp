@@ -477,26 +477,12 @@ class UcxTransport final : public Transport {
   // Which transports the endpoints use, and whether they move CUDA memory.
   void query_transports() {
     const knobs::UcxGpuMemory mode = knobs::kUcxGpuMemory.value();
-    std::ostringstream os;
-    std::string without_cuda;  // the first endpoint with no lane that moves CUDA memory
-    bool any = false, all_cuda = true, all_tcp = true;
-    for (size_t r = 0; r < endpoints_.size(); ++r) {
-      if (endpoints_[r] == nullptr) continue;
-      const EndpointTransports ep = query_endpoint_transports(endpoints_[r], mode);
-      if (!ep.queried) {
-        all_cuda = false;
-        continue;
-      }
-      if (!any) os << ep.text;
-      any = true;
-      all_cuda = all_cuda && ep.cuda;
-      all_tcp = all_tcp && ep.tcp && !ep.cuda;
-      if (!ep.cuda && without_cuda.empty()) without_cuda = "rank " + std::to_string(r) + " (" + ep.text + ")";
-    }
-    moves_cuda_memory_ = any && all_cuda;
-    all_tcp_ = any && all_tcp;
-    if (mode == knobs::UcxGpuMemory::kOn && any && !all_cuda) no_gpu_memory_endpoint_ = without_cuda;
-    description_ = any ? os.str() : "none";
+    const RemoteTransports remote = query_remote_transports(endpoints_, mode);
+    moves_cuda_memory_ = remote.all_cuda;
+    all_tcp_ = remote.all_tcp;
+    if (mode == knobs::UcxGpuMemory::kOn && remote.any && !remote.all_cuda)
+      no_gpu_memory_endpoint_ = remote.without_cuda;
+    description_ = remote.text;
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
     if (!tcp_segments_.empty()) description_ += " (tcp segments " + tcp_segments_ + ")";
     if (receiver_ != nullptr) description_ += " (receive thread)";
