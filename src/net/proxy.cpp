@@ -8,6 +8,7 @@
 
 #include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
+#include "net/idle_backoff.hpp"
 
 namespace ferry::net {
 
@@ -15,10 +16,6 @@ namespace {
 
 constexpr int kBatch = 64;              // entries handled per lock hold
 constexpr size_t kMaxInFlight = 4096;   // requests before the proxy waits for the oldest
-constexpr uint32_t kSpinsBeforeYield = 256;
-// Idle loops before the proxy naps (20 us at a time): about a fraction of a
-// second without FIFO or network activity. FERRY_PROXY_IDLE_SPINS=0: never nap.
-uint64_t spins_before_nap(const ProxyOptions& options) { return options.idle_spins == 0 ? ~0ull : options.idle_spins; }
 
 // The largest single transport put: FERRY_PROXY_PUT_CHUNK_BYTES where set, else the
 // transport's preference (NOTE [Put pieces over tcp]), else the knob's default (4 MiB); at least 4 KiB.
@@ -144,8 +141,7 @@ void Proxy::check() const {
 
 void Proxy::run() {
   if (options_.cuda) cudaSetDevice(options_.device);
-  uint64_t idle = 0;
-  const uint64_t nap_after = spins_before_nap(options_);
+  IdleBackoff backoff(options_.idle_spins);  // FIFO or network activity counts as busy
   while (!stop_.load(std::memory_order_acquire)) {
     bool busy = false;
     {
@@ -180,13 +176,7 @@ void Proxy::run() {
       if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
       publish_failure();
     }
-    if (busy) {
-      idle = 0;
-    } else if (++idle > nap_after) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    } else if (idle > kSpinsBeforeYield) {
-      std::this_thread::yield();
-    }
+    backoff.after_loop(busy);
   }
 }
 

@@ -1,16 +1,13 @@
 // The receive worker of a tcp-only transport: see ucx_receive_worker.hpp.
 #include "net/ucx_receive_worker.hpp"
 
-#include <chrono>
-
 #include "common/knobs.hpp"
 #include "ferry/error.hpp"
+#include "net/idle_backoff.hpp"
 
 namespace ferry::net {
 
-ReceiveWorker::ReceiveWorker(ucp_context_h context) {
-  const uint64_t idle_spins = knobs::kProxyIdleSpins.value();
-  nap_after_ = idle_spins == 0 ? ~uint64_t{0} : idle_spins;
+ReceiveWorker::ReceiveWorker(ucp_context_h context) : idle_spins_(knobs::kProxyIdleSpins.value()) {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // made and destroyed here, progressed by its thread in between
@@ -46,17 +43,8 @@ void ReceiveWorker::stop() noexcept {
 }
 
 void ReceiveWorker::run() {
-  constexpr uint64_t kSpinsBeforeYield = 256;
-  uint64_t idle = 0;
-  while (!stop_.load(std::memory_order_acquire)) {
-    if (ucp_worker_progress(worker_) != 0) {
-      idle = 0;
-    } else if (++idle > nap_after_) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    } else if (idle > kSpinsBeforeYield) {
-      std::this_thread::yield();
-    }
-  }
+  IdleBackoff backoff(idle_spins_);
+  while (!stop_.load(std::memory_order_acquire)) backoff.after_loop(ucp_worker_progress(worker_) != 0);
 }
 
 }  // namespace ferry::net

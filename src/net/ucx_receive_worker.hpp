@@ -35,8 +35,7 @@ namespace ferry::net {
 // rank's endpoints are tcp alone and every rank asks for this worker, all ranks
 // release it and start again on a shared one (once, at setup).
 // FERRY_UCX_RECEIVE_THREAD=0 keeps one worker.
-// The thread spins while data comes, yields after a few idle loops and naps
-// 20 us at a time after FERRY_PROXY_IDLE_SPINS idle loops, as the proxy does.
+// The thread waits for data as the proxy waits for work (IdleBackoff, idle_backoff.hpp).
 class ReceiveWorker {
  public:
   // Creates the worker on `context` (made with mt_workers_shared) and starts its thread; throws ferry::Error.
@@ -55,7 +54,7 @@ class ReceiveWorker {
 
   ucp_worker_h worker_ = nullptr;
   std::string address_;
-  uint64_t nap_after_;
+  uint64_t idle_spins_;  // FERRY_PROXY_IDLE_SPINS, read here (a bad value throws on the caller's thread)
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -20,6 +20,7 @@
 #include "net/ucx_config.hpp"
 #include "net/ucx_endpoints.hpp"
 #include "net/tcp_plan.hpp"
+#include "net/ucx_regions.hpp"
 #include "net/ucx_receive_worker.hpp"
 
 namespace ferry::net {
@@ -32,28 +33,28 @@ namespace {
     FERRY_CHECK(_st == UCS_OK, ::ferry::Error, "UCX call " #expr " failed: " << ucs_status_string(_st)); \
   } while (0)
 
-// Remote keys travel in fixed frames so one all_gather carries every rank's.
-constexpr size_t kMaxPackedKey = 2048;
+// Worker addresses travel in fixed frames so one all_gather carries every rank's.
 constexpr size_t kMaxWorkerAddress = 4096;
 
-struct KeyFrame {
-  uint64_t base;
-  uint64_t bytes;
-  uint32_t key_bytes;
-  uint32_t ok;
-  char key[kMaxPackedKey];
-};
-
 struct AddressFrame {
-  uint32_t bytes;
+  uint32_t bytes;  // 0: the address did not fit (or its worker failed)
   char address[kMaxWorkerAddress];
 };
+
+AddressFrame address_frame(const void* address, size_t bytes) {
+  AddressFrame frame{};
+  if (bytes > kMaxWorkerAddress) return frame;
+  std::memcpy(frame.address, address, bytes);
+  frame.bytes = static_cast<uint32_t>(bytes);
+  return frame;
+}
 
 class UcxTransport final : public Transport {
  public:
   // A failure part way (UCX refusing an endpoint, FERRY_UCX_GPU_MEMORY=on without
   // a transport for GPU memory) releases what was made before it throws.
-  UcxTransport(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {
+  UcxTransport(Bootstrap& bootstrap, const Topology& topology)
+      : bootstrap_(bootstrap), topology_(topology), regions_(bootstrap, topology) {
     try {
       if (!start(/*shared_context=*/false)) {  // NOTE [A receive worker for tcp]: a context for two threads' workers
         release();
@@ -94,7 +95,7 @@ class UcxTransport final : public Transport {
     map.address = ptr;
     map.length = bytes;
     map.memory_type = cuda_memory ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-    return map_region(map, cuda_memory ? "CUDA" : "host", lock, nullptr);
+    return regions_.map(context_, endpoints_, map, cuda_memory ? "CUDA" : "host", lock, nullptr);
   }
 
   int allocate_region(size_t bytes, void** ptr, std::mutex& lock) override {
@@ -106,24 +107,11 @@ class UcxTransport final : public Transport {
     map.length = bytes;
     map.flags = UCP_MEM_MAP_ALLOCATE;
     map.memory_type = UCS_MEMORY_TYPE_HOST;
-    return map_region(map, "UCX-allocated host", lock, ptr);
+    return regions_.map(context_, endpoints_, map, "UCX-allocated host", lock, ptr);
   }
 
-  void* peer_pointer(int peer, int region) const override {
-    if (peer < 0 || peer >= topology_.size || region < 0 || static_cast<size_t>(region) >= regions_.size())
-      return nullptr;
-    const Region& r = regions_[region];
-    if (r.keys[peer] == nullptr) return nullptr;
-    void* local = nullptr;
-    return ucp_rkey_ptr(r.keys[peer], r.base[peer], &local) == UCS_OK ? local : nullptr;
-  }
-
-  void deregister_region(int id) override {
-    Region& region = regions_.at(static_cast<size_t>(id));
-    drop_keys(region);
-    if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
-    region.memh = nullptr;
-  }
+  void* peer_pointer(int peer, int region) const override { return regions_.peer_pointer(peer, region); }
+  void deregister_region(int id) override { regions_.deregister(context_, id); }
 
   // NOTE [After a failure]: once an endpoint failed, nothing more is issued on
   // the worker (the communicator is aborted anyway): UCX aborts the process on
@@ -131,7 +119,7 @@ class UcxTransport final : public Transport {
   // death, "Fatal: unexpected error: Endpoint timeout").
   Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) override {
     if (failed_) return nullptr;
-    const Region& target = checked_target(peer, region, offset, bytes);
+    const UcxRegions::Region& target = regions_.target(peer, reaches(peer), region, offset, bytes);
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no guessing from the address
     param.memory_type = cuda_source ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
@@ -213,60 +201,6 @@ class UcxTransport final : public Transport {
   std::string failure() const override { return failure_; }
 
  private:
-  // ucp_mem_map(map) and the collective exchange of every rank's base, size and
-  // packed key (all ranks fail together). allocated: where UCX allocated the
-  // memory (UCP_MEM_MAP_ALLOCATE), its local address, zeroed.
-  int map_region(const ucp_mem_map_params_t& map, const char* what, std::mutex& lock, void** allocated) {
-    Region region;
-    KeyFrame mine{};
-    {
-      std::lock_guard<std::mutex> guard(lock);
-      const ucs_status_t mapped = ucp_mem_map(context_, &map, &region.memh);
-      void* base = map.address;
-      if (mapped == UCS_OK && allocated != nullptr) {
-        ucp_mem_attr_t attr{};
-        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
-        base = ucp_mem_query(region.memh, &attr) == UCS_OK ? attr.address : nullptr;
-        if (base != nullptr) std::memset(base, 0, map.length);
-      }
-      mine.base = reinterpret_cast<uint64_t>(base);
-      mine.bytes = map.length;
-      void* packed = nullptr;
-      size_t packed_bytes = 0;
-      if (mapped == UCS_OK && base != nullptr && ucp_rkey_pack(context_, region.memh, &packed, &packed_bytes) == UCS_OK) {
-        if (packed_bytes <= kMaxPackedKey) {
-          std::memcpy(mine.key, packed, packed_bytes);
-          mine.key_bytes = static_cast<uint32_t>(packed_bytes);
-          mine.ok = 1;
-        }
-        ucp_rkey_buffer_release(packed);
-      }
-    }
-    // Every rank learns every rank's outcome, so all fail together.
-    std::vector<KeyFrame> all = bootstrap_.all_gather_value(mine);
-    for (int r = 0; r < topology_.size; ++r) {
-      if (all[r].ok) continue;
-      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
-      FERRY_THROW(Error, "registering " << map.length << " bytes of " << what << " memory with UCX failed on rank "
-                                        << r);
-    }
-    region.base.assign(topology_.size, 0);
-    region.bytes.assign(topology_.size, 0);
-    region.keys.assign(topology_.size, nullptr);
-    {
-      std::lock_guard<std::mutex> guard(lock);
-      for (int r = 0; r < topology_.size; ++r) {
-        region.base[r] = all[r].base;
-        region.bytes[r] = all[r].bytes;
-        if (endpoints_[r] == nullptr) continue;
-        FERRY_UCS_CHECK(ucp_ep_rkey_unpack(endpoints_[r], all[r].key, &region.keys[r]));
-      }
-    }
-    if (allocated != nullptr) *allocated = reinterpret_cast<void*>(mine.base);
-    regions_.push_back(std::move(region));
-    return static_cast<int>(regions_.size()) - 1;
-  }
-
   // false: every rank's endpoints are tcp alone and every rank asks for a receive worker, which needs a context
   // shared by two threads' workers; the caller releases everything and starts again with shared_context.
   bool start(bool shared_context) {
@@ -296,10 +230,7 @@ class UcxTransport final : public Transport {
     ucp_address_t* address = nullptr;
     size_t address_bytes = 0;
     FERRY_UCS_CHECK(ucp_worker_get_address(worker_, &address, &address_bytes));
-    AddressFrame mine{};
-    const bool fits = address_bytes <= kMaxWorkerAddress;
-    if (fits) std::memcpy(mine.address, address, address_bytes);
-    mine.bytes = fits ? static_cast<uint32_t>(address_bytes) : 0;
+    const AddressFrame mine = address_frame(address, address_bytes);
     ucp_worker_release_address(worker_, address);
     std::vector<AddressFrame> all = bootstrap_.all_gather_value(mine);
     for (int r = 0; r < topology_.size; ++r)
@@ -362,12 +293,8 @@ class UcxTransport final : public Transport {
       std::string why;
       try {
         receiver_ = std::make_unique<ReceiveWorker>(context_);
-        if (receiver_->address().size() <= kMaxWorkerAddress) {
-          std::memcpy(frame.address, receiver_->address().data(), receiver_->address().size());
-          frame.bytes = static_cast<uint32_t>(receiver_->address().size());
-        } else {
-          why = "its address is larger than " + std::to_string(kMaxWorkerAddress) + " bytes";
-        }
+        frame = address_frame(receiver_->address().data(), receiver_->address().size());
+        if (frame.bytes == 0) why = "its address is larger than " + std::to_string(kMaxWorkerAddress) + " bytes";
       } catch (const std::exception& e) {
         why = e.what();
       }
@@ -387,25 +314,16 @@ class UcxTransport final : public Transport {
 
   void release() noexcept {
     if (receiver_ != nullptr) receiver_->stop();  // nothing lands in a region after it is unmapped below
-    for (auto& keys : regions_) drop_keys(keys);
+    regions_.drop_all_keys();
     for (ucp_ep_h endpoint : endpoints_) close_by_force(worker_, endpoint);
-    for (auto& region : regions_)
-      if (region.memh != nullptr) ucp_mem_unmap(context_, region.memh);
+    regions_.unmap_all(context_);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     receiver_.reset();
     if (context_ != nullptr) ucp_cleanup(context_);
-    regions_.clear();
     endpoints_.clear();
     worker_ = nullptr;
     context_ = nullptr;
   }
-
-  struct Region {
-    ucp_mem_h memh = nullptr;
-    std::vector<uint64_t> base;   // by rank
-    std::vector<uint64_t> bytes;  // by rank
-    std::vector<ucp_rkey_h> keys; // by rank; nullptr for peers in the node
-  };
 
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* self = static_cast<UcxTransport*>(arg);
@@ -425,18 +343,6 @@ class UcxTransport final : public Transport {
     if (peer >= 0) os << " to rank " << peer;
     os << " failed: " << ucs_status_string(status);
     failure_ = os.str();
-  }
-
-  const Region& checked_target(int peer, int region, size_t offset, size_t bytes) const {
-    FERRY_CHECK(peer >= 0 && peer < topology_.size && endpoints_[peer] != nullptr, InvalidArgument,
-                "rank " << peer << " is not reached through the network from rank " << topology_.rank);
-    FERRY_CHECK(region >= 0 && static_cast<size_t>(region) < regions_.size(), InvalidArgument,
-                "unknown network region " << region);
-    const Region& target = regions_[region];
-    FERRY_CHECK(offset + bytes <= target.bytes[peer], InvalidArgument,
-                "an access of " << bytes << " bytes at offset " << offset << " is past the " << target.bytes[peer]
-                                << "-byte region " << region << " of rank " << peer);
-    return target;
   }
 
   Request keep(ucs_status_ptr_t request, int peer) {
@@ -467,13 +373,6 @@ class UcxTransport final : public Transport {
     return found == flush_sets_.end() ? nullptr : found->second.get();
   }
 
-  void drop_keys(Region& region) {
-    for (ucp_rkey_h& key : region.keys) {
-      if (key != nullptr) ucp_rkey_destroy(key);
-      key = nullptr;
-    }
-  }
-
   // Which transports the endpoints use, and whether they move CUDA memory.
   void query_transports() {
     const knobs::UcxGpuMemory mode = knobs::kUcxGpuMemory.value();
@@ -494,7 +393,7 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_ = nullptr;
   std::unique_ptr<ReceiveWorker> receiver_;  // tcp alone: NOTE [A receive worker for tcp]
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
-  std::vector<Region> regions_;
+  UcxRegions regions_;
   std::unordered_map<Request, std::unique_ptr<FlushSet>> flush_sets_;  // NOTE [Requests name their peer]
   bool moves_cuda_memory_ = false;
   std::string no_gpu_memory_endpoint_;  // FERRY_UCX_GPU_MEMORY=on: the first endpoint without such a transport
