@@ -117,6 +117,10 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_UCX_RECEIVE_THREAD", "net", "1", "",
         "where every remote endpoint is tcp alone, a second UCX worker receives the peers' puts on a thread of its "
         "own, so sending and receiving copy on two cores (NOTE [A receive worker for tcp]); 0: one worker"),
+    int_knob("FERRY_UCX_TCP_STREAMS", "net", 1, 16, "2", "", "streams",
+        "with the receive worker (tcp alone): tcp connections to each peer, each sent by a thread of its own and "
+        "received by a receive worker of its own; puts go round-robin over them (NOTE [Several tcp streams]); every "
+        "rank takes the fewest any rank asks for"),
     bool_knob("FERRY_UCX_SHM_DIRECT", "net", "1", "",
         "staged windows: landing buffers UCX allocates, so a peer on the same host over UCX shared memory maps "
         "them (ucp_rkey_ptr) and its kernels store put data straight into them (NOTE [Mapped peers]); 0: every "
@@ -342,6 +346,7 @@ inline constexpr Knob<UcxGpuMemory> kUcxGpuMemory = handle<UcxGpuMemory>("FERRY_
 inline constexpr Knob<bool> kUcxShmDirect = handle<bool>("FERRY_UCX_SHM_DIRECT");
 inline constexpr Knob<uint64_t> kUcxTcpSegSize = handle<uint64_t>("FERRY_UCX_TCP_SEG_SIZE");
 inline constexpr Knob<bool> kUcxReceiveThread = handle<bool>("FERRY_UCX_RECEIVE_THREAD");
+inline constexpr Knob<int64_t> kUcxTcpStreams = handle<int64_t>("FERRY_UCX_TCP_STREAMS");
 inline constexpr Knob<bool> kProxyStats = handle<bool>("FERRY_PROXY_STATS");
 inline constexpr Knob<uint64_t> kProxyFifoEntries = handle<uint64_t>("FERRY_PROXY_FIFO_ENTRIES");
 inline constexpr Knob<uint64_t> kProxyIdleSpins = handle<uint64_t>("FERRY_PROXY_IDLE_SPINS");

@@ -60,12 +60,14 @@ int UcxRegions::map(ucp_context_h context, const std::vector<ucp_ep_h>& endpoint
   region.base.assign(topology_.size, 0);
   region.bytes.assign(topology_.size, 0);
   region.keys.assign(topology_.size, nullptr);
+  region.packed.assign(topology_.size, std::string());
   {
     std::lock_guard<std::mutex> guard(lock);
     for (int r = 0; r < topology_.size; ++r) {
       region.base[r] = all[r].base;
       region.bytes[r] = all[r].bytes;
       if (endpoints[r] == nullptr) continue;
+      region.packed[r].assign(all[r].key, all[r].key_bytes);
       const ucs_status_t unpacked = ucp_ep_rkey_unpack(endpoints[r], all[r].key, &region.keys[r]);
       FERRY_CHECK(unpacked == UCS_OK, Error,
                   "UCX call ucp_ep_rkey_unpack failed: " << ucs_status_string(unpacked) << " (rank " << r << ")");

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "ferry/bootstrap.hpp"
@@ -21,6 +22,7 @@ class UcxRegions {
     std::vector<uint64_t> base;    // by rank
     std::vector<uint64_t> bytes;   // by rank
     std::vector<ucp_rkey_h> keys;  // by rank; nullptr for peers in the node
+    std::vector<std::string> packed;  // by rank: the packed keys, for other workers' endpoints (send lanes)
   };
 
   UcxRegions(Bootstrap& bootstrap, const Topology& topology) : bootstrap_(bootstrap), topology_(topology) {}
@@ -31,6 +33,7 @@ class UcxRegions {
   // UCX calls against the proxy thread and is released while waiting for peers. Returns the region id.
   int map(ucp_context_h context, const std::vector<ucp_ep_h>& endpoints, const ucp_mem_map_params_t& map,
           const char* what, std::mutex& lock, void** allocated);
+  const Region& region(int id) const { return regions_.at(static_cast<size_t>(id)); }
   // This process's pointer to `peer`'s part of `region` (ucp_rkey_ptr), or nullptr.
   void* peer_pointer(int peer, int region) const;
   // Region `region`, checked: `peer` reached (reachable), the region known, the access inside the peer's part.

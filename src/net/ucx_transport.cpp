@@ -22,6 +22,7 @@
 #include "net/tcp_plan.hpp"
 #include "net/ucx_regions.hpp"
 #include "net/ucx_receive_worker.hpp"
+#include "net/ucx_send_lanes.hpp"
 
 namespace ferry::net {
 
@@ -86,7 +87,7 @@ class UcxTransport final : public Transport {
   // Not yet measured on the GPU machines.
   size_t preferred_put_chunk() const override { return all_tcp_emulated() ? size_t{256} << 10 : 0; }
   bool remote_lanes_all_tcp() const override { return all_tcp_; }
-  bool receives_on_own_thread() const override { return receiver_ != nullptr; }
+  bool receives_on_own_thread() const override { return !receivers_.empty(); }
 
   int register_region(void* ptr, size_t bytes, bool cuda_memory, std::mutex& lock) override {
     ucp_mem_map_params_t map{};
@@ -95,7 +96,7 @@ class UcxTransport final : public Transport {
     map.address = ptr;
     map.length = bytes;
     map.memory_type = cuda_memory ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-    return regions_.map(context_, endpoints_, map, cuda_memory ? "CUDA" : "host", lock, nullptr);
+    return with_lane_keys(regions_.map(context_, endpoints_, map, cuda_memory ? "CUDA" : "host", lock, nullptr));
   }
 
   int allocate_region(size_t bytes, void** ptr, std::mutex& lock) override {
@@ -107,11 +108,14 @@ class UcxTransport final : public Transport {
     map.length = bytes;
     map.flags = UCP_MEM_MAP_ALLOCATE;
     map.memory_type = UCS_MEMORY_TYPE_HOST;
-    return regions_.map(context_, endpoints_, map, "UCX-allocated host", lock, ptr);
+    return with_lane_keys(regions_.map(context_, endpoints_, map, "UCX-allocated host", lock, ptr));
   }
 
   void* peer_pointer(int peer, int region) const override { return regions_.peer_pointer(peer, region); }
-  void deregister_region(int id) override { regions_.deregister(context_, id); }
+  void deregister_region(int id) override {
+    if (lanes_ != nullptr) lanes_->drop_keys(id);
+    regions_.deregister(context_, id);
+  }
 
   // NOTE [After a failure]: once an endpoint failed, nothing more is issued on
   // the worker (the communicator is aborted anyway): UCX aborts the process on
@@ -120,6 +124,10 @@ class UcxTransport final : public Transport {
   Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) override {
     if (failed_) return nullptr;
     const UcxRegions::Region& target = regions_.target(peer, reaches(peer), region, offset, bytes);
+    if (lanes_ != nullptr) {  // NOTE [Several tcp streams]: tcp alone, so host memory
+      FERRY_CHECK(!cuda_source, InvalidArgument, "a GPU-memory put on tcp send lanes");
+      return lanes_->put(peer, src, bytes, region, target.base[peer] + offset);
+    }
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;  // no guessing from the address
     param.memory_type = cuda_source ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
@@ -142,6 +150,7 @@ class UcxTransport final : public Transport {
   }
 
   void fence() override {
+    if (lanes_ != nullptr) return lanes_->fence();
     if (!failed_) FERRY_UCS_CHECK(ucp_worker_fence(worker_));
   }
 
@@ -156,6 +165,7 @@ class UcxTransport final : public Transport {
   // flush's handle is a FlushSet, told apart from UCX's handles by flush_sets_
   // (empty, so not looked up, while none is out); with one, it is that request.
   Request flush() override {
+    if (lanes_ != nullptr) return lanes_->flush();
     if (failed_) return nullptr;
     std::vector<Request> pending;
     for (size_t r = 0; r < endpoints_.size() && !failed_; ++r) {  // NOTE [After a failure]
@@ -172,9 +182,13 @@ class UcxTransport final : public Transport {
     return handle;
   }
 
-  bool progress() override { return ucp_worker_progress(worker_) != 0; }
+  bool progress() override {
+    const bool lanes = lanes_ != nullptr && lanes_->progress();
+    return (ucp_worker_progress(worker_) != 0) || lanes;
+  }
 
   bool test(Request request) override {
+    if (lanes_ != nullptr) return lanes_->test(request);
     if (request == nullptr) return true;
     if (FlushSet* set = flush_set(request)) {
       while (!set->requests.empty() && test_one(set->requests.back())) set->requests.pop_back();
@@ -186,6 +200,7 @@ class UcxTransport final : public Transport {
   }
 
   void cancel(Request request) override {
+    if (lanes_ != nullptr) return lanes_->cancel(request);
     if (request == nullptr) return;
     if (FlushSet* set = flush_set(request)) {
       for (Request one : set->requests) cancel(one);
@@ -196,9 +211,9 @@ class UcxTransport final : public Transport {
     ucp_request_free(request);
   }
 
-  bool failed() const override { return failed_; }
-  int failed_peer() const override { return failed_peer_; }
-  std::string failure() const override { return failure_; }
+  bool failed() const override { return failed_ || lanes_failed(); }
+  int failed_peer() const override { return failed_ || !lanes_failed() ? failed_peer_ : lanes_->failed_peer(); }
+  std::string failure() const override { return failed_ || !lanes_failed() ? failure_ : lanes_->failure(); }
 
  private:
   // false: every rank's endpoints are tcp alone and every rank asks for a receive worker, which needs a context
@@ -281,44 +296,72 @@ class UcxTransport final : public Transport {
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
     const TcpWish mine{static_cast<uint8_t>(!remote ? TcpWish::kNone : (all_tcp_ ? TcpWish::kTcp : TcpWish::kOther)),
                        static_cast<uint8_t>(peer_failure_detection_), static_cast<uint8_t>(drop_peer_failure),
-                       static_cast<uint8_t>(knobs::kUcxReceiveThread.value())};
+                       static_cast<uint8_t>(knobs::kUcxReceiveThread.value()),
+                       static_cast<uint8_t>(knobs::kUcxTcpStreams.value())};
     const TcpPlan plan = plan_tcp_again(bootstrap_.all_gather_value(mine));
     const bool drop = plan.drop_peer_failure, receive = plan.receive_worker;
     if (!drop && !receive) return TcpAgain::kNo;
     if (receive && !shared_context) return TcpAgain::kOnASharedContext;
-    std::vector<AddressFrame> targets = all;
-    if (receive) {
-      // A rank that fails here still joins the exchange (an empty frame), so every rank fails together.
-      AddressFrame frame{};
-      std::string why;
-      try {
-        receiver_ = std::make_unique<ReceiveWorker>(context_);
-        frame = address_frame(receiver_->address().data(), receiver_->address().size());
-        if (frame.bytes == 0) why = "its address is larger than " + std::to_string(kMaxWorkerAddress) + " bytes";
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
-      targets = bootstrap_.all_gather_value(frame);
-      for (int r = 0; r < topology_.size; ++r)
-        FERRY_CHECK(targets[r].bytes > 0, Error,
-                    "the UCX receive worker of rank " << r << " failed" << (r == topology_.rank ? ": " + why : ""));
-    }
+    // NOTE [Several tcp streams]: stream k's receive workers are targets[k]; the proxy's worker connects to the first.
+    std::vector<std::vector<AddressFrame>> targets{all};
+    if (receive) targets = start_receivers(plan.streams);
     std::vector<ucp_ep_h> replaced = endpoints_;
     for (int r = 0; r < topology_.size; ++r)
-      if (replaced[r] != nullptr) endpoints_[r] = connect(r, targets[r], drop ? false : peer_failure_detection_);
+      if (replaced[r] != nullptr) endpoints_[r] = connect(r, targets[0][r], drop ? false : peer_failure_detection_);
     if (drop) peer_failure_detection_ = false;
+    if (receive && plan.streams > 1) {
+      std::vector<std::vector<std::string>> lanes(targets.size(), std::vector<std::string>(topology_.size));
+      for (size_t k = 0; k < targets.size(); ++k)
+        for (int r = 0; r < topology_.size; ++r)
+          if (replaced[r] != nullptr) lanes[k][r].assign(targets[k][r].address, targets[k][r].bytes);
+      lanes_ = std::make_unique<SendLanes>(context_, lanes, peer_failure_detection_, topology_.rank);
+    }
     bootstrap_.barrier();  // every rank's new endpoints exist before any old one closes
     for (ucp_ep_h endpoint : replaced) close_by_force(worker_, endpoint);
     return TcpAgain::kConnected;
   }
 
+  // `streams` receive workers, each with its thread, and every rank's addresses of them (by stream, then rank). A
+  // rank that fails here still joins the exchanges (empty frames), so every rank fails together.
+  std::vector<std::vector<AddressFrame>> start_receivers(int streams) {
+    std::vector<std::vector<AddressFrame>> targets;
+    std::string why;
+    for (int k = 0; k < streams; ++k) {
+      AddressFrame frame{};
+      try {
+        if (why.empty()) {
+          receivers_.push_back(std::make_unique<ReceiveWorker>(context_));
+          frame = address_frame(receivers_.back()->address().data(), receivers_.back()->address().size());
+          if (frame.bytes == 0) why = "its address is larger than " + std::to_string(kMaxWorkerAddress) + " bytes";
+        }
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      targets.push_back(bootstrap_.all_gather_value(frame));
+    }
+    for (const std::vector<AddressFrame>& stream : targets)
+      for (int r = 0; r < topology_.size; ++r)
+        FERRY_CHECK(stream[r].bytes > 0, Error,
+                    "the UCX receive worker of rank " << r << " failed" << (r == topology_.rank ? ": " + why : ""));
+    return targets;
+  }
+
+  // Region `id` also on the send lanes (NOTE [Several tcp streams]).
+  int with_lane_keys(int id) {
+    if (lanes_ != nullptr) lanes_->add_keys(id, regions_.region(id).packed);
+    return id;
+  }
+
+  bool lanes_failed() const { return lanes_ != nullptr && lanes_->failed(); }
+
   void release() noexcept {
-    if (receiver_ != nullptr) receiver_->stop();  // nothing lands in a region after it is unmapped below
+    for (auto& receiver : receivers_) receiver->stop();  // nothing lands in a region after it is unmapped below
+    lanes_.reset();  // its threads, keys, endpoints and workers
     regions_.drop_all_keys();
     for (ucp_ep_h endpoint : endpoints_) close_by_force(worker_, endpoint);
     regions_.unmap_all(context_);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    receiver_.reset();
+    receivers_.clear();
     if (context_ != nullptr) ucp_cleanup(context_);
     endpoints_.clear();
     worker_ = nullptr;
@@ -384,14 +427,16 @@ class UcxTransport final : public Transport {
     description_ = remote.text;
     if (!peer_failure_detection_) description_ += " (no peer-failure detection)";
     if (!tcp_segments_.empty()) description_ += " (tcp segments " + tcp_segments_ + ")";
-    if (receiver_ != nullptr) description_ += " (receive thread)";
+    if (!receivers_.empty()) description_ += " (receive thread)";
+    if (lanes_ != nullptr) description_ += " (" + std::to_string(lanes_->count()) + " tcp streams)";
   }
 
   Bootstrap& bootstrap_;
   const Topology& topology_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  std::unique_ptr<ReceiveWorker> receiver_;  // tcp alone: NOTE [A receive worker for tcp]
+  std::vector<std::unique_ptr<ReceiveWorker>> receivers_;  // tcp alone: NOTE [A receive worker for tcp], one a stream
+  std::unique_ptr<SendLanes> lanes_;  // tcp alone, several streams: NOTE [Several tcp streams]
   std::vector<ucp_ep_h> endpoints_;  // by rank; nullptr in the node
   UcxRegions regions_;
   std::unordered_map<Request, std::unique_ptr<FlushSet>> flush_sets_;  // NOTE [Requests name their peer]

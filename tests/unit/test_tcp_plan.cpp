@@ -13,9 +13,9 @@ using ferry::net::plan_tcp_again;
 using ferry::net::TcpPlan;
 using ferry::net::TcpWish;
 
-TcpWish tcp(bool peer_failure = true, bool receive = true, bool drop_asked = true) {
+TcpWish tcp(bool peer_failure = true, bool receive = true, bool drop_asked = true, uint8_t streams = 1) {
   return {TcpWish::kTcp, static_cast<uint8_t>(peer_failure), static_cast<uint8_t>(drop_asked),
-          static_cast<uint8_t>(receive)};
+          static_cast<uint8_t>(receive), streams};
 }
 
 TEST(TcpPlan, EveryRankTcpAloneDropsTheHandlingAndTakesTheReceiveWorker) {
@@ -52,6 +52,17 @@ TEST(TcpPlan, OneRankWithoutTheReceiveThreadMeansNoneHasIt) {
   const TcpPlan plan = plan_tcp_again({tcp(true, true), tcp(true, false), tcp(true, true)});
   EXPECT_FALSE(plan.receive_worker);
   EXPECT_TRUE(plan.drop_peer_failure);
+}
+
+// NOTE [Several tcp streams]: every rank opens as many streams as the rank asking for the fewest, and none without
+// the receive workers they connect to.
+TEST(TcpPlan, StreamsAreTheFewestAnyRankAsksFor) {
+  EXPECT_EQ(plan_tcp_again({tcp(true, true, true, 4), tcp(true, true, true, 4)}).streams, 4);
+  EXPECT_EQ(plan_tcp_again({tcp(true, true, true, 4), tcp(true, true, true, 2), tcp(true, true, true, 3)}).streams,
+            2);
+  EXPECT_EQ(plan_tcp_again({tcp(true, true, true, 4), tcp(true, true, true, 0)}).streams, 1);  // 0 counts as 1
+  EXPECT_EQ(plan_tcp_again({tcp(true, true, true, 4), tcp(true, false, true, 4)}).streams, 1);  // no receive worker
+  EXPECT_EQ(plan_tcp_again({tcp(true, true, true, 4), {TcpWish::kOther, 1, 1, 1, 4}}).streams, 1);
 }
 
 }  // namespace
