@@ -140,7 +140,7 @@ inline constexpr Info kRegistry[] = {
     size_knob("FERRY_PROXY_PUT_CHUNK_BYTES", "net", 0, "4194304", "", "bytes",
         "largest single UCX put the proxy issues (less than 4096 counts as 4096); larger puts go out in pieces. "
         "Unset: 4194304, or 262144 where every remote endpoint is tcp with peer-failure handling (NOTE [Put pieces "
-        "over tcp])"),
+        "over tcp]), or 1048576 on several tcp streams (NOTE [Several tcp streams])"),
     // ---- allreduce
     size_knob("FERRY_ALLREDUCE_ONE_SHOT_MAX_BYTES", "allreduce", 0, nullptr,
         "by ranks in the node: 32 MiB (2), 512 KiB (3-4), 256 KiB (more)", "bytes",

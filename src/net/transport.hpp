@@ -43,6 +43,9 @@ class Transport {
   // True when the peers' puts land through a worker that a thread of its own
   // progresses (NOTE [A receive worker for tcp], ucx_receive_worker.hpp).
   virtual bool receives_on_own_thread() const { return false; }
+  // tcp connections to each peer, each with a sending and a receiving thread of
+  // its own (NOTE [Several tcp streams], ucx_send_lanes.hpp); 1 elsewhere.
+  virtual int tcp_streams() const { return 1; }
 
   // Collective (every rank, same order): registers [ptr, ptr + bytes) and
   // exchanges its remote key with every peer of another node. Returns the
@@ -67,8 +70,10 @@ class Transport {
   // Non-blocking operations. `src` stays valid and unchanged until the
   // returned request completes (test()).
   virtual Request put(int peer, const void* src, size_t bytes, int region, size_t offset, bool cuda_source) = 0;
-  // Orders every operation issued before it before every operation after it,
-  // per target (never lets a signal overtake the data before it).
+  // Orders every operation issued before it before every put of at most 64
+  // bytes (a signal word) after it, per target: never lets a signal overtake
+  // the data before it. Larger puts after it may overtake it (several tcp
+  // streams do: NOTE [Several tcp streams]).
   virtual void fence() = 0;
   // Completes, at their targets, every operation issued before it.
   virtual Request flush() = 0;

@@ -211,6 +211,11 @@ void* SendLanes::put(int peer, const void* src, size_t bytes, int region, uint64
   op->bytes = bytes;
   op->region = region;
   op->remote = remote_address;
+  if (bytes > kSmallPutBytes) {  // NOTE [Several tcp streams]: data never waits for a fence
+    dirty_[op->lane * lanes_[0]->endpoints.size() + peer] = true;
+    submit(op);
+    return op;
+  }
   waiting_.push_back({op, 0});
   drain();
   return op;

@@ -31,12 +31,18 @@ namespace ferry::net {
 // a batch's signals behind one fence (NOTE [Signals after the batch's puts]),
 // and two totals of one word on two connections could land out of order.
 // Ordering (the Transport contract): UCX orders nothing across workers, so a
-// fence is a flush of every lane that took an operation since the last fence,
-// and every operation after the fence waits in `waiting_` (on the proxy
+// fence is a flush of every (lane, peer) that took an operation since the last
+// fence, and every small put after the fence waits in `waiting_` (on the proxy
 // thread) until those flushes completed at their targets: NOTE [Network
-// signals] then holds across lanes as it did on one worker (whose fence is a
-// flush too). A flush (the proxy's quiet) is a fence whose completion is the
-// request. After the fence, a signal may go on any lane.
+// signals] then holds across lanes as it did on one worker. Larger puts after
+// a fence go out at once: the proxy never needs them behind a signal that was
+// ahead of them (NOTE [Signals after the batch's puts]), and holding them made
+// every block's put wait for the round trip of the signal before it (session
+// 44 c2: 2 streams moved the proxy's exchange 2.3x faster but the AllReduce
+// only 1.01-1.05x). A flush (the proxy's quiet) is a fence whose completion is
+// the request; it covers every put issued before it, those that went out at once
+// too. The proxy cuts puts into pieces of 1 MiB here (preferred_put_chunk), so one
+// block's put also spreads over the lanes.
 class SendLanes {
  public:
   // K = addresses.size() lanes on `context` (made with mt_workers_shared); lane k connects to addresses[k][r], the

@@ -256,7 +256,15 @@ TEST(Proxy, PutPiecesFollowTheTransport) {
     bootstrap->barrier();
   };
   const bool emulated = std::string(tls) == "tcp" && tcp_keeps_peer_failure();
-  check(emulated ? size_t{256} << 10 : size_t{4} << 20, std::string("UCX_TLS ") + tls);
+  {
+    HostNet probe(*bootstrap, 4096, 1, 16, kTimeout);
+    const size_t expected = probe.proxy->transport().tcp_streams() > 1 ? size_t{1} << 20  // NOTE [Several tcp streams]
+                            : emulated                                 ? size_t{256} << 10
+                                                                       : size_t{4} << 20;
+    bootstrap->barrier();
+    probe.proxy.reset();
+    check(expected, std::string("UCX_TLS ") + tls);
+  }
   {
     ScopedEnv user("FERRY_PROXY_PUT_CHUNK_BYTES", "131072");
     check(size_t{128} << 10, "FERRY_PROXY_PUT_CHUNK_BYTES=131072");
@@ -482,6 +490,68 @@ TEST(Proxy, TcpPutsLandWhileTheTargetsProxyIsHeld) {
   for (size_t b = 0; me != 0 && b < kBytes && ok; ++b)
     ok = static_cast<uint8_t>(net.window[kBytes + b]) == pattern(0, 0, 11, b);
   EXPECT_TRUE(ok) << "rank " << me << ": rank 0's put is not in place after its quiet";
+  bootstrap->barrier();
+}
+
+// NOTE [Several tcp streams] (ucx_send_lanes.hpp): over tcp with the receive
+// worker, FERRY_UCX_TCP_STREAMS send lanes (2 unset) and as many receive workers;
+// elsewhere one. With 3 streams, every rank puts 8 MiB (1 MiB pieces, round-robin
+// over the lanes) and many small put+signal pairs to every peer: each signal's
+// data is in place when the signal is seen, the totals end exact, and a quiet
+// covers it all.
+TEST(Proxy, TcpStreamsAsConfigured) {
+  const char* tls = std::getenv("FERRY_TEST_NET_TLS");
+  if (tls == nullptr) GTEST_SKIP() << "FERRY_TEST_NET_TLS not set";
+  const int world = mpi_size(), me = mpi_rank();
+  if (world < 2) GTEST_SKIP() << "needs a peer";
+  const char* receive = std::getenv("FERRY_UCX_RECEIVE_THREAD");
+  const bool lanes = std::string(tls) == "tcp" && (receive == nullptr || std::string(receive) != "0");
+  auto bootstrap = std::make_shared<ferry::MpiBootstrap>();
+  {
+    const char* knob = std::getenv("FERRY_UCX_TCP_STREAMS");
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    EXPECT_EQ(net.proxy->transport().tcp_streams(), lanes ? (knob != nullptr ? std::atoi(knob) : 2) : 1)
+        << net.proxy->transport().describe();
+    bootstrap->barrier();
+  }
+  {
+    ScopedEnv one("FERRY_UCX_TCP_STREAMS", "1");
+    HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
+    EXPECT_EQ(net.proxy->transport().tcp_streams(), 1) << net.proxy->transport().describe();
+    bootstrap->barrier();
+  }
+  ScopedEnv three("FERRY_UCX_TCP_STREAMS", "3");
+  constexpr size_t kBig = size_t{8} << 20, kSmall = 4096;
+  constexpr int kSmallPuts = 64;
+  const size_t slot = kBig + kSmallPuts * kSmall;  // [send: one slot][receive: a slot per source]
+  HostNet net(*bootstrap, (1 + world) * slot, 2, 64, kTimeout);
+  EXPECT_EQ(net.proxy->transport().tcp_streams(), lanes ? 3 : 1) << net.proxy->transport().describe();
+  for (size_t b = 0; b < slot; ++b) net.window[b] = static_cast<char>(pattern(me, 0, 5, b));
+  bootstrap->barrier();
+  for (int k = 1; k < world; ++k) {
+    const int p = (me + k) % world;
+    net.put_with_signal(p, (1 + me) * slot, 0, kBig, 0, 1);
+    for (int i = 0; i < kSmallPuts; ++i) {
+      const size_t at = kBig + i * kSmall;
+      net.put_with_signal(p, (1 + me) * slot + at, at, kSmall, 1, 1);
+    }
+  }
+  bool ordered = true;
+  for (int p = 0; p < world; ++p) {
+    if (p == me) continue;
+    const char* got = net.window + (1 + p) * slot;
+    net.wait_signal(p, 0, 1, kTimeout);  // the 8 MiB are in place once its signal is
+    for (size_t b = 0; b < kBig && ordered; ++b) ordered = static_cast<uint8_t>(got[b]) == pattern(p, 0, 5, b);
+    for (uint64_t seen = 0; seen < kSmallPuts && ordered;) {
+      seen = net.signal_from(p, 1);
+      for (size_t b = kBig; b < kBig + seen * kSmall && ordered; ++b)
+        ordered = static_cast<uint8_t>(got[b]) == pattern(p, 0, 5, b);
+      if (seen < kSmallPuts) net.wait_signal(p, 1, seen + 1, kTimeout);
+    }
+    EXPECT_EQ(net.signal_from(p, 1), static_cast<uint64_t>(kSmallPuts)) << "from rank " << p;
+  }
+  EXPECT_TRUE(ordered) << "rank " << me << ": a signal was seen before its data";
+  net.proxy->quiet();
   bootstrap->barrier();
 }
 
