@@ -25,11 +25,15 @@ namespace ferry::net {
 // NOTE [A receive worker for tcp]) each rank opens K receive workers and K send
 // lanes; lane k's worker connects to every peer's receive worker k, so each
 // lane is one tcp connection per peer, copied by its own thread at both ends.
-// The proxy thread then only hands operations to the lanes (a queue each):
-// puts go round-robin over the lanes, except small ones (at most 64 bytes: the
-// proxy's signal words), which all take lane 0 in issue order: the proxy sends
-// a batch's signals behind one fence (NOTE [Signals after the batch's puts]),
-// and two totals of one word on two connections could land out of order.
+// Lane 0 is the proxy thread's own (it issues and progresses it, as it did its
+// one worker); lanes 1.. have a thread each, which the proxy hands operations
+// through a queue. Puts of 2 MiB and more (the proxy's pieces are 4 MiB) go
+// round-robin over all lanes; smaller ones take lane 0, among them the signal
+// words, so one word's totals land in issue order (the proxy sends a batch's
+// signals behind one fence: NOTE [Signals after the batch's puts]), and the
+// small puts of low-latency calls keep the one-worker path: handed to a lane
+// thread, with the fences' flushes there too, they took 1.03-1.38x the time
+// (session 44 c2, 2 and 4 streams, every put round-robin).
 // Ordering (the Transport contract): UCX orders nothing across workers, so a
 // fence is a flush of every (lane, peer) that took an operation since the last
 // fence, and every small put after the fence waits in `waiting_` (on the proxy
@@ -41,8 +45,8 @@ namespace ferry::net {
 // 44 c2: 2 streams moved the proxy's exchange 2.3x faster but the AllReduce
 // only 1.01-1.05x). A flush (the proxy's quiet) is a fence whose completion is
 // the request; it covers every put issued before it, those that went out at once
-// too. The proxy cuts puts into pieces of 1 MiB here (preferred_put_chunk), so one
-// block's put also spreads over the lanes.
+// too. Pieces stay 4 MiB: each tcp put costs about a round trip, and 1 MiB
+// pieces made the exchange 1.4-1.6x and the EP over tcp 1.8-2.6x slower (c3).
 class SendLanes {
  public:
   // K = addresses.size() lanes on `context` (made with mt_workers_shared); lane k connects to addresses[k][r], the
@@ -53,7 +57,8 @@ class SendLanes {
   SendLanes(const SendLanes&) = delete;
   SendLanes& operator=(const SendLanes&) = delete;
 
-  static constexpr size_t kSmallPutBytes = 64;
+  static constexpr size_t kSmallPutBytes = 64;        // at most: waits behind a fence (a signal word)
+  static constexpr size_t kSpreadBytes = size_t{2} << 20;  // at least: round-robin over the lanes, else lane 0
 
   int count() const { return static_cast<int>(lanes_.size()); }
   // Region `region`'s remote keys (packed[r]: rank r's packed key, empty where not reached) on every lane.
