@@ -69,33 +69,6 @@ struct SendLanes::Lane {
     else in_flight.emplace_back(op, request);
   }
 
-  // Progresses the worker and finishes the operations that completed; true if anything happened. Under worker_lock.
-  bool poll() {
-    bool busy = ucp_worker_progress(worker) != 0;
-    for (size_t i = 0; i < in_flight.size();) {
-      const ucs_status_t status = ucp_request_check_status(in_flight[i].second);
-      if (status == UCS_INPROGRESS) {
-        ++i;
-        continue;
-      }
-      ucp_request_free(in_flight[i].second);
-      finish(in_flight[i].first, status);
-      in_flight[i] = in_flight.back();
-      in_flight.pop_back();
-      busy = true;
-    }
-    return busy;
-  }
-
-  // At shutdown: the ops are the owner's, left as they are. Under worker_lock.
-  void drop_in_flight() {
-    for (auto& [op, request] : in_flight) {
-      if (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_request_cancel(worker, request);
-      ucp_request_free(request);
-    }
-    in_flight.clear();
-  }
-
   void run() {
     IdleBackoff backoff(idle_spins);
     std::vector<Op*> taken;
@@ -109,12 +82,28 @@ struct SendLanes::Lane {
         std::lock_guard<std::mutex> guard(worker_lock);
         for (Op* op : taken) issue(op);
         taken.clear();
-        busy = poll() || busy;
+        busy = ucp_worker_progress(worker) != 0 || busy;
+        for (size_t i = 0; i < in_flight.size();) {
+          const ucs_status_t status = ucp_request_check_status(in_flight[i].second);
+          if (status == UCS_INPROGRESS) {
+            ++i;
+            continue;
+          }
+          ucp_request_free(in_flight[i].second);
+          finish(in_flight[i].first, status);
+          in_flight[i] = in_flight.back();
+          in_flight.pop_back();
+          busy = true;
+        }
       }
       backoff.after_loop(busy);
     }
     std::lock_guard<std::mutex> guard(worker_lock);
-    drop_in_flight();
+    for (auto& [op, request] : in_flight) {  // at shutdown: the ops are the owner's, left as they are
+      if (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_request_cancel(worker, request);
+      ucp_request_free(request);
+    }
+    in_flight.clear();
   }
 };
 
@@ -141,8 +130,8 @@ SendLanes::SendLanes(ucp_context_h context, const std::vector<std::vector<std::s
                                              rank, static_cast<int>(r), refused);
       }
     }
-    for (size_t k = 1; k < lanes_.size(); ++k) {  // lane 0 is the proxy thread's own
-      Lane* l = lanes_[k].get();
+    for (auto& lane : lanes_) {
+      Lane* l = lane.get();
       l->thread = std::thread([l] { l->run(); });
     }
   } catch (...) {
@@ -161,10 +150,6 @@ SendLanes::~SendLanes() {
 
 void SendLanes::release() noexcept {
   for (auto& lane : lanes_) {
-    {
-      std::lock_guard<std::mutex> guard(lane->worker_lock);
-      lane->drop_in_flight();  // lane 0's (the others' threads did it)
-    }
     for (auto& [region, keys] : lane->keys)
       for (ucp_rkey_h key : keys)
         if (key != nullptr) ucp_rkey_destroy(key);
@@ -219,8 +204,8 @@ SendLanes::Op* SendLanes::make(int kind) {
 void* SendLanes::put(int peer, const void* src, size_t bytes, int region, uint64_t remote_address) {
   if (failed()) return nullptr;
   Op* op = make(Op::kPut);
-  // NOTE [Several tcp streams]: smaller puts (signal words among them, whose totals so land in order) take lane 0.
-  op->lane = bytes < kSpreadBytes ? 0 : static_cast<int>(next_lane_++ % lanes_.size());
+  // NOTE [Several tcp streams]: small puts (signal words) keep one lane, so one word's totals land in order.
+  op->lane = bytes <= kSmallPutBytes ? 0 : static_cast<int>(next_lane_++ % lanes_.size());
   op->peer = peer;
   op->src = src;
   op->bytes = bytes;
@@ -252,10 +237,6 @@ void* SendLanes::flush() {
 // Hands the waiting operations to their lanes in order, up to a fence whose flushes have not all completed.
 bool SendLanes::drain() {
   bool changed = false;
-  {
-    std::lock_guard<std::mutex> guard(lanes_[0]->worker_lock);
-    changed = lanes_[0]->poll();
-  }
   const size_t world = lanes_.empty() ? 0 : lanes_[0]->endpoints.size();
   while (!failed()) {
     if (fence_in_progress_ != 0) {
@@ -296,10 +277,6 @@ bool SendLanes::drain() {
 
 void SendLanes::submit(Op* op) {
   Lane& lane = *lanes_[op->lane];
-  if (op->lane == 0) {  // the proxy thread's own: issued here
-    std::lock_guard<std::mutex> guard(lane.worker_lock);
-    return lane.issue(op);
-  }
   std::lock_guard<std::mutex> guard(lane.queue_lock);
   lane.queue.push_back(op);
 }

@@ -25,15 +25,11 @@ namespace ferry::net {
 // NOTE [A receive worker for tcp]) each rank opens K receive workers and K send
 // lanes; lane k's worker connects to every peer's receive worker k, so each
 // lane is one tcp connection per peer, copied by its own thread at both ends.
-// Lane 0 is the proxy thread's own (it issues and progresses it, as it did its
-// one worker); lanes 1.. have a thread each, which the proxy hands operations
-// through a queue. Puts of 2 MiB and more (the proxy's pieces are 4 MiB) go
-// round-robin over all lanes; smaller ones take lane 0, among them the signal
-// words, so one word's totals land in issue order (the proxy sends a batch's
-// signals behind one fence: NOTE [Signals after the batch's puts]), and the
-// small puts of low-latency calls keep the one-worker path: handed to a lane
-// thread, with the fences' flushes there too, they took 1.03-1.38x the time
-// (session 44 c2, 2 and 4 streams, every put round-robin).
+// The proxy thread then only hands operations to the lanes (a queue each):
+// puts go round-robin over the lanes, except small ones (at most 64 bytes: the
+// proxy's signal words), which all take lane 0 in issue order: the proxy sends
+// a batch's signals behind one fence (NOTE [Signals after the batch's puts]),
+// and two totals of one word on two connections could land out of order.
 // Ordering (the Transport contract): UCX orders nothing across workers, so a
 // fence is a flush of every (lane, peer) that took an operation since the last
 // fence, and every small put after the fence waits in `waiting_` (on the proxy
@@ -45,8 +41,21 @@ namespace ferry::net {
 // 44 c2: 2 streams moved the proxy's exchange 2.3x faster but the AllReduce
 // only 1.01-1.05x). A flush (the proxy's quiet) is a fence whose completion is
 // the request; it covers every put issued before it, those that went out at once
-// too. Pieces stay 4 MiB: each tcp put costs about a round trip, and 1 MiB
-// pieces made the exchange 1.4-1.6x and the EP over tcp 1.8-2.6x slower (c3).
+// too. The proxy cuts puts into pieces of 1 MiB here (preferred_put_chunk), so one
+// block's put also spreads over the lanes.
+// Measured (2xH200, one virtual node per GPU, loopback tcp; session 44 c3, A/B
+// in one binary against one stream, 3 rounds): 4 streams took 0.43 / 0.63 of the
+// AllReduce's time at 16 / 64 MB (2.8 / 1.8x NCCL's sockets in the same run),
+// 0.77 / 0.84 at 1 / 4 MB, but 1.14 at 256 KB, and the EP over tcp 1.15-1.95x
+// as long (2 streams 1.75-2.6x). So FERRY_UCX_TCP_STREAMS defaults to 1 (no
+// lanes: the one-worker path). What is not yet understood: the EP's one large
+// put and signal per peer is the exchange's shape, which 4 streams moved 2.3x
+// faster (ferry-bench net --exchange 64 MiB: 17.2 -> 7.5 ms); the suspects are
+// the fences (a per-endpoint flush, a round trip, where one worker's
+// ucp_worker_fence over one tcp lane may cost none) and the hop to a lane
+// thread for the many small puts and signals of a low-latency call. Tried and
+// measured worse (c4): 4 MiB pieces, lane 0 on the proxy thread, puts under 2
+// MiB on lane 0 (EP 1.3-2.9x, AllReduce 0.55 / 0.76 at 16 / 64 MB).
 class SendLanes {
  public:
   // K = addresses.size() lanes on `context` (made with mt_workers_shared); lane k connects to addresses[k][r], the
@@ -57,8 +66,7 @@ class SendLanes {
   SendLanes(const SendLanes&) = delete;
   SendLanes& operator=(const SendLanes&) = delete;
 
-  static constexpr size_t kSmallPutBytes = 64;        // at most: waits behind a fence (a signal word)
-  static constexpr size_t kSpreadBytes = size_t{2} << 20;  // at least: round-robin over the lanes, else lane 0
+  static constexpr size_t kSmallPutBytes = 64;
 
   int count() const { return static_cast<int>(lanes_.size()); }
   // Region `region`'s remote keys (packed[r]: rank r's packed key, empty where not reached) on every lane.

@@ -85,7 +85,10 @@ class UcxTransport final : public Transport {
   // 0.89-1.09; then 256 KiB against 4 MiB, alternating, 3 rounds: 1.63-1.90 /
   // 1.25-1.36 against 0.95-1.41 / 0.98-1.09 (docs/results/net_cpu_2cores_tcp_segments.txt).
   // Not yet measured on the GPU machines.
-  size_t preferred_put_chunk() const override { return all_tcp_emulated() ? size_t{256} << 10 : 0; }
+  size_t preferred_put_chunk() const override {
+    if (lanes_ != nullptr) return size_t{1} << 20;  // NOTE [Several tcp streams]: one put spreads over the lanes
+    return all_tcp_emulated() ? size_t{256} << 10 : 0;
+  }
   bool remote_lanes_all_tcp() const override { return all_tcp_; }
   bool receives_on_own_thread() const override { return !receivers_.empty(); }
   int tcp_streams() const override { return lanes_ != nullptr ? lanes_->count() : 1; }

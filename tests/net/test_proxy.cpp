@@ -256,7 +256,15 @@ TEST(Proxy, PutPiecesFollowTheTransport) {
     bootstrap->barrier();
   };
   const bool emulated = std::string(tls) == "tcp" && tcp_keeps_peer_failure();
-  check(emulated ? size_t{256} << 10 : size_t{4} << 20, std::string("UCX_TLS ") + tls);
+  {
+    HostNet probe(*bootstrap, 4096, 1, 16, kTimeout);
+    const size_t expected = probe.proxy->transport().tcp_streams() > 1 ? size_t{1} << 20  // NOTE [Several tcp streams]
+                            : emulated                                 ? size_t{256} << 10
+                                                                       : size_t{4} << 20;
+    bootstrap->barrier();
+    probe.proxy.reset();
+    check(expected, std::string("UCX_TLS ") + tls);
+  }
   {
     ScopedEnv user("FERRY_PROXY_PUT_CHUNK_BYTES", "131072");
     check(size_t{128} << 10, "FERRY_PROXY_PUT_CHUNK_BYTES=131072");
@@ -486,8 +494,8 @@ TEST(Proxy, TcpPutsLandWhileTheTargetsProxyIsHeld) {
 }
 
 // NOTE [Several tcp streams] (ucx_send_lanes.hpp): over tcp with the receive
-// worker, FERRY_UCX_TCP_STREAMS send lanes (2 unset) and as many receive workers;
-// elsewhere one. With 3 streams, every rank puts 8 MiB (1 MiB pieces, round-robin
+// worker, FERRY_UCX_TCP_STREAMS send lanes (1 unset: none) and as many receive
+// workers; elsewhere one. With 3 streams, every rank puts 8 MiB (1 MiB pieces, round-robin
 // over the lanes) and many small put+signal pairs to every peer: each signal's
 // data is in place when the signal is seen, the totals end exact, and a quiet
 // covers it all.
@@ -502,7 +510,7 @@ TEST(Proxy, TcpStreamsAsConfigured) {
   {
     const char* knob = std::getenv("FERRY_UCX_TCP_STREAMS");
     HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
-    EXPECT_EQ(net.proxy->transport().tcp_streams(), lanes ? (knob != nullptr ? std::atoi(knob) : 2) : 1)
+    EXPECT_EQ(net.proxy->transport().tcp_streams(), lanes ? (knob != nullptr ? std::atoi(knob) : 1) : 1)
         << net.proxy->transport().describe();
     bootstrap->barrier();
   }
