@@ -74,6 +74,7 @@ int UcxRegions::map(ucp_context_h context, const std::vector<ucp_ep_h>& endpoint
     }
   }
   if (allocated != nullptr) *allocated = reinterpret_cast<void*>(mine.base);
+  std::lock_guard<std::mutex> guard(lock);  // the proxy thread looks regions up under it (target)
   regions_.push_back(std::move(region));
   return static_cast<int>(regions_.size()) - 1;
 }

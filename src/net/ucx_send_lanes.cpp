@@ -23,6 +23,9 @@ struct SendLanes::Op {
   uint64_t fence_id = 0;
   std::atomic<int> state{0};  // 0 not done, 1 done, 2 failed (status): the lane writes it last
   ucs_status_t status = UCS_OK;
+  // A small put's source, copied: after a failure the proxy counts a put finished while a lane may still send it,
+  // and frees a signal's operand then; the Op itself lives on in ops_ (SendLanes::test).
+  alignas(8) unsigned char small[kSmallPutBytes];
 };
 
 // NOTE [Several tcp streams]: the lane's thread is the only one that issues and progresses on its worker; others
@@ -40,7 +43,10 @@ struct SendLanes::Lane {
   uint64_t idle_spins = 0;
   std::thread thread;
 
-  static void finish(Op* op, ucs_status_t status) {
+  // A failure is recorded at once (NOTE [After a failure]: the lanes then issue nothing more), not when the proxy
+  // tests the op.
+  void finish(Op* op, ucs_status_t status) {
+    if (status != UCS_OK && status != UCS_ERR_CANCELED) owner->record(op->peer, status, "an operation");
     op->status = status;
     op->state.store(status == UCS_OK ? 1 : 2, std::memory_order_release);
   }
@@ -208,6 +214,7 @@ void* SendLanes::put(int peer, const void* src, size_t bytes, int region, uint64
   op->lane = bytes <= kSmallPutBytes ? 0 : static_cast<int>(next_lane_++ % lanes_.size());
   op->peer = peer;
   op->src = src;
+  if (bytes <= kSmallPutBytes) op->src = std::memcpy(op->small, src, bytes);
   op->bytes = bytes;
   op->region = region;
   op->remote = remote_address;

@@ -5,6 +5,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <memory>
