@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 
 #include "ferry/error.hpp"
 #include "net/ucx_config.hpp"
@@ -36,6 +37,20 @@ ucp_ep_h connect_endpoint(ucp_worker_h worker, const void* address, bool ask_pee
                                             << " (UCX_TLS=" << (getenv("UCX_TLS") ? getenv("UCX_TLS") : "all")
                                             << ")");
   return endpoint;
+}
+
+int peer_of(const std::vector<ucp_ep_h>& endpoints, ucp_ep_h endpoint) {
+  for (size_t r = 0; r < endpoints.size(); ++r)
+    if (endpoints[r] == endpoint) return static_cast<int>(r);
+  return -1;
+}
+
+std::string failure_text(const char* what, int peer, ucs_status_t status) {
+  std::ostringstream os;
+  os << "UCX: " << what;
+  if (peer >= 0) os << " to rank " << peer;
+  os << " failed: " << ucs_status_string(status);
+  return os.str();
 }
 
 void close_by_force(ucp_worker_h worker, ucp_ep_h endpoint) noexcept {

@@ -1,7 +1,6 @@
 // Send lanes of a tcp-only transport: see ucx_send_lanes.hpp (NOTE [Several tcp streams]).
 #include "net/ucx_send_lanes.hpp"
 
-#include <sstream>
 #include <utility>
 
 #include "common/knobs.hpp"
@@ -53,8 +52,8 @@ struct SendLanes::Lane {
 
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* lane = static_cast<Lane*>(arg);
-    for (size_t r = 0; r < lane->endpoints.size(); ++r)
-      if (lane->endpoints[r] == ep) lane->owner->record(static_cast<int>(r), status, "the endpoint");
+    const int peer = peer_of(lane->endpoints, ep);
+    if (peer >= 0) lane->owner->record(peer, status, "the endpoint");
   }
 
   void issue(Op* op) {
@@ -145,8 +144,8 @@ SendLanes::SendLanes(ucp_context_h context, const std::vector<std::vector<std::s
     release();
     throw;
   }
-  const size_t world = addresses.empty() ? 0 : addresses[0].size();
-  dirty_.assign(lanes_.size() * world, false);
+  world_ = addresses.empty() ? 0 : addresses[0].size();
+  dirty_.assign(lanes_.size() * world_, false);
 }
 
 SendLanes::~SendLanes() {
@@ -209,18 +208,18 @@ SendLanes::Op* SendLanes::make(int kind) {
 
 void* SendLanes::put(int peer, const void* src, size_t bytes, int region, uint64_t remote_address) {
   if (failed()) return nullptr;
+  // NOTE [Several tcp streams]: small puts (signal words) keep one lane, so one word's totals land in order, and wait
+  // for the fences before them; data never waits for a fence.
+  const bool small = bytes <= kSmallPutBytes;
   Op* op = make(Op::kPut);
-  // NOTE [Several tcp streams]: small puts (signal words) keep one lane, so one word's totals land in order.
-  op->lane = bytes <= kSmallPutBytes ? 0 : static_cast<int>(next_lane_++ % lanes_.size());
+  op->lane = small ? 0 : static_cast<int>(next_lane_++ % lanes_.size());
   op->peer = peer;
-  op->src = src;
-  if (bytes <= kSmallPutBytes) op->src = std::memcpy(op->small, src, bytes);
+  op->src = small ? std::memcpy(op->small, src, bytes) : src;
   op->bytes = bytes;
   op->region = region;
   op->remote = remote_address;
-  if (bytes > kSmallPutBytes) {  // NOTE [Several tcp streams]: data never waits for a fence
-    dirty_[op->lane * lanes_[0]->endpoints.size() + peer] = true;
-    submit(op);
+  if (!small) {
+    hand_over(op);
     return op;
   }
   waiting_.push_back({op, 0});
@@ -244,7 +243,6 @@ void* SendLanes::flush() {
 // Hands the waiting operations to their lanes in order, up to a fence whose flushes have not all completed.
 bool SendLanes::drain() {
   bool changed = false;
-  const size_t world = lanes_.empty() ? 0 : lanes_[0]->endpoints.size();
   while (!failed()) {
     if (fence_in_progress_ != 0) {
       for (Op* flush : fence_flushes_)
@@ -262,16 +260,15 @@ bool SendLanes::drain() {
     waiting_.pop_front();
     changed = true;
     if (step.op != nullptr) {
-      dirty_[step.op->lane * world + step.op->peer] = true;
-      submit(step.op);
+      hand_over(step.op);
       continue;
     }
     for (size_t i = 0; i < dirty_.size(); ++i) {  // a fence: flush every (lane, peer) used since the last one
       if (!dirty_[i]) continue;
       dirty_[i] = false;
       Op* flush = make(Op::kFlush);
-      flush->lane = static_cast<int>(i / world);
-      flush->peer = static_cast<int>(i % world);
+      flush->lane = static_cast<int>(i / world_);
+      flush->peer = static_cast<int>(i % world_);
       fence_flushes_.push_back(flush);
       submit(flush);
     }
@@ -280,6 +277,11 @@ bool SendLanes::drain() {
   }
   waiting_.clear();  // NOTE [After a failure]: nothing more is handed over (the ops stay in ops_)
   return changed;
+}
+
+void SendLanes::hand_over(Op* op) {
+  dirty_[op->lane * world_ + op->peer] = true;
+  submit(op);
 }
 
 void SendLanes::submit(Op* op) {
@@ -316,11 +318,7 @@ void SendLanes::cancel(void* request) {
 void SendLanes::record(int peer, ucs_status_t status, const char* what) {
   std::lock_guard<std::mutex> guard(failure_lock_);
   if (failed_.load(std::memory_order_relaxed)) return;
-  std::ostringstream os;
-  os << "UCX: " << what;
-  if (peer >= 0) os << " to rank " << peer;
-  os << " failed: " << ucs_status_string(status) << " (a send lane)";
-  failure_ = os.str();
+  failure_ = failure_text(what, peer, status) + " (a send lane)";
   failed_peer_ = peer;
   failed_.store(true, std::memory_order_release);
 }

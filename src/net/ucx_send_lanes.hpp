@@ -98,6 +98,7 @@ class SendLanes {
   };
 
   bool drain();
+  void hand_over(Op* op);  // a put to its lane, marking (lane, peer) for the next fence
   void submit(Op* op);
   void record(int peer, ucs_status_t status, const char* what);
   Op* make(int kind);
@@ -110,6 +111,7 @@ class SendLanes {
   std::vector<bool> dirty_;                           // by lane: took an operation since the last fence
   uint64_t fences_issued_ = 0, fence_in_progress_ = 0, fences_done_ = 0;
   size_t next_lane_ = 0;
+  size_t world_ = 0;  // ranks: endpoints per lane
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_lock_;
   int failed_peer_ = -1;

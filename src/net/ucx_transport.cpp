@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -374,9 +373,7 @@ class UcxTransport final : public Transport {
 
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* self = static_cast<UcxTransport*>(arg);
-    int peer = -1;
-    for (size_t r = 0; r < self->endpoints_.size(); ++r)
-      if (self->endpoints_[r] == ep) peer = static_cast<int>(r);
+    const int peer = peer_of(self->endpoints_, ep);
     if (peer < 0) return;  // an endpoint replaced at start (NOTE [tcp without UCX's peer-failure handling])
     self->record_failure(peer, status, "the endpoint");
   }
@@ -385,11 +382,7 @@ class UcxTransport final : public Transport {
     if (failed_) return;
     failed_ = true;
     failed_peer_ = peer;
-    std::ostringstream os;
-    os << "UCX: " << what;
-    if (peer >= 0) os << " to rank " << peer;
-    os << " failed: " << ucs_status_string(status);
-    failure_ = os.str();
+    failure_ = failure_text(what, peer, status);
   }
 
   Request keep(ucs_status_ptr_t request, int peer) {
