@@ -143,8 +143,12 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
   const size_t steps = sequence.steps.size();
   const size_t segments = static_cast<size_t>(iterations_per_graph) * steps;
   // Boundary b (0..segments) is one event; step s of iteration i runs from event
-  // i * steps + s to the next one.
-  EventList events(segments + 1);
+  // i * steps + s to the next one. With before_each, segment k has its own start
+  // event (2k) after the untimed work, and its end (2k + 1).
+  const bool gaps = static_cast<bool>(sequence.before_each);
+  EventList events(gaps ? 2 * segments : segments + 1);
+  auto start_of = [&](size_t segment) { return gaps ? 2 * segment : segment; };
+  auto end_of = [&](size_t segment) { return gaps ? 2 * segment + 1 : segment + 1; };
   auto synchronize = [&] {
     if (sequence.synchronize) {
       sequence.synchronize(stream);
@@ -154,13 +158,17 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
   };
   // External event records: inside a capture they become event-record nodes
   // (timed on every replay), not the fork/join dependencies of a plain record.
+  auto record = [&](size_t event) {
+    FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[event], stream, cudaEventRecordExternal));
+  };
   auto enqueue_iterations = [&] {
-    FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[0], stream, cudaEventRecordExternal));
-    size_t boundary = 0;
+    size_t segment = 0;
     for (int i = 0; i < iterations_per_graph; ++i) {
       for (const auto& step : sequence.steps) {
+        if (gaps) sequence.before_each(stream);
+        if (gaps || segment == 0) record(start_of(segment));
         step(stream);
-        FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[++boundary], stream, cudaEventRecordExternal));
+        record(end_of(segment++));
       }
     }
   };
@@ -209,7 +217,8 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
       synchronize();  // the next replay records the same events again
       for (size_t segment = 0; segment < segments; ++segment) {
         float ms = 0;
-        FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.events[segment], events.events[segment + 1]));
+        FERRY_CUDA_CHECK(
+            cudaEventElapsedTime(&ms, events.events[start_of(segment)], events.events[end_of(segment)]));
         step_ms[segment % steps].push_back(ms);
       }
     }

@@ -67,6 +67,9 @@ struct TimedSequence {
   // Waits for the stream and reports asynchronous failures; defaults to a checked
   // cudaStreamSynchronize.
   std::function<void(cudaStream_t)> synchronize;
+  // Where set: enqueued before every step and left out of the step's time (each step
+  // then has an event of its own at its start), e.g. ferry-bench ep --aligned.
+  std::function<void(cudaStream_t)> before_each;
 };
 
 struct SequenceTimingOptions {

@@ -18,6 +18,7 @@
 
 #include "bench_common.hpp"
 #include "bench_timing.hpp"
+#include "ep_align.hpp"
 #include "ep_check.hpp"
 #include "ep_expert_pass.hpp"
 #include "ep_nccl.hpp"
@@ -64,7 +65,7 @@ struct FerryMeasurement {
 
 FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const CaseInputs& in, EpMode mode,
                                EpLayout layout, DataType type, int sms, cudaStream_t stream,
-                               const std::string& case_name) {
+                               const std::string& case_name, const std::function<void(cudaStream_t)>& before_each) {
   Bootstrap& bootstrap = comm.bootstrap();
   const int64_t T = in.tokens;
   const int64_t H = options.hidden;
@@ -141,6 +142,7 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
       launch_expert_pass(last, layout, comm.size(), expert_outputs.get(), options.hidden, s);
     });
   sequence.synchronize = [&](cudaStream_t s) { comm.synchronize(s); };  // surfaces device timeouts
+  sequence.before_each = before_each;  // --aligned (NOTE [EP bench: aligned ops])
   const SequenceTimingResult timed = time_sequence(sequence, stream, bootstrap, timing_options(options));
   m.dispatch_us = timed.step_us[0];
   m.combine_us = timed.step_us.back();
@@ -164,6 +166,7 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
         [&](cudaStream_t s) { last = ep.dispatch_recv(handle, s, no_sync); },
     };
     halves.synchronize = sequence.synchronize;
+    halves.before_each = before_each;
     const SequenceTimingResult h = time_sequence(halves, stream, bootstrap, timing_options(options));
     if (bootstrap.rank() == 0)
       std::printf("  %s halves (us): dispatch_send %.1f  dispatch_recv %.1f  combine_send %.1f  combine_recv %.1f"
@@ -186,6 +189,7 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
         [&](cudaStream_t s) { ep.combine(expert_view, last.handle, out_view, s); },
     };
     ahead.synchronize = sequence.synchronize;
+    ahead.before_each = before_each;
     const SequenceTimingResult r = time_sequence(ahead, stream, bootstrap, timing_options(options));
     m.dispatch_routed_us = r.step_us[1];
     if (bootstrap.rank() == 0)
@@ -261,6 +265,10 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
 #endif
 
   CudaStream stream;
+  std::optional<OpAligner> aligner;  // --aligned: NOTE [EP bench: aligned ops]
+  if (options.aligned) aligner.emplace(comm);
+  const std::function<void(cudaStream_t)> before_each =
+      aligner ? aligner->step() : std::function<void(cudaStream_t)>();
   std::optional<CsvWriter> csv;
   if (leader && !options.csv_path.empty()) {
     csv.emplace(options.csv_path,
@@ -301,6 +309,8 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
       std::printf("  %s: T=%s tokens/rank, SMs %s\n", mode_label(mode), list(tokens_for(mode), 0).c_str(),
                   list(sms_for(mode), comm.sm_budget()).c_str());
     }
+    if (options.aligned)
+      std::printf("  aligned: an untimed AllReduce before every op, so every rank starts it together\n");
     std::printf("  time: (dispatch, combine) iterations, %d per CUDA graph, event around each op, median over\n"
                 "  iterations, max over ranks (us); recv: tokens the busiest rank receives, its own included;\n"
                 "  GB/s: recv * bytes per token / t (DeepEP's convention); NVL: without its own tokens;\n"
@@ -344,7 +354,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
                                    type_label(options.dispatch_types[i]);
           bootstrap->barrier();
           nccl_results[i] = measure_nccl(*nccl, *bootstrap, options, in, options.dispatch_types[i], buffers,
-                                         stream.get(), name);
+                                         stream.get(), name, before_each);
         }
       }
 #endif
@@ -373,7 +383,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
           bootstrap->barrier();  // cases start together
           FerryMeasurement m;
           try {
-            m = measure_ferry(comm, options, in, mode, layout, type, sms, stream.get(), name);
+            m = measure_ferry(comm, options, in, mode, layout, type, sms, stream.get(), name, before_each);
           } catch (const ferry::NotSupported& e) {  // argument checks: the same on every rank
             if (leader) std::printf("error: %s: %s\n", name.c_str(), e.what());
             failed = true;

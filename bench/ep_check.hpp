@@ -40,6 +40,7 @@ struct Options {
   bool use_nccl = true;
   bool check = false;
   bool halves = false;  // also time the four halves one after another
+  bool aligned = false;  // an untimed AllReduce before every timed op (ep_align.hpp)
   bool route_ahead = false;  // also time (route, dispatch reusing it, combine): the layout ahead of the dispatch
   int stages_settle_us = 0;  // > 0 (--stages): also time each receive half after its data arrived (ep_stages.cpp)
   std::vector<EpLayout> layouts{EpLayout::kExpanded, EpLayout::kRankRows};  // high-throughput; ll: expanded

@@ -38,7 +38,7 @@ void enqueue_all_to_all(ncclComm_t comm, const Traffic& traffic, int rank, size_
 
 NcclMeasurement measure_nccl(NcclCommunicator& nccl, Bootstrap& bootstrap, const Options& options,
                              const CaseInputs& in, DataType type, AllToAllBuffers& buffers, cudaStream_t stream,
-                             const std::string& case_name) {
+                             const std::string& case_name, const std::function<void(cudaStream_t)>& before_each) {
   const int rank = bootstrap.rank();
   const size_t forward_bytes = bytes_per_token(type, options.hidden);
   const size_t reverse_bytes = bytes_per_token(DataType::kBFloat16, options.hidden);
@@ -48,6 +48,7 @@ NcclMeasurement measure_nccl(NcclCommunicator& nccl, Bootstrap& bootstrap, const
       [&](cudaStream_t s) { enqueue_all_to_all(nccl.get(), in.traffic, rank, forward_bytes, false, buffers, s); },
       [&](cudaStream_t s) { enqueue_all_to_all(nccl.get(), in.traffic, rank, reverse_bytes, true, buffers, s); },
   };
+  sequence.before_each = before_each;  // --aligned (NOTE [EP bench: aligned ops])
   for (const auto& step : sequence.steps) step(stream);  // connects the peers outside the capture
   FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
   const SequenceTimingResult timed = time_sequence(sequence, stream, bootstrap, timing_options(options));

@@ -2,6 +2,8 @@
 // each rank dispatches to each other rank (and back, combine's direction).
 #pragma once
 
+#include <functional>
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,7 +34,7 @@ struct AllToAllBuffers {
 
 NcclMeasurement measure_nccl(NcclCommunicator& nccl, Bootstrap& bootstrap, const Options& options,
                              const CaseInputs& in, DataType type, AllToAllBuffers& buffers, cudaStream_t stream,
-                             const std::string& case_name);
+                             const std::string& case_name, const std::function<void(cudaStream_t)>& before_each);
 #endif
 
 }  // namespace ferry::bench::ep_detail

@@ -60,6 +60,7 @@ Options parse_ep_options(std::vector<std::string> args) {
   options.use_nccl = !parser.take_flag("--no-nccl");
   options.check = parser.take_flag("--check");
   options.halves = parser.take_flag("--halves");
+  options.aligned = parser.take_flag("--aligned");
   options.route_ahead = parser.take_flag("--route-ahead");
   options.own_rows_first = parser.take_flag("--own-rows-first");
   options.ht_quantize = parser.take_flag("--ht-quantize");
@@ -120,6 +121,10 @@ void print_ep_usage(std::FILE* out) {
       "  --no-graph           launch directly instead of replaying a graph\n"
       "  --csv PATH           CSV of every row (default ferry_ep.csv; '' for none)\n"
       "  --no-nccl            skip the NCCL baseline\n"
+      "  --aligned            before every timed op (ferry's and NCCL's), an untimed ferry AllReduce\n"
+      "                       of 256 floats, so every rank starts the op together (NOTE [EP bench:\n"
+      "                       aligned ops], ep_align.hpp); without it, ranks that drift out of phase\n"
+      "                       over a slow network count the peer's lead in their ops' times\n"
       "  --halves             also time dispatch_send, dispatch_recv, combine_send, combine_recv one\n"
       "                       after another (no overlap), and dispatch_send reusing the layout\n"
       "  --route-ahead        also time EpBuffer::route, then dispatch() reusing its layout, then\n"
