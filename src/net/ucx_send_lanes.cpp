@@ -1,6 +1,7 @@
 // Send lanes of a tcp-only transport: see ucx_send_lanes.hpp (NOTE [Several tcp streams]).
 #include "net/ucx_send_lanes.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/knobs.hpp"
@@ -222,13 +223,28 @@ void* SendLanes::put(int peer, const void* src, size_t bytes, int region, uint64
     hand_over(op);
     return op;
   }
-  waiting_.push_back({op, 0});
+  waiting_.push_back({op, fences_issued_});
   drain();
   return op;
 }
 
+// NOTE [Eager fences]: a fence's flushes go to their lanes when the fence is issued, so each covers only the puts
+// before it. (Flushing at the moment the fence before it completed, as first built, also covered every data put
+// issued meanwhile: under a steady stream of pieces each signal waited for the data after it too.) The fences
+// complete in issue order: a flush completes only after the operations before it on its (lane, peer).
 void SendLanes::fence() {
-  waiting_.push_back({nullptr, ++fences_issued_});
+  if (failed()) return;
+  Fence issued{++fences_issued_, {}};
+  for (size_t i = 0; i < dirty_.size(); ++i) {  // every (lane, peer) used since the last fence
+    if (!dirty_[i]) continue;
+    dirty_[i] = false;
+    Op* flush = make(Op::kFlush);
+    flush->lane = static_cast<int>(i / world_);
+    flush->peer = static_cast<int>(i % world_);
+    issued.flushes.push_back(flush);
+    submit(flush);
+  }
+  fences_.push_back(std::move(issued));
   drain();
 }
 
@@ -240,42 +256,30 @@ void* SendLanes::flush() {
   return ticket;
 }
 
-// Hands the waiting operations to their lanes in order, up to a fence whose flushes have not all completed.
+// Retires the fences whose flushes all completed, in issue order, then hands the small puts whose fences are done to
+// lane 0 in order.
 bool SendLanes::drain() {
+  const auto completed = [](const Fence& fence) {
+    return std::all_of(fence.flushes.begin(), fence.flushes.end(),
+                       [](const Op* flush) { return flush->state.load(std::memory_order_acquire) != 0; });
+  };
   bool changed = false;
-  while (!failed()) {
-    if (fence_in_progress_ != 0) {
-      for (Op* flush : fence_flushes_)
-        if (flush->state.load(std::memory_order_acquire) == 0) return changed;
-      for (Op* flush : fence_flushes_) {
-        if (flush->state.load(std::memory_order_acquire) == 2) record(flush->peer, flush->status, "a flush");
-        ops_.erase(flush);
-      }
-      fence_flushes_.clear();
-      fences_done_ = std::exchange(fence_in_progress_, 0);
-      changed = true;
+  while (!fences_.empty() && completed(fences_.front())) {
+    Fence& oldest = fences_.front();
+    for (Op* flush : oldest.flushes) {
+      if (flush->state.load(std::memory_order_acquire) == 2) record(flush->peer, flush->status, "a flush");
+      ops_.erase(flush);
     }
-    if (waiting_.empty()) return changed;
-    const Step step = waiting_.front();
+    fences_done_ = oldest.id;
+    fences_.pop_front();
+    changed = true;
+  }
+  while (!failed() && !waiting_.empty() && waiting_.front().after_fence <= fences_done_) {
+    hand_over(waiting_.front().op);
     waiting_.pop_front();
     changed = true;
-    if (step.op != nullptr) {
-      hand_over(step.op);
-      continue;
-    }
-    for (size_t i = 0; i < dirty_.size(); ++i) {  // a fence: flush every (lane, peer) used since the last one
-      if (!dirty_[i]) continue;
-      dirty_[i] = false;
-      Op* flush = make(Op::kFlush);
-      flush->lane = static_cast<int>(i / world_);
-      flush->peer = static_cast<int>(i % world_);
-      fence_flushes_.push_back(flush);
-      submit(flush);
-    }
-    if (fence_flushes_.empty()) fences_done_ = step.fence_id;
-    else fence_in_progress_ = step.fence_id;
   }
-  waiting_.clear();  // NOTE [After a failure]: nothing more is handed over (the ops stay in ops_)
+  if (failed()) waiting_.clear();  // NOTE [After a failure]: nothing more is handed over (the ops stay in ops_)
   return changed;
 }
 

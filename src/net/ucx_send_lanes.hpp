@@ -33,8 +33,9 @@ namespace ferry::net {
 // and two totals of one word on two connections could land out of order.
 // Ordering (the Transport contract): UCX orders nothing across workers, so a
 // fence is a flush of every (lane, peer) that took an operation since the last
-// fence, and every small put after the fence waits in `waiting_` (on the proxy
-// thread) until those flushes completed at their targets: NOTE [Network
+// fence, sent when the fence is issued (NOTE [Eager fences]), and every small
+// put after the fence waits in `waiting_` (on the proxy thread) until those
+// flushes, and the fences before them, completed at their targets: NOTE [Network
 // signals] then holds across lanes as it did on one worker. Larger puts after
 // a fence go out at once: the proxy never needs them behind a signal that was
 // ahead of them (NOTE [Signals after the batch's puts]), and holding them made
@@ -93,8 +94,12 @@ class SendLanes {
   struct Op;
   struct Lane;
   struct Step {
-    Op* op;             // nullptr: a fence
-    uint64_t fence_id;  // for a fence
+    Op* op;               // a small put
+    uint64_t after_fence;  // handed over once the fences up to this one completed
+  };
+  struct Fence {
+    uint64_t id;
+    std::vector<Op*> flushes;  // one per (lane, peer) it covers, submitted when the fence was issued
   };
 
   bool drain();
@@ -106,10 +111,10 @@ class SendLanes {
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::unordered_map<Op*, std::unique_ptr<Op>> ops_;  // every operation not yet tested complete
-  std::deque<Step> waiting_;                          // behind a fence that has not completed
-  std::vector<Op*> fence_flushes_;                    // the fence in progress: one flush per lane it covers
-  std::vector<bool> dirty_;                           // by lane: took an operation since the last fence
-  uint64_t fences_issued_ = 0, fence_in_progress_ = 0, fences_done_ = 0;
+  std::deque<Step> waiting_;                          // small puts behind a fence that has not completed
+  std::deque<Fence> fences_;                          // issued, not yet completed (NOTE [Eager fences])
+  std::vector<bool> dirty_;                           // by (lane, peer): took an operation since the last fence
+  uint64_t fences_issued_ = 0, fences_done_ = 0;
   size_t next_lane_ = 0;
   size_t world_ = 0;  // ranks: endpoints per lane
   std::atomic<bool> failed_{false};
