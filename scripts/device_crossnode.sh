@@ -10,7 +10,9 @@
 # Stages (each logged to $OUT/<stage>.txt with a CSV beside it; a failing stage
 # does not stop the others):
 #   ar_sm, ar_tcp     ferry-bench allreduce bf16 256K..64M over UCX shared memory / tcp
-#   ep_sm, ep_tcp     ferry-bench ep --layout expanded --stages --halves (the per-stage split)
+#   ep_sm, ep_tcp     ferry-bench ep --layout expanded --aligned --stages --halves (the per-stage split;
+#                     --aligned: every op, ferry's and NCCL's, starts on both ranks together, NOTE [EP bench:
+#                     aligned ops] in bench/ep_align.hpp)
 #   ep_cuda_ipc       the same with windows in GPU memory moved by UCX's cuda_ipc
 #                     (FERRY_UCX_GPU_MEMORY=on, docs/internode.md Part 4)
 #   ep_nvlink         the same shape inside one node over NVLink: cuda_ipc's reference
@@ -52,14 +54,14 @@ stage() {
 }
 
 AR_ARGS=(allreduce --sizes "256K,1M,16M,64M" --dtypes bf16)
-EP_ARGS=(ep --layout expanded --stages --halves)
+EP_ARGS=(ep --layout expanded --aligned --stages --halves)
 stage ar_sm "${VNODES[@]}" -x UCX_TLS=sm,self -x NCCL_P2P_DISABLE=1 "$BENCH" "${AR_ARGS[@]}"
 stage ar_tcp "${VNODES[@]}" -x UCX_TLS=tcp,self -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 "$BENCH" "${AR_ARGS[@]}"
 stage ep_sm "${VNODES[@]}" -x UCX_TLS=sm,self -x NCCL_P2P_DISABLE=1 "$BENCH" "${EP_ARGS[@]}"
 stage ep_tcp "${VNODES[@]}" -x UCX_TLS=tcp,self -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 "$BENCH" "${EP_ARGS[@]}"
 stage ep_cuda_ipc "${VNODES[@]}" -x UCX_TLS=sm,cuda_ipc,cuda_copy -x FERRY_UCX_GPU_MEMORY=on \
   -x FERRY_UCX_PEER_FAILURE=0 -x NCCL_P2P_DISABLE=1 "$BENCH" "${EP_ARGS[@]}" --no-nccl
-stage ep_nvlink "$BENCH" ep --layout expanded --no-nccl
+stage ep_nvlink "$BENCH" ep --layout expanded --aligned --no-nccl
 PF=(-x UCX_TLS=tcp,self -x FERRY_UCX_PEER_FAILURE=1 -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1)
 stage ar_tcp_pf "${VNODES[@]}" "${PF[@]}" "$BENCH" "${AR_ARGS[@]}"
 stage ep_tcp_pf "${VNODES[@]}" "${PF[@]}" "$BENCH" "${EP_ARGS[@]}"

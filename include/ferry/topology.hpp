@@ -24,6 +24,7 @@ struct Topology {
   // GPU a rank takes (NOTE [Device of a rank], communicator.cpp). Equals
   // local_rank unless virtual nodes (FERRY_RANKS_PER_NODE) split a machine.
   int host_rank = 0;
+  int host_size = 1;  // ranks on this machine (local_size unless virtual nodes split it)
   bool same_node(int peer) const { return node_of_rank[peer] == node; }
 };
 

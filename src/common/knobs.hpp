@@ -117,11 +117,11 @@ inline constexpr Info kRegistry[] = {
     bool_knob("FERRY_UCX_RECEIVE_THREAD", "net", "1", "",
         "where every remote endpoint is tcp alone, a second UCX worker receives the peers' puts on a thread of its "
         "own, so sending and receiving copy on two cores (NOTE [A receive worker for tcp]); 0: one worker"),
-    int_knob("FERRY_UCX_TCP_STREAMS", "net", 1, 16, "1", "", "streams",
+    int_knob("FERRY_UCX_TCP_STREAMS", "net", 0, 16, "0", "auto: 1 per 4 CPUs of the rank, 1-4", "streams",
         "with the receive worker (tcp alone): tcp connections to each peer, each sent by a thread of its own and "
-        "received by a receive worker of its own; puts go round-robin over them (NOTE [Several tcp streams]). 4 "
-        "made the AllReduce at 16 / 64 MB 2.3 / 1.6x faster but the EP 1.2-2x slower (session 44): opt-in; every "
-        "rank takes the fewest any rank asks for"),
+        "received by a receive worker of its own; puts go round-robin over them (NOTE [Several tcp streams]). "
+        "0: one per 4 CPUs this process may use, shared by the ranks on the machine, at least 1, at most 4 (NOTE "
+        "[tcp streams by default]); every rank takes the fewest any rank asks for"),
     bool_knob("FERRY_UCX_SHM_DIRECT", "net", "1", "",
         "staged windows: landing buffers UCX allocates, so a peer on the same host over UCX shared memory maps "
         "them (ucp_rkey_ptr) and its kernels store put data straight into them (NOTE [Mapped peers]); 0: every "

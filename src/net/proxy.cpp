@@ -378,7 +378,12 @@ void Proxy::retire() {
     InFlight& f = in_flight_.front();
     bump<int64_t>(counters_.complete_ns, now_ns() - f.issued_ns);
     bump<uint64_t>(counters_.completed, 1);
-    if (f.quiet) store_release(flushed_, *f.quiet + 1);
+    if (f.quiet) {
+      // A request may count as complete because the transport failed (SendLanes::test): the failure is noted
+      // before the quiet is, so a caller that sees its quiet done and then checks sees the failure.
+      if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
+      store_release(flushed_, *f.quiet + 1);
+    }
     in_flight_.pop_front();
   }
 }

@@ -45,19 +45,18 @@ namespace ferry::net {
 // the request; it covers every put issued before it, those that went out at once
 // too. The proxy cuts puts into pieces of 1 MiB here (preferred_put_chunk), so one
 // block's put also spreads over the lanes.
-// Measured (2xH200, one virtual node per GPU, loopback tcp; session 44 c3, A/B
-// in one binary against one stream, 3 rounds): 4 streams took 0.43 / 0.63 of the
-// AllReduce's time at 16 / 64 MB (2.8 / 1.8x NCCL's sockets in the same run),
-// 0.77 / 0.84 at 1 / 4 MB, but 1.14 at 256 KB, and the EP over tcp 1.15-1.95x
-// as long (2 streams 1.75-2.6x). So FERRY_UCX_TCP_STREAMS defaults to 1 (no
-// lanes: the one-worker path). What is not yet understood: the EP's one large
-// put and signal per peer is the exchange's shape, which 4 streams moved 2.3x
-// faster (ferry-bench net --exchange 64 MiB: 17.2 -> 7.5 ms); the suspects are
-// the fences (a per-endpoint flush, a round trip, where one worker's
-// ucp_worker_fence over one tcp lane may cost none) and the hop to a lane
-// thread for the many small puts and signals of a low-latency call. Tried and
-// measured worse (c4): 4 MiB pieces, lane 0 on the proxy thread, puts under 2
-// MiB on lane 0 (EP 1.3-2.9x, AllReduce 0.55 / 0.76 at 16 / 64 MB).
+// Measured (2xH200, one virtual node per GPU, loopback tcp, NCCL's sockets in
+// the same run): session 44 c3 found 4 streams 0.43 / 0.63 of one stream's
+// AllReduce time at 16 / 64 MB, but the EP over tcp apparently 1.15-1.95x slower.
+// That was the EP bench's measure, not the EP: session 45's trace (c3) showed the
+// 2 ranks in anti-phase, each op's max over ranks nearly a whole (dispatch,
+// combine) iteration (NOTE [EP bench: aligned ops], bench/ep_align.hpp). With
+// every op started together (ferry-bench ep --aligned, c4) 4 streams made the EP
+// 1.5-2.7x faster than 1 (high-throughput dispatch bf16 8.7 ms against 16.5,
+// 3.5x NCCL's sockets), and eager fences 1.1-1.2x more (NOTE [Eager fences]).
+// So the default takes several streams where the CPUs allow (NOTE [tcp streams by
+// default], tcp_plan.hpp). Tried and measured worse (session 44 c4): 4 MiB
+// pieces, lane 0 on the proxy thread, puts under 2 MiB on lane 0.
 class SendLanes {
  public:
   // K = addresses.size() lanes on `context` (made with mt_workers_shared); lane k connects to addresses[k][r], the

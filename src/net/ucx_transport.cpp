@@ -295,12 +295,16 @@ class UcxTransport final : public Transport {
   // peer-failure handling], ucx_config.cpp), and to the peers' receive workers where every rank asks for them
   // (FERRY_UCX_RECEIVE_THREAD, NOTE [A receive worker for tcp]), which only a shared context can have.
   enum class TcpAgain { kNo, kConnected, kOnASharedContext };
+  int tcp_streams_wanted() const {  // NOTE [tcp streams by default] (tcp_plan.hpp)
+    const int64_t asked = knobs::kUcxTcpStreams.value();
+    return asked > 0 ? static_cast<int>(asked) : auto_tcp_streams(usable_cpus(), topology_.host_size);
+  }
   TcpAgain connect_tcp_again(const std::vector<AddressFrame>& all, bool drop_peer_failure, bool shared_context) {
     const bool remote = std::any_of(endpoints_.begin(), endpoints_.end(), [](ucp_ep_h e) { return e != nullptr; });
     const TcpWish mine{static_cast<uint8_t>(!remote ? TcpWish::kNone : (all_tcp_ ? TcpWish::kTcp : TcpWish::kOther)),
                        static_cast<uint8_t>(peer_failure_detection_), static_cast<uint8_t>(drop_peer_failure),
                        static_cast<uint8_t>(knobs::kUcxReceiveThread.value()),
-                       static_cast<uint8_t>(knobs::kUcxTcpStreams.value())};
+                       static_cast<uint8_t>(tcp_streams_wanted())};
     const TcpPlan plan = plan_tcp_again(bootstrap_.all_gather_value(mine));
     const bool drop = plan.drop_peer_failure, receive = plan.receive_worker;
     if (!drop && !receive) return TcpAgain::kNo;

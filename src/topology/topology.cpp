@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,6 +65,7 @@ Topology discover_topology(Bootstrap& bootstrap) {
   }
   Topology result = topology_from_nodes(std::move(topo.node_of_rank), topo.rank);
   result.host_rank = host_ranks(names)[topo.rank];
+  result.host_size = static_cast<int>(std::count(names.begin(), names.end(), names[topo.rank]));
   return result;
 }
 
@@ -87,6 +89,7 @@ Topology topology_from_nodes(std::vector<int> node_of_rank, int rank) {
   topo.local_rank = topo.local_rank_of_rank[topo.rank];
   topo.host_rank = topo.local_rank;  // one machine per node, unless discover_topology knows the hosts
   topo.local_size = count_in_node[topo.node];
+  topo.host_size = topo.local_size;
   topo.ranks_per_node = count_in_node.begin()->second;
   for (const auto& [node, count] : count_in_node)
     if (count != topo.ranks_per_node) topo.ranks_per_node = 0;

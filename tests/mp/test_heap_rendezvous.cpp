@@ -114,7 +114,10 @@ TEST(Topology, OneRankPerVirtualNode) {
   EXPECT_EQ(t.ranks_in_node, std::vector<int>{mpi_rank()});
   // Virtual nodes of one machine: a rank's GPU index follows its place among the
   // machine's ranks, not its (always 0) place in its node (NOTE [Device of a rank]).
-  if (all_hostnames() == std::vector<std::string>(mpi_size(), all_hostnames()[0])) EXPECT_EQ(t.host_rank, mpi_rank());
+  if (all_hostnames() == std::vector<std::string>(mpi_size(), all_hostnames()[0])) {
+    EXPECT_EQ(t.host_rank, mpi_rank());
+    EXPECT_EQ(t.host_size, mpi_size());  // every rank on this machine, whatever the virtual nodes
+  }
   for (int r = 0; r < mpi_size(); ++r) {
     EXPECT_EQ(t.node_of_rank[r], r);
     EXPECT_EQ(t.local_rank_of_rank[r], 0);
@@ -133,7 +136,10 @@ TEST(Topology, TwoRanksPerVirtualNode) {
   EXPECT_EQ(t.node, rank / 2);
   EXPECT_EQ(t.local_rank, rank % 2);
   EXPECT_EQ(t.local_size, 2);
-  if (all_hostnames() == std::vector<std::string>(mpi_size(), all_hostnames()[0])) EXPECT_EQ(t.host_rank, rank);
+  if (all_hostnames() == std::vector<std::string>(mpi_size(), all_hostnames()[0])) {
+    EXPECT_EQ(t.host_rank, rank);
+    EXPECT_EQ(t.host_size, mpi_size());
+  }
   EXPECT_EQ(t.ranks_in_node, (std::vector<int>{rank - rank % 2, rank - rank % 2 + 1}));
   for (int r = 0; r < mpi_size(); ++r) {
     EXPECT_EQ(t.node_of_rank[r], r / 2);
@@ -151,6 +157,7 @@ TEST(Topology, ByHostnameWithoutVariable) {
     for (int b = 0; b < mpi_size(); ++b)
       EXPECT_EQ(t.node_of_rank[a] == t.node_of_rank[b], hosts[a] == hosts[b]) << "ranks " << a << ", " << b;
   EXPECT_EQ(t.host_rank, t.local_rank);  // nodes are machines: the same index
+  EXPECT_EQ(t.host_size, t.local_size);
   bool one_host = true;
   for (const auto& h : hosts) one_host = one_host && h == hosts[0];
   if (one_host) {

@@ -12,6 +12,7 @@
 #include "common/expect_error.hpp"
 #include "common/test_util.hpp"
 #include "ferry/bootstrap.hpp"
+#include "net/tcp_plan.hpp"
 #include "net/net_harness.hpp"
 
 namespace {
@@ -70,8 +71,8 @@ TEST(Proxy, TcpPutsLandWhileTheTargetsProxyIsHeld) {
 }
 
 // NOTE [Several tcp streams] (ucx_send_lanes.hpp): over tcp with the receive
-// worker, FERRY_UCX_TCP_STREAMS send lanes (1 unset: none) and as many receive
-// workers; elsewhere one. With 3 streams, every rank puts 8 MiB (1 MiB pieces, round-robin
+// worker, FERRY_UCX_TCP_STREAMS send lanes (unset: NOTE [tcp streams by default]; 1: none) and as many
+// receive workers; elsewhere one. With 3 streams, every rank puts 8 MiB (1 MiB pieces, round-robin
 // over the lanes) and many small put+signal pairs to every peer: each signal's
 // data is in place when the signal is seen, the totals end exact, and a quiet
 // covers it all.
@@ -86,7 +87,8 @@ TEST(Proxy, TcpStreamsAsConfigured) {
   {
     const char* knob = std::getenv("FERRY_UCX_TCP_STREAMS");
     HostNet net(*bootstrap, 4096, 1, 16, kTimeout);
-    EXPECT_EQ(net.proxy->transport().tcp_streams(), lanes ? (knob != nullptr ? std::atoi(knob) : 1) : 1)
+    const int unset = ferry::net::auto_tcp_streams(ferry::net::usable_cpus(), world);  // every rank on this host
+    EXPECT_EQ(net.proxy->transport().tcp_streams(), lanes ? (knob != nullptr ? std::atoi(knob) : unset) : 1)
         << net.proxy->transport().describe();
     bootstrap->barrier();
   }

@@ -66,3 +66,16 @@ TEST(TcpPlan, StreamsAreTheFewestAnyRankAsksFor) {
 }
 
 }  // namespace
+
+// NOTE [tcp streams by default]: one stream per 4 CPUs of a rank, 1 to 4.
+TEST(TcpPlan, StreamsByDefaultFollowTheCpusOfARank) {
+  using ferry::net::auto_tcp_streams;
+  EXPECT_EQ(auto_tcp_streams(32, 2), 4);   // the 2xH200 host
+  EXPECT_EQ(auto_tcp_streams(2, 2), 1);    // a 2-core CI machine
+  EXPECT_EQ(auto_tcp_streams(2, 4), 1);
+  EXPECT_EQ(auto_tcp_streams(32, 4), 2);
+  EXPECT_EQ(auto_tcp_streams(24, 2), 3);
+  EXPECT_EQ(auto_tcp_streams(256, 1), 4);  // at most 4
+  EXPECT_EQ(auto_tcp_streams(32, 0), 4);   // no ranks counted: as one
+  EXPECT_GE(ferry::net::usable_cpus(), 1);
+}

@@ -21,6 +21,7 @@ TEST(TopologyHosts, NodesWithoutHostNamesUseTheLocalRank) {
   for (int r = 0; r < 4; ++r) {
     const ferry::Topology t = ferry::topology_from_nodes({0, 0, 1, 1}, r);
     EXPECT_EQ(t.host_rank, t.local_rank) << r;
+    EXPECT_EQ(t.host_size, t.local_size) << r;
   }
 }
 
