@@ -165,8 +165,8 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
         },
         [&](cudaStream_t s) { last = ep.dispatch_recv(handle, s, no_sync); },
     };
-    halves.synchronize = sequence.synchronize;
-    halves.before_each = before_each;
+    halves.synchronize = sequence.synchronize;  // not aligned: an AllReduce before a receive half would hide
+                                                // the transfer it waits for (session 45 c5)
     const SequenceTimingResult h = time_sequence(halves, stream, bootstrap, timing_options(options));
     if (bootstrap.rank() == 0)
       std::printf("  %s halves (us): dispatch_send %.1f  dispatch_recv %.1f  combine_send %.1f  combine_recv %.1f"
