@@ -159,7 +159,13 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
   // External event records: inside a capture they become event-record nodes
   // (timed on every replay), not the fork/join dependencies of a plain record.
   auto record = [&](size_t event) {
-    FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[event], stream, cudaEventRecordExternal));
+    // Inside a capture: an event-record node (external); launched directly (no graph): a plain record, as
+    // cudaEventRecordExternal outside a capture is an illegal state (--no-graph failed so until session 45).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    FERRY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[event], stream,
+                                              capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal
+                                                                                       : cudaEventRecordDefault));
   };
   auto enqueue_iterations = [&] {
     size_t segment = 0;
