@@ -156,18 +156,15 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
       FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   };
-  // External event records: inside a capture they become event-record nodes
-  // (timed on every replay), not the fork/join dependencies of a plain record.
-  auto record = [&](size_t event) {
-    // Inside a capture: an event-record node (external); launched directly (no graph): a plain record, as
-    // cudaEventRecordExternal outside a capture is an illegal state (--no-graph failed so until session 45).
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    FERRY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[event], stream,
-                                              capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal
-                                                                                       : cudaEventRecordDefault));
-  };
-  auto enqueue_iterations = [&] {
+  // Inside a capture, external event records: event-record nodes (timed on every
+  // replay), not the fork/join dependencies of a plain record. Launched directly
+  // (no graph), plain records: cudaEventRecordExternal outside a capture is an
+  // illegal state (--no-graph failed so until session 45).
+  auto enqueue_iterations = [&](bool capturing) {
+    const unsigned flags = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
+    auto record = [&](size_t event) {
+      FERRY_CUDA_CHECK(cudaEventRecordWithFlags(events.events[event], stream, flags));
+    };
     size_t segment = 0;
     for (int i = 0; i < iterations_per_graph; ++i) {
       for (const auto& step : sequence.steps) {
@@ -185,7 +182,7 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
   if (options.use_graph) {
     FERRY_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_iterations();
+      enqueue_iterations(/*capturing=*/true);
       if (cudaStreamEndCapture(stream, &graph.graph) != cudaSuccess ||
           cudaGraphInstantiate(&graph.exec, graph.graph, 0) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -212,7 +209,7 @@ SequenceTimingResult time_sequence(const TimedSequence& sequence, cudaStream_t s
     if (result.used_graph) {
       FERRY_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream));
     } else {
-      enqueue_iterations();
+      enqueue_iterations(/*capturing=*/false);
     }
   };
   // Runs `replays` replays; appends each step's time (ms) of every iteration.

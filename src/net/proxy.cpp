@@ -152,7 +152,7 @@ void Proxy::run() {
         FifoEntry* slot = entries_ + next_ticket_ % fifo_.capacity;
         if (load_acquire(&slot->seq) != next_ticket_ + 1) break;
         const FifoEntry entry = *slot;
-        if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
+        note_transport_failure();
         if (!failed()) {
           try {
             handle(entry, next_ticket_);
@@ -173,7 +173,7 @@ void Proxy::run() {
       activity_.store(kIdle, std::memory_order_relaxed);
       busy = transport_->progress() || busy;
       retire();
-      if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
+      note_transport_failure();
       publish_failure();
     }
     backoff.after_loop(busy);
@@ -381,7 +381,7 @@ void Proxy::retire() {
     if (f.quiet) {
       // A request may count as complete because the transport failed (SendLanes::test): the failure is noted
       // before the quiet is, so a caller that sees its quiet done and then checks sees the failure.
-      if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
+      note_transport_failure();
       store_release(flushed_, *f.quiet + 1);
     }
     in_flight_.pop_front();
@@ -405,6 +405,11 @@ void Proxy::note_failure(const std::string& what, int peer) {
     options_.error->observed = 0;
   }
   failed_.store(true, std::memory_order_release);
+}
+
+// The transport's failure as the proxy's own, once.
+void Proxy::note_transport_failure() {
+  if (transport_->failed() && !failed()) note_failure(transport_->failure(), transport_->failed_peer());
 }
 
 // After a failure: tell the GPU (record, then abort flag) so its waits end now

@@ -203,6 +203,7 @@ class Proxy {
   bool wait_for_request_room();
   void retire();
   void note_failure(const std::string& what, int peer);
+  void note_transport_failure();
   void publish_failure();
 
   std::unique_ptr<Transport> transport_;

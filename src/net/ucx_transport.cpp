@@ -215,8 +215,8 @@ class UcxTransport final : public Transport {
   }
 
   bool failed() const override { return failed_ || lanes_failed(); }
-  int failed_peer() const override { return failed_ || !lanes_failed() ? failed_peer_ : lanes_->failed_peer(); }
-  std::string failure() const override { return failed_ || !lanes_failed() ? failure_ : lanes_->failure(); }
+  int failed_peer() const override { return failure_is_the_lanes() ? lanes_->failed_peer() : failed_peer_; }
+  std::string failure() const override { return failure_is_the_lanes() ? lanes_->failure() : failure_; }
 
  private:
   // false: every rank's endpoints are tcp alone and every rank asks for a receive worker, which needs a context
@@ -360,6 +360,7 @@ class UcxTransport final : public Transport {
   }
 
   bool lanes_failed() const { return lanes_ != nullptr && lanes_->failed(); }
+  bool failure_is_the_lanes() const { return !failed_ && lanes_failed(); }  // else the worker's (or none)
 
   void release() noexcept {
     for (auto& receiver : receivers_) receiver->stop();  // nothing lands in a region after it is unmapped below
