@@ -1,5 +1,5 @@
 # Session 46 c4. run(kind nvidia-h200-x2, carry [".deps", ".ab"]), ~420 s. Trees (scripts/ab_trees.sh): base=main
-# 0b95fb2, new=exp/claim-items b60fefe: c3's early loads for low latency only (high throughput as before) and
+# 05a1d42, new=exp/claim-items b60fefe: c3's early loads for low latency only (high throughput as before) and
 # FERRY_EP_NET_CLAIM_ITEMS (off by default): the cross-node dispatch send's warps claim items from a counter, for
 # c2's trace (over sm the 12 send blocks finished their fixed shares 0.8 to 2.2 ms into a 2.6 ms call).
 #   1. new, knob on: Ep* as 2x1 over sm; ferry-bench ep --check over tcp and cuda_ipc;
