@@ -239,10 +239,6 @@ inline constexpr Info kRegistry[] = {
         "built-in: 512 KiB where every peer of another node is mapped, else 4 MiB",
         "bytes", "direct path across nodes, high-throughput: least bytes of records (or partial rows) one range carries, "
         "one signal (and one proxy put) per range; low-latency sends one box per destination"),
-    bool_knob("FERRY_EP_NET_LL_RANGES", "ep", "0", "",
-        "direct path across nodes, low latency: send in ranges as high throughput does, so the halves overlap "
-        "(an experiment of session 45 for peers mapped over UCX shared memory, whose low-latency dispatch runs its "
-        "halves one after the other; session 13 measured ranges 1.36-1.75x slower over cuda_ipc)"),
     bool_knob("FERRY_EP_HIERARCHICAL", "ep", nullptr, "on across nodes of several ranks each",
         "high-throughput across nodes: 0 takes the direct path (one put per destination rank); 1 insists on "
         "the hierarchical one (nodes of unequal sizes then throw NotSupported)"),
@@ -390,7 +386,6 @@ inline constexpr Knob<bool> kEpLlStaged = handle<bool>("FERRY_EP_LL_STAGED");
 inline constexpr Knob<bool> kEpSpreadItems = handle<bool>("FERRY_EP_SPREAD_ITEMS");
 inline constexpr Knob<bool> kEpHierarchical = handle<bool>("FERRY_EP_HIERARCHICAL");
 inline constexpr Knob<uint64_t> kEpNetRangeBytes = handle<uint64_t>("FERRY_EP_NET_RANGE_BYTES");
-inline constexpr Knob<bool> kEpNetLlRanges = handle<bool>("FERRY_EP_NET_LL_RANGES");
 inline constexpr Knob<std::string> kUcxPerftest = handle<std::string>("FERRY_UCX_PERFTEST");
 inline constexpr Knob<uint64_t> kMpiAllgatherChunkBytes = handle<uint64_t>("FERRY_MPI_ALLGATHER_CHUNK_BYTES");
 enum class NcclShimMode : int { kOn = 0, kOff = 1 };

@@ -101,7 +101,7 @@ void EpBuffer::init_cross_node() {
   // 1.20x slower there, 2x H100, session 13). Peers whose landing this rank maps take stores, no put.
   // Low-latency calls are small: no ranges at all, one box per destination and the halves one after the
   // other, as before ranges (session 13: several ranges made them 1.36-1.75x slower over cuda_ipc).
-  st.net_layout.pipelined = config_.mode == EpMode::kHighThroughput || knobs::kEpNetLlRanges.value() ? 1u : 0u;
+  st.net_layout.pipelined = config_.mode == EpMode::kHighThroughput ? 1u : 0u;
   // Its halves overlap only with ranges: a receive half waits for whole boxes otherwise.
   st.overlap = st.overlap && st.net_layout.pipelined != 0;
   uint64_t range_bytes = UINT64_MAX;  // low latency: one range per box (the kernels use none)

@@ -433,18 +433,39 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
       const uint8_t* record =
           reinterpret_cast<const uint8_t*>(inbox(s)) + lay.header_bytes + size_t(slot) * lay.record_bytes;
       const volatile int32_t* meta = reinterpret_cast<const volatile int32_t*>(record);
-      int row = -1;
+      const int begin = chunk_begin(p, c), end = chunk_end(p, c);
+      const uint8_t* src = record + lay.row_offset + size_t(begin) * elem;
+      const int units = (end - begin) * elem / 16;
+      // NOTE [EP receive: loads in one round trip]: a record in host memory (a landing over UCX shared
+      // memory or tcp) is a PCIe round trip away, several microseconds under load. Every load of the item
+      // whose address is known goes out before any result is used: the meta words (local expert, slot,
+      // weight, source token), a scale a lane and, in low latency, the first kRecvUnroll units of the row.
+      // Loaded one after the other (a slot once its expert was read, a weight once its row was known, the
+      // row after the meta, the scales after the row) they were up to six round trips an item (session 46
+      // c2's trace: the low-latency dispatch over sm placed its 1024 items, 1 a warp, in 11-49 us). 2x H200
+      // as 2 virtual nodes, aligned, base / this (c4): low latency fp8 0.951 over sm, 0.930 over cuda_ipc,
+      // bf16 0.984 / 0.972. High throughput keeps its row's loads after the meta: early, they read 1.03-1.05x
+      // slower over cuda_ipc (c3; the kernel spills at 64 registers a thread), and its rows are many rounds long.
+      constexpr int kEarly = kPipelined ? 1 : kRecvUnroll;
+      uint4 first_units[kEarly];
+      if constexpr (!kPipelined) load_units<kEarly, true>(src, units, lane, first_units);
+      int le = -1, expert_slot = 0, src_token = 0;
+      float weight = 0.0f;
       if (lane < K) {
-        const int le = meta[1 + lane];
-        if (le >= 0) row = base[s * Le + le] + meta[1 + K + lane];
-        if (c == 0) {  // the token's bookkeeping, once
-          if (row >= 0 && p.with_weights)  // NOTE [EP slot weights]
-            record_token_weight(p, row, index * K + lane,
-                                reinterpret_cast<const volatile float*>(meta)[1 + 2 * K + lane]);
-          p.slot_rows[index * K + lane] = row;
-        }
+        le = meta[1 + lane];
+        expert_slot = meta[1 + K + lane];
+        if (c == 0 && p.with_weights) weight = reinterpret_cast<const volatile float*>(meta)[1 + 2 * K + lane];
       }
-      if (lane == 0 && c == 0) p.slot_src_token[index] = meta[0];
+      if (lane == 0 && c == 0) src_token = meta[0];
+      const volatile float* scales = reinterpret_cast<const volatile float*>(record + lay.scales_offset);
+      const int first_group = begin / kScaleBlock, end_group = end / kScaleBlock;
+      const float scale = p.fp8_out && first_group + lane < end_group ? scales[first_group + lane] : 0.0f;
+      const int row = le >= 0 ? base[s * Le + le] + expert_slot : -1;
+      if (lane < K && c == 0) {  // the token's bookkeeping, once
+        if (row >= 0 && p.with_weights) record_token_weight(p, row, index * K + lane, weight);  // NOTE [EP slot weights]
+        p.slot_rows[index * K + lane] = row;
+      }
+      if (lane == 0 && c == 0) p.slot_src_token[index] = src_token;
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
       int num_rows = 0;
       for (unsigned m = rows_mask; m != 0; m &= m - 1) {
@@ -453,15 +474,18 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
         ++num_rows;
       }
       __syncwarp();
-      const int begin = chunk_begin(p, c), end = chunk_end(p, c);
-      copy_units_to_rows<kRecvUnroll, true>(record + lay.row_offset + size_t(begin) * elem, warp_rows[warp], num_rows,
-                                       size_t(begin) * elem, (end - begin) * elem / 16, lane);
+      if constexpr (!kPipelined)
+        store_units_to_rows<kEarly>(warp_rows[warp], num_rows, size_t(begin) * elem, units, lane, first_units);
+      constexpr int kFirst = kPipelined ? 0 : 32 * kEarly;  // units the early loads carried
+      if (units > kFirst)  // the rest (high throughput: the whole row)
+        copy_units_to_rows<kRecvUnroll, true>(src + size_t(kFirst) * 16, warp_rows[warp], num_rows,
+                                              size_t(begin) * elem + size_t(kFirst) * 16, units - kFirst, lane);
       if (p.fp8_out) {
-        const volatile float* scales = reinterpret_cast<const volatile float*>(record + lay.scales_offset);
         for (unsigned m = rows_mask; m != 0; m &= m - 1) {
           const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
-          for (int g = begin / kScaleBlock + lane; g < end / kScaleBlock; g += 32)
-            p.out_scales[size_t(r) * groups + g] = scales[g];
+          float* out_scales = p.out_scales + size_t(r) * groups;
+          if (first_group + lane < end_group) out_scales[first_group + lane] = scale;
+          for (int g = first_group + 32 + lane; g < end_group; g += 32) out_scales[g] = scales[g];  // > 4096 columns
         }
       }
       __syncwarp();

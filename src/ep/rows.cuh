@@ -17,28 +17,41 @@ namespace ferry::ep {
 constexpr int kSendUnroll = 8;
 constexpr int kRecvUnroll = 4;
 
-// Copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
+// copy_units_to_rows copies `units` 16-byte units from `src` to each of the `num_dst` rows whose
 // base pointers are in `dst` (warp-uniform), at byte `offset` of each row,
 // kUnits units per lane at a time (kVolatile: `src` is memory peers or the
-// network write, read past L1).
+// network write, read past L1): load_units (this lane's first kUnits of them into
+// registers), then store_units_to_rows, per step. A caller may issue the first step's loads
+// early (place_dispatch_records: NOTE [EP receive: loads in one round trip]).
+template <int kUnits, bool kVolatile = false>
+__device__ __forceinline__ void load_units(const uint8_t* src, int units, int lane, uint4 (&v)[kUnits]) {
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    const int i = u * 32 + lane;
+    if (i < units) v[u] = kVolatile ? device::load16_volatile(src + size_t(i) * 16) : device::load16(src + size_t(i) * 16);
+  }
+}
+
+// Stores what load_units loaded (the same `units`, `lane`) into each of the `num_dst` rows at byte `offset`.
+template <int kUnits>
+__device__ __forceinline__ void store_units_to_rows(uint8_t* const* dst, int num_dst, size_t offset, int units, int lane,
+                                                    const uint4 (&v)[kUnits]) {
+  for (int d = 0; d < num_dst; ++d) {
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      const int i = u * 32 + lane;
+      if (i < units) device::store16(dst[d] + offset + size_t(i) * 16, v[u]);
+    }
+  }
+}
+
 template <int kUnits, bool kVolatile = false>
 __device__ __forceinline__ void copy_units_to_rows(const uint8_t* src, uint8_t* const* dst, int num_dst,
                                                    size_t offset, int units, int lane) {
   for (int base = 0; base < units; base += 32 * kUnits) {
     uint4 v[kUnits];
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) {
-      const int i = base + u * 32 + lane;
-      if (i < units)
-        v[u] = kVolatile ? device::load16_volatile(src + size_t(i) * 16) : device::load16(src + size_t(i) * 16);
-    }
-    for (int d = 0; d < num_dst; ++d) {
-#pragma unroll
-      for (int u = 0; u < kUnits; ++u) {
-        const int i = base + u * 32 + lane;
-        if (i < units) device::store16(dst[d] + offset + size_t(i) * 16, v[u]);
-      }
-    }
+    load_units<kUnits, kVolatile>(src + size_t(base) * 16, units - base, lane, v);
+    store_units_to_rows<kUnits>(dst, num_dst, offset + size_t(base) * 16, units - base, lane, v);
   }
 }
 
