@@ -22,6 +22,9 @@
 #   call_ep_checks TESTS           the EP GPU checks a low-latency kernel change lands with (sessions 35-37):
 #                                  TESTS (a ferry_gpu_tests path) Ep* on 2 ranks, the low-latency matrix on 3 and
 #                                  8 ranks sharing the GPUs, memcheck / racecheck / synccheck on the staged tests
+#   call_virtual_nodes             sets the mpirun arguments of one virtual node per rank (VN) and of each transport
+#                                  between them (SM: UCX shared memory, TCP, IPC: cuda_ipc with GPU-memory windows;
+#                                  NCCL kept on the same transport where it runs beside), and M2 ($M -np 2)
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
 #
 # The same method as scripts/ab_bench.sh (base and new alternating on one machine, medians); this
@@ -120,6 +123,17 @@ call_base_new() {
   N="$ROOT/.ab/new/build/bench/ferry-bench"
   # shellcheck disable=SC2034
   SAN="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+}
+
+call_virtual_nodes() {
+  # shellcheck disable=SC2034  # read by the sourcing driver script
+  {
+    M2="${M:-mpirun --allow-run-as-root --bind-to none} -np 2"
+    VN="-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE=1"
+    SM="$VN -x UCX_TLS=sm,self -x NCCL_P2P_DISABLE=1"
+    TCP="$VN -x UCX_TLS=tcp,self -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1"
+    IPC="$VN -x UCX_TLS=sm,cuda_ipc,cuda_copy -x FERRY_UCX_GPU_MEMORY=on -x FERRY_UCX_PEER_FAILURE=0"
+  }
 }
 
 call_build_dir() {
