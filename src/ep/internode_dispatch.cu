@@ -1,7 +1,7 @@
 // EP dispatch across nodes: the pack (send) and receive kernels of the
 // cross-node path. Protocol: NOTE [EP across nodes] and NOTE [EP across nodes:
 // reuse] in internode_common.cuh.
-#include "ep/internode_common.cuh"
+#include "ep/internode_place.cuh"
 #include "ep/ep_trace.cuh"
 
 namespace ferry::ep {

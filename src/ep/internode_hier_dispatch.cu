@@ -2,6 +2,7 @@
 // the forward-index, pack, forward and receive kernels. Protocol: NOTE [EP
 // hierarchical] and NOTE [EP hierarchical reuse] in internode_hier.cuh.
 #include "ep/internode_hier.cuh"
+#include "ep/internode_place.cuh"
 
 namespace ferry::ep {
 namespace {
