@@ -111,10 +111,14 @@ NetLayout net_layout(const Params& p) {
   const uint64_t elem = p.fp8_out ? 1 : 2;
   auto round_to = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
   NetLayout l{};
-  l.header_bytes = round_to(sizeof(int32_t) * (kHeaderCounts + E), 16);
-  l.row_offset = p.meta_bytes;
+  // NOTE [EP across nodes: aligned records]: the header, each record and each record's row start on
+  // kRecordAlign bytes, so a warp's stores of a row cover whole lines of the landing (over UCX shared memory
+  // or tcp in host memory, where a partly written line costs the memory a read-modify-write, and the PCIe a
+  // short write). 16-byte records put every row 112 bytes (bf16, top-8) past a line.
+  l.header_bytes = round_to(sizeof(int32_t) * (kHeaderCounts + E), kRecordAlign);
+  l.row_offset = round_to(p.meta_bytes, kRecordAlign);
   l.scales_offset = l.row_offset + H * elem;
-  l.record_bytes = round_to(l.scales_offset + (p.fp8_out ? sizeof(float) * (H / kScaleBlock) : 0), 16);
+  l.record_bytes = round_to(l.scales_offset + (p.fp8_out ? sizeof(float) * (H / kScaleBlock) : 0), kRecordAlign);
   l.dispatch_slot = round_to(l.header_bytes + T * l.record_bytes, 256);
   l.combine_slot = round_to(T * H * 2, 256);
   l.dispatch_in = 0;

@@ -59,6 +59,8 @@ struct NetLayout {
   uint64_t combine_in, combine_out;
   uint64_t total;            // window bytes
 };
+// The alignment of a dispatch box's header, records and rows (NOTE [EP across nodes: aligned records]).
+constexpr uint64_t kRecordAlign = 128;
 // Header words (int32) of a dispatch slot.
 constexpr int kHeaderTokens = 0;  // tokens in this slot
 constexpr int kHeaderCounts = 4;  // [E]: the source's rows for every expert (the overflow check)

@@ -53,7 +53,11 @@ TEST(EpNetLayout, BoxesAreDisjointAlignedAndHoldEverySlot) {
           // Header: the token count, then every expert's count.
           EXPECT_GE(l.header_bytes, sizeof(int32_t) * (ferry::ep::kHeaderCounts + static_cast<uint64_t>(experts)));
           // Record: routing record, row, scales.
-          EXPECT_EQ(l.row_offset, p.meta_bytes);
+          // NOTE [EP across nodes: aligned records]: whole lines for the header, every record and its row.
+          EXPECT_EQ(l.row_offset, (p.meta_bytes + ferry::ep::kRecordAlign - 1) / ferry::ep::kRecordAlign *
+                                      ferry::ep::kRecordAlign);
+          for (uint64_t v : {l.header_bytes, l.record_bytes, l.row_offset, l.scales_offset})
+            EXPECT_EQ(v % ferry::ep::kRecordAlign, 0u) << v;
           EXPECT_GE(l.row_offset, sizeof(int32_t) * (1 + 3 * static_cast<uint64_t>(topk)));
           EXPECT_EQ(l.scales_offset, l.row_offset + static_cast<uint64_t>(hidden) * (fp8 ? 1 : 2));
           EXPECT_GE(l.record_bytes, l.scales_offset + (fp8 ? sizeof(float) * (hidden / 128) : 0));
