@@ -102,6 +102,15 @@ struct EpConfig {
   // reach the same speed (NOTE [EP own rows first]). max_recv_rows, if set, must
   // be at least max_tokens_per_rank.
   bool own_rows_first = false;
+  // EpLayout::kRankRows inside one node only: combine reads the peers' rows where
+  // the caller wrote them, with no copy (NOTE [EP zero-copy combine]). The caller
+  // writes its already-weighted rows into combine_input() (this rank's part of
+  // the buffer's symmetric memory) and passes that view as expert_outputs to every
+  // combine of this buffer; each home rank then pulls its tokens' rows from the
+  // other ranks over NVLink while it sums them. Write it only after this rank's
+  // dispatch of the call (in stream order): a combine returns once every home is
+  // done reading this rank's rows. Same sums, bit for bit, as the copying combine.
+  bool zero_copy_combine = false;
 };
 
 // Routing layout of one dispatch, needed by the combine that follows and by a
@@ -229,6 +238,13 @@ class EpBuffer {
   void combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream);
   void combine_recv(const EpHandle& handle, const TensorView& out, cudaStream_t stream);
 
+  // EpConfig::zero_copy_combine: bf16 [rows, H] in this rank's part of the
+  // symmetric memory (rows: the dispatch output's capacity), where the caller
+  // writes the combine's input rows (row i: the weighted sum of dispatch row i's
+  // local experts) and which it passes as expert_outputs. Throws InvalidArgument
+  // on a buffer without the option.
+  TensorView combine_input() const;
+
   // Throws the error a kernel recorded for this buffer (an expert id out of
   // range, more rows than max_recv_rows), once; the buffer stays usable.
   // Every dispatch and combine call runs this check first.
@@ -255,6 +271,7 @@ class EpBuffer {
   void check_combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out);
   void launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out = nullptr);
   void launch_combine_recv_half(const TensorView& out, cudaStream_t stream);
+  void check_zero_copy_input(const TensorView& expert_outputs) const;  // EpConfig::zero_copy_combine
   void init_cross_node();
   void init_hierarchical();
   Communicator& comm_;

@@ -258,6 +258,9 @@ void validate_config(const EpConfig& c, int world_size) {
                                             << c.max_recv_rows);
   FERRY_ARG_CHECK(!c.own_rows_first || c.layout == EpLayout::kRankRows,
                   "EpConfig: own_rows_first orders the rows of layout rank_rows, got layout " << ep_layout_name(c.layout));
+  FERRY_ARG_CHECK(!c.zero_copy_combine || c.layout == EpLayout::kRankRows,
+                  "EpConfig: zero_copy_combine reads the rows of layout rank_rows, got layout "
+                      << ep_layout_name(c.layout));
   // NOTE [EP own rows first]: the copy engine writes the call's T' own rows at row 0 before any count is known.
   FERRY_ARG_CHECK(!c.own_rows_first || c.max_recv_rows == 0 || c.max_recv_rows >= c.max_tokens_per_rank,
                   "EpConfig: with own_rows_first every call's own tokens are rows, so max_recv_rows ("

@@ -130,6 +130,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
   p.capacity_rows = dims.capacity_rows;
   p.rank_rows = config_.layout == EpLayout::kRankRows;
   p.own_rows_first = p.rank_rows && config_.own_rows_first;
+  p.zero_copy_combine = p.rank_rows && config_.zero_copy_combine;  // NOTE [EP zero-copy combine]
   p.index_capacity = dims.index_capacity;
   p.meta_bytes = ep::meta_record_bytes(K);
   p.num_blocks = config_.num_sms;
@@ -235,6 +236,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpConfig& config)
     ep::load_combine_kernels();
     ep::load_rank_rows_dispatch_kernels();
     ep::load_rank_rows_combine_kernels();
+    ep::load_rank_rows_pull_combine_kernels();
   }
 
   FERRY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&state_->status), sizeof(ep::EpStatus),
@@ -413,12 +415,33 @@ void EpBuffer::sync_counts(DispatchResult& r, cudaStream_t stream) {
 void EpBuffer::combine_send(const TensorView& expert_outputs, const EpHandle& handle, cudaStream_t stream) {
   check_errors();
   ep::validate_combine_send(ep::call_context(config_, comm_), state_->calls, handle, expert_outputs);
+  check_zero_copy_input(expert_outputs);
   launch_combine_send_half(expert_outputs, stream);
 }
 
 void EpBuffer::check_combine(const TensorView& expert_outputs, const EpHandle& handle, const TensorView& out) {
   check_errors();
   ep::validate_combine(ep::call_context(config_, comm_), state_->calls, handle, expert_outputs, out);
+  check_zero_copy_input(expert_outputs);
+}
+
+TensorView EpBuffer::combine_input() const {
+  FERRY_ARG_CHECK(config_.zero_copy_combine,
+                  "EpBuffer::combine_input: the buffer was built without EpConfig::zero_copy_combine");
+  const Params& p = state_->base;
+  // NOTE [EP zero-copy combine]: this rank's part of the combine stage region ([W][T][H] bf16), which no peer
+  // writes on such a buffer; a rank never holds more than W * T rows.
+  const int64_t rows = std::min<int64_t>(p.capacity_rows, int64_t{p.world_size} * p.max_tokens);
+  return TensorView(p.combine_stage.at(p.rank), DataType::kBFloat16, {rows, p.hidden});
+}
+
+void EpBuffer::check_zero_copy_input(const TensorView& expert_outputs) const {
+  if (!config_.zero_copy_combine) return;
+  FERRY_ARG_CHECK(expert_outputs.data == combine_input().data,
+                  ep::arg_names().combine << ": with EpConfig::zero_copy_combine, " << ep::arg_names().expert_outputs
+                                          << " must be the buffer's combine_input() (the other ranks read its rows "
+                                             "there), got "
+                                          << expert_outputs.describe());
 }
 
 void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out) {

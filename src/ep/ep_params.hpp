@@ -35,7 +35,10 @@ constexpr int kMaxTokensPerRank = kMaxLayoutBlocks * kLayoutThreads;
 enum FlagSlot : int {
   kCombineConsumed = 0,            // + home rank: home done reading the partials
   kRowsWritten = kMaxRanks,        // + source rank: all its rank rows of this dispatch written (NOTE [EP rank rows])
-  kNumFlagSlots = 2 * kMaxRanks,
+  // NOTE [EP zero-copy combine] (rank_rows_pull_combine.cu), + the rank holding the rows:
+  kCombineInputReady = 2 * kMaxRanks,   // its rows of this combine written (the call's epoch)
+  kCombineInputOffset = 3 * kMaxRanks,  // its first row from this rank (a row index, not an epoch)
+  kNumFlagSlots = 4 * kMaxRanks,
 };
 
 // Device-local progress of one EpBuffer: launches completed per kernel kind.
@@ -161,6 +164,9 @@ struct Params {
   // num_chunks. Last, so that no field above moves.
   int combine_chunk_cols;
   int combine_num_chunks;
+  // EpConfig::zero_copy_combine: the combine pulls the peers' rows from their combine_stage (NOTE [EP zero-copy
+  // combine]). Last, so that no field above moves.
+  bool zero_copy_combine;
 };
 
 // A source's routing box of NOTE [EP staged low latency] at one destination, in tagged 8-byte entries (NOTE [EP
@@ -256,6 +262,9 @@ void launch_rank_rows_dispatch_send(const Params& p, cudaStream_t stream);
 void launch_rank_rows_dispatch_recv(const Params& p, cudaStream_t stream);
 void launch_rank_rows_combine_send(const Params& p, cudaStream_t stream);
 void launch_rank_rows_combine_recv(const Params& p, cudaStream_t stream);
+// EpConfig::zero_copy_combine (rank_rows_pull_combine.cu, NOTE [EP zero-copy combine]).
+void launch_rank_rows_pull_combine_send(const Params& p, cudaStream_t stream);
+void launch_rank_rows_pull_combine_recv(const Params& p, cudaStream_t stream);
 
 // Loads each kernel given now (its cudaFuncGetAttributes), for the functions below and their cross-node kin.
 template <class... Kernels>
@@ -275,6 +284,7 @@ void load_staged_dispatch_kernels();      // staged_dispatch.cu
 void load_combine_kernels();              // combine.cu
 void load_rank_rows_dispatch_kernels();   // rank_rows_dispatch.cu
 void load_rank_rows_combine_kernels();    // rank_rows_combine.cu
+void load_rank_rows_pull_combine_kernels();  // rank_rows_pull_combine.cu
 void load_layout_kernel();                // routing_layout.cu
 
 }  // namespace ferry::ep

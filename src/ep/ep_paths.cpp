@@ -24,8 +24,12 @@ constexpr EpPath kIntranodeRankRows{
     "intranode rank_rows", true, true, 1, true, false,  // NOTE [EP rank rows], [EP rank rows one grid]
     [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_dispatch_send(p, s); },
     [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_dispatch_recv(p, s); },
-    [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_combine_send(p, s); },
-    [](const State&, const Params& p, cudaStream_t s) { launch_rank_rows_combine_recv(p, s); },
+    [](const State&, const Params& p, cudaStream_t s) {
+      p.zero_copy_combine ? launch_rank_rows_pull_combine_send(p, s) : launch_rank_rows_combine_send(p, s);
+    },
+    [](const State&, const Params& p, cudaStream_t s) {
+      p.zero_copy_combine ? launch_rank_rows_pull_combine_recv(p, s) : launch_rank_rows_combine_recv(p, s);
+    },
 };
 
 // NOTE [EP across nodes]: the halves run at once (the receive half places ranges of records, or sums

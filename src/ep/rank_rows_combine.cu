@@ -56,32 +56,6 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_send_kernel(Par
   finish_launch(p, kCombineSend, epoch, -1);
 }
 
-// out = bf16(float(a) + float(b)) over `units` 16-byte units (a, b: bf16 rows, b
-// may be null: out = a; both null: zeros), kSumUnroll units per lane and row in flight.
-constexpr int kSumUnroll = 4;
-__device__ __forceinline__ void sum_two_rows(const uint8_t* a, const uint8_t* b, uint8_t* out, int units, int lane) {
-  for (int base = 0; base < units; base += 32 * kSumUnroll) {
-    uint4 va[kSumUnroll], vb[kSumUnroll];
-#pragma unroll
-    for (int u = 0; u < kSumUnroll; ++u) {
-      const int i = base + u * 32 + lane;
-      va[u] = a != nullptr && i < units ? device::load16(a + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
-      vb[u] = b != nullptr && i < units ? device::load16(b + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kSumUnroll; ++u) {
-      const int i = base + u * 32 + lane;
-      if (i >= units) continue;
-      float fa[8], fb[8];
-      unpack_bf16x8(va[u], fa);
-      unpack_bf16x8(vb[u], fb);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) fa[j] += fb[j];
-      device::store16(out + size_t(i) * 16, pack_bf16x8(fa));
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Params p) {
   const uint64_t epoch = current_epoch(p, kCombineRecv);
   const int W = p.world_size, H = p.hidden;
@@ -111,22 +85,7 @@ __global__ void __launch_bounds__(kThreads, 1) rank_rows_combine_recv_kernel(Par
         return (r == p.rank ? own_rows + size_t(p.own_rows_first ? t : s) * row_bytes
                             : p.combine_stage.at(p.rank) + stage_index(p, r, s) * row_bytes) + offset;
       };
-      if (__popc(ranks) <= 2) {
-        // One or two rows (every token at W = 2): both rows' loads in flight at
-        // once and no accumulator array, twice the bytes in flight per lane of
-        // the loop below (64 registers a thread at 1024 threads bound it).
-        const unsigned first = ranks & (0u - ranks);
-        const uint8_t* a = ranks ? row_of(__ffs(ranks) - 1) : nullptr;
-        const uint8_t* b = ranks != first ? row_of(__ffs(ranks & ~first) - 1) : nullptr;
-        sum_two_rows(a, b, out, chunk_units, lane);
-        continue;
-      }
-      for (int base = 0; base < chunk_units; base += 32 * kCombineUnroll) {
-        float acc[kCombineUnroll][8] = {};
-        for (unsigned m = ranks; m != 0; m &= m - 1)  // rank order: identical rounding everywhere
-          accumulate_units(acc, row_of(__ffs(m) - 1), 1.f, base, chunk_units, lane);
-        store_units(out, acc, base, chunk_units, lane);
-      }
+      sum_rank_rows(ranks, row_of, out, chunk_units, lane);
     }
   }
   finish_launch(p, kCombineRecv, epoch, kCombineConsumed);

@@ -231,6 +231,55 @@ __device__ __forceinline__ void store_units(uint8_t* row, const float (&acc)[kN]
   }
 }
 
+// out = bf16(float(a) + float(b)) over `units` 16-byte units (a, b: bf16 rows, b
+// may be null: out = a; both null: zeros), kSumUnroll units per lane and row in flight.
+constexpr int kSumUnroll = 4;
+__device__ __forceinline__ void sum_two_rows(const uint8_t* a, const uint8_t* b, uint8_t* out, int units, int lane) {
+  for (int base = 0; base < units; base += 32 * kSumUnroll) {
+    uint4 va[kSumUnroll], vb[kSumUnroll];
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      va[u] = a != nullptr && i < units ? device::load16(a + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+      vb[u] = b != nullptr && i < units ? device::load16(b + size_t(i) * 16) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int i = base + u * 32 + lane;
+      if (i >= units) continue;
+      float fa[8], fb[8];
+      unpack_bf16x8(va[u], fa);
+      unpack_bf16x8(vb[u], fb);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) fa[j] += fb[j];
+      device::store16(out + size_t(i) * 16, pack_bf16x8(fa));
+    }
+  }
+}
+
+// out = the sum, in rank order (identical rounding on every path), of the rows row_of(r) for the ranks r in the
+// mask `ranks` (a token chunk's rows, as pointers at the chunk; warp-uniform). The rank-rows combines (the copying
+// one, rank_rows_combine.cu, and the pull, rank_rows_pull_combine.cu) both take it.
+template <typename RowOf>
+__device__ __forceinline__ void sum_rank_rows(unsigned ranks, RowOf row_of, uint8_t* out, int units, int lane) {
+  if (__popc(ranks) <= 2) {
+    // One or two rows (every token at W = 2): both rows' loads in flight at
+    // once and no accumulator array, twice the bytes in flight per lane of
+    // the loop below (64 registers a thread at 1024 threads bound it).
+    const unsigned first = ranks & (0u - ranks);
+    const uint8_t* a = ranks ? row_of(__ffs(ranks) - 1) : nullptr;
+    const uint8_t* b = ranks != first ? row_of(__ffs(ranks & ~first) - 1) : nullptr;
+    sum_two_rows(a, b, out, units, lane);
+    return;
+  }
+  for (int base = 0; base < units; base += 32 * kCombineUnroll) {
+    float acc[kCombineUnroll][8] = {};
+    for (unsigned m = ranks; m != 0; m &= m - 1)  // rank order: identical rounding everywhere
+      accumulate_units(acc, row_of(__ffs(m) - 1), 1.f, base, units, lane);
+    store_units(out, acc, base, units, lane);
+  }
+}
+
 // NOTE [EP combine L2 prefetch]
 // A one-row-at-a-time warp keeps 4 x 16 bytes of a row per lane in flight (all a 1024-thread block's registers
 // allow), so an SM reads at bytes in flight / load latency, and from HBM that latency is long. Lane 0 therefore
