@@ -20,11 +20,12 @@
 namespace ferry::testing::ep_gpu {
 
 EpConfig rank_rows_config(DataType dtype, int tokens, int hidden, int topk, int local_experts, bool weights,
-                          int alignment, int num_sms, bool own_rows_first) {
+                          int alignment, int num_sms, bool own_rows_first, bool zero_copy_combine) {
   EpConfig c = make_config(EpMode::kHighThroughput, dtype, tokens, hidden, topk, local_experts, weights, alignment);
   c.layout = EpLayout::kRankRows;
   c.num_sms = num_sms;
   c.own_rows_first = own_rows_first;
+  c.zero_copy_combine = zero_copy_combine;
   return c;
 }
 
@@ -101,6 +102,7 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
   const ep::RankInput& mine = all[me];
   const int n = mine.num_tokens;
   const std::string what = describe(c, s) + (c.own_rows_first ? " own_rows_first" : "") +
+                           (c.zero_copy_combine ? " zero_copy_combine" : "") +
                            (o.halves ? " halves" : "") + (o.graph ? " graph" : "") +
                            (o.sync_counts ? "" : " unsynced");
   SCOPED_TRACE(what);
@@ -131,6 +133,7 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
 
   std::string error;
   DispatchResult r;
+  void* expert_rows_mem = nullptr;  // where the combine's input rows go
   cudaStream_t st = h.stream();
   poison_previous(h);
   try {
@@ -141,6 +144,8 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
     opts.sync_counts = o.sync_counts && !o.graph;
     // Room for the capacity's rows (a captured combine names them all).
     h.expert_out_mem().ensure(size_t(W) * c.max_tokens_per_rank * H * 2);
+    // NOTE [EP zero-copy combine]: the rows go where the buffer's peers read them.
+    expert_rows_mem = c.zero_copy_combine ? const_cast<void*>(buf.combine_input().data) : h.expert_out_mem().get();
     h.poison_out();
     if (o.graph) {
       // Capture dispatch + combine of the expert outputs uploaded below (their rows
@@ -148,7 +153,7 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
       cudaGraph_t graph;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       r = buf.dispatch(tokens, idx, weights, scales, st, opts);
-      buf.combine(TensorView(h.expert_out_mem().get(), DataType::kBFloat16, {r.capacity_rows, H}), r.handle,
+      buf.combine(TensorView(expert_rows_mem, DataType::kBFloat16, {r.capacity_rows, H}), r.handle,
                   h.out_view(n), st);
       CK(cudaStreamEndCapture(st, &graph));
       cudaGraphExec_t exec;
@@ -159,7 +164,7 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
       for (int64_t i = 0; i < num_rows; ++i)
         for (int hh = 0; hh < H; ++hh) received[i * H + hh] = all[rows[i].src_rank].value(s, rows[i].src_token, hh);
       const std::vector<uint16_t> y = expert_rows_output(s, rows, all, received, me);
-      if (!y.empty()) CK(cudaMemcpyAsync(h.expert_out_mem().get(), y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
+      if (!y.empty()) CK(cudaMemcpyAsync(expert_rows_mem, y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
       CK(cudaMemsetAsync(r.tokens, 0xFF, size_t(r.capacity_rows) * H * elem, st));
       CK(cudaGraphLaunch(exec, st));
       CK(cudaStreamSynchronize(st));
@@ -298,9 +303,9 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
     const std::vector<uint16_t> y = expert_rows_output(s, rows, all, received, me);
     const int64_t rows_arg = o.sync_counts ? num_rows : r.capacity_rows;
     // Rows past the received ones are NaN: a combine reading them shows.
-    CK(cudaMemsetAsync(h.expert_out_mem().get(), 0xFF, size_t(rows_arg) * H * 2, st));
-    if (!y.empty()) CK(cudaMemcpyAsync(h.expert_out_mem().get(), y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
-    const TensorView eo(h.expert_out_mem().get(), DataType::kBFloat16, {rows_arg, H});
+    CK(cudaMemsetAsync(expert_rows_mem, 0xFF, size_t(rows_arg) * H * 2, st));
+    if (!y.empty()) CK(cudaMemcpyAsync(expert_rows_mem, y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
+    const TensorView eo(expert_rows_mem, DataType::kBFloat16, {rows_arg, H});
     try {
       if (o.halves) {
         h.buf().combine_send(eo, r.handle, st);

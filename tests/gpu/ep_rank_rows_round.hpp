@@ -16,7 +16,8 @@
 namespace ferry::testing::ep_gpu {
 
 EpConfig rank_rows_config(DataType dtype, int tokens, int hidden, int topk, int local_experts, bool weights,
-                          int alignment, int num_sms = 0, bool own_rows_first = false);
+                          int alignment, int num_sms = 0, bool own_rows_first = false,
+                          bool zero_copy_combine = false);
 
 struct RoundOptions {
   bool idx64 = false;

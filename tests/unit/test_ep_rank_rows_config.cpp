@@ -62,6 +62,19 @@ TEST(EpRankRowsConfig, OwnRowsFirstRules) {
   EXPECT_NE(expanded.find("own_rows_first"), std::string::npos) << expanded;
 }
 
+// NOTE [EP zero-copy combine]: the pulled rows are rank rows (one per token and rank); with own rows first too.
+TEST(EpRankRowsConfig, ZeroCopyCombineRules) {
+  EpConfig c = rank_rows_config();
+  c.zero_copy_combine = true;
+  EXPECT_NO_THROW(ferry::ep::validate_config(c, 2));
+  c.own_rows_first = true;
+  EXPECT_NO_THROW(ferry::ep::validate_config(c, 2));
+  c.own_rows_first = false;
+  c.layout = EpLayout::kExpanded;
+  const std::string expanded = error_message<ferry::InvalidArgument>([&] { ferry::ep::validate_config(c, 2); });
+  EXPECT_NE(expanded.find("zero_copy_combine"), std::string::npos) << expanded;
+}
+
 TEST(EpRankRowsConfig, LowLatencyAndUnknownLayoutsAreRefused) {
   EpConfig c = rank_rows_config();
   c.mode = EpMode::kLowLatency;
