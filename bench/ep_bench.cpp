@@ -81,6 +81,7 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   config.layout = layout;
   const bool rank_rows = layout == EpLayout::kRankRows;
   config.own_rows_first = rank_rows && options.own_rows_first;
+  config.zero_copy_combine = rank_rows && options.zero_copy;
   // The rows this routing needs on the busiest rank (the same on every rank, as the
   // symmetric allocations require) instead of the worst case; own rows first: all
   // T own tokens are rows (at most T more).
@@ -101,14 +102,23 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   DeviceBuffer out(static_cast<size_t>(T * H) * 2);
   const TensorView out_view(out.get(), DataType::kBFloat16, {T, H});
 
-  // One eager round: argument errors surface here, and it sizes the expert outputs.
+  // One eager round: argument errors surface here, and it sizes the expert outputs. Zero-copy combine: they
+  // live in the buffer's combine_input(), where the peers read them (the combine accepts no other tensor).
   const DispatchResult first = ep.dispatch(tokens, topk_idx, topk_weights, scales, stream);
-  DeviceBuffer expert_outputs(static_cast<size_t>(std::max<int64_t>(first.capacity_rows, 1) * H) * 2);
-  FERRY_CUDA_CHECK(cudaMemsetAsync(expert_outputs.get(), 0, expert_outputs.bytes(), stream));
-  const TensorView expert_view =
-      mode == EpMode::kHighThroughput
-          ? TensorView(expert_outputs.get(), DataType::kBFloat16, {first.capacity_rows, H})
-          : TensorView(expert_outputs.get(), DataType::kBFloat16, {first.local_experts, first.capacity_per_expert, H});
+  std::optional<DeviceBuffer> expert_storage;
+  TensorView expert_view;
+  if (config.zero_copy_combine) {
+    expert_view = ep.combine_input();
+  } else {
+    expert_storage.emplace(static_cast<size_t>(std::max<int64_t>(first.capacity_rows, 1) * H) * 2);
+    expert_view =
+        mode == EpMode::kHighThroughput
+            ? TensorView(expert_storage->get(), DataType::kBFloat16, {first.capacity_rows, H})
+            : TensorView(expert_storage->get(), DataType::kBFloat16,
+                         {first.local_experts, first.capacity_per_expert, H});
+  }
+  void* const expert_outputs = const_cast<void*>(expert_view.data);  // written by --check and --expert-pass
+  FERRY_CUDA_CHECK(cudaMemsetAsync(expert_outputs, 0, static_cast<size_t>(expert_view.numel()) * 2, stream));
   ep.combine(expert_view, first.handle, out_view, stream);
   comm.synchronize(stream);
 
@@ -116,8 +126,8 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   const CheckContext check{options, in, comm.rank(), comm.size(), ep.local_experts(), mode, type};
   auto poison_out = [&] { FERRY_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream)); };  // NaN
   if (options.check) {
-    const CheckRecord dispatched = rank_rows ? check_dispatch_rank_rows(check, first, expert_outputs.get())
-                                             : check_dispatch(check, first, expert_outputs.get());
+    const CheckRecord dispatched = rank_rows ? check_dispatch_rank_rows(check, first, expert_outputs)
+                                             : check_dispatch(check, first, expert_outputs);
     m.check_failed |= !report_check(bootstrap, dispatched, case_name, "dispatch");
     poison_out();
     ep.combine(expert_view, first.handle, out_view, stream);
@@ -139,7 +149,7 @@ FerryMeasurement measure_ferry(Communicator& comm, const Options& options, const
   };
   if (options.expert_pass)  // between the two, timed apart (ep_expert_pass.cu)
     sequence.steps.insert(sequence.steps.begin() + 1, [&](cudaStream_t s) {
-      launch_expert_pass(last, layout, comm.size(), expert_outputs.get(), options.hidden, s);
+      launch_expert_pass(last, layout, comm.size(), expert_outputs, options.hidden, s);
     });
   sequence.synchronize = [&](cudaStream_t s) { comm.synchronize(s); };  // surfaces device timeouts
   sequence.before_each = before_each;  // --aligned (NOTE [EP bench: aligned ops])

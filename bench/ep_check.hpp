@@ -46,13 +46,17 @@ struct Options {
   std::vector<EpLayout> layouts{EpLayout::kExpanded, EpLayout::kRankRows};  // high-throughput; ll: expanded
   bool layout_given = false;  // --layout named (else rank rows are left out across nodes, with a note)
   bool own_rows_first = false;  // --own-rows-first: rank rows with EpConfig::own_rows_first
+  bool zero_copy = false;       // --zero-copy: rank rows with EpConfig::zero_copy_combine
   bool ht_quantize = false;     // --ht-quantize: high-throughput fp8 quantizes bf16 tokens in the kernel
   bool expert_pass = false;     // --expert-pass: the expert GEMM's stand-in between dispatch and combine
 };
 
-// The layout as tables and CSVs name it: rank rows with own_rows_first are "rank_rows_own".
+// The layout as tables and CSVs name it: rank rows with own_rows_first are "rank_rows_own", with
+// zero_copy_combine "rank_rows_zc", with both "rank_rows_own_zc" (dispatch rows too: the buffer differs).
 inline const char* layout_label(EpLayout layout, const Options& options) {
-  return layout == EpLayout::kRankRows && options.own_rows_first ? "rank_rows_own" : ep_layout_name(layout);
+  if (layout != EpLayout::kRankRows) return ep_layout_name(layout);
+  if (options.own_rows_first) return options.zero_copy ? "rank_rows_own_zc" : "rank_rows_own";
+  return options.zero_copy ? "rank_rows_zc" : ep_layout_name(layout);
 }
 
 inline SequenceTimingOptions timing_options(const Options& options) {

@@ -63,6 +63,7 @@ Options parse_ep_options(std::vector<std::string> args) {
   options.aligned = parser.take_flag("--aligned");
   options.route_ahead = parser.take_flag("--route-ahead");
   options.own_rows_first = parser.take_flag("--own-rows-first");
+  options.zero_copy = parser.take_flag("--zero-copy");
   options.ht_quantize = parser.take_flag("--ht-quantize");
   options.expert_pass = parser.take_flag("--expert-pass");
   if (parser.take_flag("--stages")) options.stages_settle_us = 20000;
@@ -112,6 +113,9 @@ void print_ep_usage(std::FILE* out) {
       "                       inside one node (the default leaves them out across nodes)\n"
       "  --own-rows-first     rank rows with EpConfig::own_rows_first (this rank's every token first,\n"
       "                       written by the copy engine where nothing is quantized; rows rank_rows_own)\n"
+      "  --zero-copy          rank rows with EpConfig::zero_copy_combine: the expert outputs are written\n"
+      "                       into EpBuffer::combine_input(), where the peers read them (rows rank_rows_zc;\n"
+      "                       with --own-rows-first rank_rows_own_zc)\n"
       "  --skew X             0: uniform random routing (default); X > 0: expert of popularity rank p\n"
       "                       drawn with weight 1/(p+1)^X (popularity: a random order of the experts)\n"
       "  --seed S             routing and token seed (default 1)\n"

@@ -121,7 +121,8 @@ void bind_ep(nb::module_& m) {
       .def_rw("expert_alignment", &EpConfig::expert_alignment)
       .def_rw("max_recv_rows", &EpConfig::max_recv_rows)
       .def_rw("layout", &EpConfig::layout)
-      .def_rw("own_rows_first", &EpConfig::own_rows_first);
+      .def_rw("own_rows_first", &EpConfig::own_rows_first)
+      .def_rw("zero_copy_combine", &EpConfig::zero_copy_combine);
 
   // The checks EpBuffer's constructor makes, without a communicator (the Python
   // layer runs them before anything collective).
@@ -248,6 +249,9 @@ void bind_ep(nb::module_& m) {
             b.combine_recv(handle, out, as_stream(stream));
           },
           nb::arg("handle"), nb::arg("out"), nb::arg("stream"))
+      // EpConfig::zero_copy_combine: the view the caller writes its combine input into (a pointer the Python
+      // layer wraps, as DispatchResult's); InvalidArgument on a buffer without the option.
+      .def("combine_input", &EpBuffer::combine_input)
       .def("check_errors", &EpBuffer::check_errors)
       .def_prop_ro("local_experts", &EpBuffer::local_experts)
       .def_prop_ro("world_size", &EpBuffer::world_size)

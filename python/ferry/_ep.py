@@ -49,6 +49,9 @@ class EpSpec:
     # rank_rows only: this rank's own rows first, one per token (docs/python.md);
     # the C++ checks (validate) reject it with "expanded" or a small max_recv_rows.
     own_rows_first: bool = False
+    # rank_rows inside one node only: combine pulls the peers' rows from where they
+    # wrote them, EpLayer.combine_input() (docs/python.md); "expanded" is rejected.
+    zero_copy_combine: bool = False
 
     def dims(self) -> "_C.EpDims":
         """Sizes derived from the config (local_experts, capacity_per_expert,
@@ -74,6 +77,7 @@ class EpSpec:
         config.max_recv_rows = self.max_recv_rows
         config.layout = LAYOUTS[self.layout]
         config.own_rows_first = self.own_rows_first
+        config.zero_copy_combine = self.zero_copy_combine
         return config
 
     def validate(self) -> "EpSpec":
@@ -90,6 +94,9 @@ class EpSpec:
             raise InvalidArgument(f"{where}: layout must be 'expanded' or 'rank_rows', got {self.layout!r}")
         if not isinstance(self.own_rows_first, bool):
             raise InvalidArgument(f"{where}: own_rows_first must be a bool, got {type(self.own_rows_first).__name__}")
+        if not isinstance(self.zero_copy_combine, bool):
+            raise InvalidArgument(f"{where}: zero_copy_combine must be a bool, got "
+                                  f"{type(self.zero_copy_combine).__name__}")
         # rank_rows with low_latency: ferry.NotSupported from here (across nodes: from EpBuffer).
         _C.validate_ep_config(self.config(), self.world_size)
         return self
@@ -204,11 +211,13 @@ class EpLayer:
     def __init__(self, group, max_tokens: int, hidden: int, topk: int, num_experts: int,
                  dtype: torch.dtype = torch.bfloat16, weight_dtype: torch.dtype = torch.float32,
                  num_sms: int = 0, mode: str = "high_throughput", *, expert_alignment: int = 1,
-                 max_recv_rows: int = 0, layout: str = "expanded", own_rows_first: bool = False) -> None:
+                 max_recv_rows: int = 0, layout: str = "expanded", own_rows_first: bool = False,
+                 zero_copy_combine: bool = False) -> None:
         self._owns_comm = not isinstance(group, Communicator)
         size = _group_size(group)
         spec = EpSpec(int(max_tokens), int(hidden), int(topk), int(num_experts), size or 0, dtype, weight_dtype,
-                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows), layout, own_rows_first)
+                      None, mode, int(num_sms), int(expert_alignment), int(max_recv_rows), layout, own_rows_first,
+                      zero_copy_combine)
         if size is not None:
             spec.validate()  # before anything touches the group (init is collective)
         comm = init(group)
@@ -249,6 +258,10 @@ class EpLayer:
     @property
     def own_rows_first(self) -> bool:
         return self.spec.own_rows_first
+
+    @property
+    def zero_copy_combine(self) -> bool:
+        return self.spec.zero_copy_combine
 
     def _live(self, where: str) -> "_C.EpBuffer":
         if self._buffer is None:
@@ -387,9 +400,23 @@ class EpLayer:
             scales=scales, num_tokens=num_tokens, local_experts=local, handle=result.handle, **rank_rows_fields)
         return output, weights, layout
 
+    def combine_input(self) -> torch.Tensor:
+        """zero_copy_combine only: bf16 [rows, hidden] over this rank's part of the layer's
+        symmetric memory (rows: the most a dispatch can put on this rank), where the peers'
+        combines read this rank's rows. Write the combine's input there (row i: the weighted sum over this
+        rank's experts of dispatch output row i), after this rank's dispatch of the call in
+        stream order, and pass this tensor (or a slice of it from row 0) as expert_output to
+        every combine / combine_send of the layer. The same memory for every call."""
+        buffer = self._live("combine_input")
+        if not self.spec.zero_copy_combine:
+            raise InvalidArgument("EpLayer.combine_input: the layer was built without zero_copy_combine=True")
+        view = buffer.combine_input()
+        return standalone(self._view("combine_input", view.data, tuple(view.shape), torch.bfloat16))
+
     def combine(self, expert_output: torch.Tensor, layout: EpLayout, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """-> [num_tokens, hidden] bf16: per token, the (weighted) sum of its experts' outputs
-        (rank_rows: of its rows, one already-weighted row per rank it reached)."""
+        (rank_rows: of its rows, one already-weighted row per rank it reached). zero_copy_combine:
+        expert_output must be combine_input() (the same memory), else InvalidArgument."""
         buffer = self._live("combine")
         self._check_layout(layout, "combine")
         expert_view = tensor_view(expert_output, _COMBINE, "expert_output", required=True)

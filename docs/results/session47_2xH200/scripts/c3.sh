@@ -1,7 +1,7 @@
 # Session 47 c3. run(kind nvidia-h200-x2, carry [".deps", ".ab"]), ~540 s. Trees (scripts/ab_trees.sh
 # base=<main before the zero-copy combine> new=<main with it>): EpConfig::zero_copy_combine (NOTE [EP zero-copy
 # combine], src/ep/rank_rows_pull_combine.cu) on GPUs for the first time.
-# Stages: 1. new: Ep* on 2 GPUs; EpZeroCopy* and EpRankRows* on 3 ranks sharing the GPUs under MPS; memcheck /
+# Stages: 1. new: the rank-rows suites on 2 GPUs; EpZeroCopy* and EpRankRows* on 3 ranks sharing the GPUs under MPS; memcheck /
 # racecheck / synccheck on EpZeroCopyCombine.Refusals. 2. SASS of the copying rank-rows combine kernels, base against
 # new (sum_rank_rows moved into rows.cuh). 3. A/B base / new, rank rows at 8 / 24 SMs, 2 rounds (the copying combine
 # must not move). 4. new alone: rank rows without / with --zero-copy at 8 / 24 / 48 SMs, 3 rounds alternating, --check.
@@ -11,7 +11,7 @@ call_begin c3 560
 { nvidia-smi -q | grep -iE "product name|bus id"; } > $CALL_DIR/host.txt 2>&1
 call_base_new ferry_gpu_tests
 M2="$M -np 2"
-call_run ep_2gpu 200 $M2 $T --gtest_filter="Ep*"
+call_run rr_2gpu 150 $M2 $T --gtest_filter="EpZeroCopy*:EpRankRows*:EpOwnRowsFirst*:EpRestricted*"
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps/log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS started"
 call_run zc_3shared 120 $M -np 3 -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY -x FERRY_TEST_SHARE_GPUS=1 \
