@@ -56,7 +56,8 @@
 #              files in $OUT/crossnode/)
 #   pip        pip wheel . (scikit-build-core), installed into a folder and imported
 #              (built in the background while the GPU stages run)
-#   python_cpu pytest tests/python/test_cpu_validation.py, test_cpu_allreduce_args.py, test_cpu_own_rows_first.py
+#   python_cpu pytest tests/python/test_cpu_validation.py, test_cpu_allreduce_args.py, test_cpu_own_rows_first.py,
+#              test_cpu_zero_copy_combine.py
 #   python_npN torchrun -m pytest tests/python on N GPUs, N in FERRY_PY_NPS
 #   python_mpi mpirun -np N pytest tests/python/test_mpi_init.py (ferry.init() from MPI)
 #   example_py torchrun examples/moe_layer.py on the largest N, both modes
@@ -434,7 +435,7 @@ elif [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then
   skip python_cpu "FERRY_SKIP_TESTS=1"
 else
   run_stage python_cpu "${TO[@]}" python3 -m pytest -q -p no:cacheprovider tests/python/test_cpu_validation.py \
-    tests/python/test_cpu_allreduce_args.py tests/python/test_cpu_own_rows_first.py
+    tests/python/test_cpu_allreduce_args.py tests/python/test_cpu_own_rows_first.py tests/python/test_cpu_zero_copy_combine.py
 fi
 for n in ${FERRY_PY_NPS:-${NPS[*]}}; do
   # More ranks than GPUs (up to 8) only with virtual ranks: FERRY_TEST_SHARE_GPUS,
