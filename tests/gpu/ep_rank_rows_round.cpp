@@ -16,6 +16,7 @@
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
 #include "gpu/ep_rank_rows_round.hpp"
+#include "gpu/sm_hog.hpp"
 
 namespace ferry::testing::ep_gpu {
 
@@ -335,6 +336,19 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
 bool run_round(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOptions& o, int hot) {
   const ep::Spec s = make_spec(h.config(), shared().next_seed(), routing, counts, o.fp8_input, hot);
   return rank_rows_round(h, s, o);
+}
+
+bool rounds_on_few_free_sms(Harness& h) {
+  forget_previous_round();
+  if (!run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull)) return false;  // buffers sized, kernels loaded
+  for (int free_sms : {1, 3}) {
+    SCOPED_TRACE(std::to_string(free_sms) + " free SMs");
+    std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
+    if (hog == nullptr) return false;
+    if (!run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull)) return false;
+    if (!run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves_apart())) return false;
+  }
+  return true;
 }
 
 }  // namespace ferry::testing::ep_gpu

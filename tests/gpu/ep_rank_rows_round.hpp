@@ -40,4 +40,8 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o);
 // The same with a fresh spec of the buffer's config (a new seed each call).
 bool run_round(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOptions& o = {}, int hot = 0);
 
+// One round to size the buffers and load the kernels, then, while a stand-in for the user's kernels holds all SMs
+// but 1 or 3 on every rank (sm_hog.hpp), a round overlapped and one as halves. Collective.
+bool rounds_on_few_free_sms(Harness& h);
+
 }  // namespace ferry::testing::ep_gpu

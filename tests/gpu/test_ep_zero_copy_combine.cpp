@@ -108,15 +108,7 @@ TEST(EpZeroCopyCombine, FewFreeSms) {
     SCOPED_TRACE("sms=" + std::to_string(sms));
     Harness h(shared(), zero_copy_config(DataType::kBFloat16, 1024, 1024, 8, 4, true, 1, sms));
     ASSERT_TRUE(h.alive());
-    forget_previous_round();
-    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));  // buffers sized, kernels loaded
-    for (int free_sms : {1, 3}) {
-      SCOPED_TRACE(std::to_string(free_sms) + " free SMs");
-      std::unique_ptr<SmHog> hog = hold_sms_on_every_rank(free_sms);
-      ASSERT_TRUE(hog != nullptr);
-      ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kFull));
-      ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, halves_apart()));
-    }
+    ASSERT_TRUE(rounds_on_few_free_sms(h));
   }
 }
 
