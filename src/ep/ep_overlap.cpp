@@ -59,8 +59,9 @@ void EpBuffer::combine(const TensorView& expert_outputs, const EpHandle& handle,
   }
   // NOTE [EP combine one role] (combine.cu): one receive block, for the tokens with no row here.
   const bool one_role = st.combine_one_role;  // chosen when the buffer was built
-  // NOTE [EP zero-copy combine]: the send half is one block of signals; the receive half does all the work.
-  const int recv_blocks = one_role ? 1 : st.base.zero_copy_combine ? config_.num_sms - 1 : st.combine_recv_blocks;
+  // NOTE [EP zero-copy combine]: the send half is one block of signals, done within microseconds; the receive
+  // half does all the work on every SM (its last block starts when the send block has left its SM).
+  const int recv_blocks = one_role ? 1 : st.base.zero_copy_combine ? config_.num_sms : st.combine_recv_blocks;
   ep::OverlapScope overlap(st.grids, config_.num_sms, recv_blocks, one_role);
   launch_combine_send_half(expert_outputs, stream, one_role ? const_cast<void*>(out.data) : nullptr);
   launch_combine_recv_half(out, stream);

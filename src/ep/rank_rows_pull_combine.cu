@@ -14,7 +14,8 @@ namespace {
 // same NVLink bytes (ferry-bench nvlink, 2x H200, 8 SMs: pull_sum2 292 GB/s against local_sum2 after a push).
 // Here the caller writes its rows into this rank's part of the combine stage region (EpBuffer::combine_input;
 // no peer ever pushes there on such a buffer), in the dispatch output's row order.
-//  - Combine call n, send half (one block): thread h (a peer) stores this rank's first row of source h
+//  - Combine call n, send half (one block, whatever the split: combine() gives the receive half all num_sms
+//    blocks, the last of which starts once this block has left its SM): thread h (a peer) stores this rank's first row of source h
 //    (source_offsets[h]) into h's word kCombineInputOffset + rank, then release-stores n into h's word
 //    kCombineInputReady + rank. The caller's writes came before, in stream order, by earlier kernels; the
 //    system-scope release is cumulative over them.
