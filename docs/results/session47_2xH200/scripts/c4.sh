@@ -1,16 +1,14 @@
-# Session 47 c4. run(kind nvidia-h200-x2, carry [".deps", ".ab"]), ~560 s. Trees (scripts/ab_trees.sh base=414b357
-# new=main pre=ed2393c plain=exp/plain-host-loads; base is not built here).
+# Session 47 c4. run(kind nvidia-h200-x2, carry [".deps", ".ab"]), ~400 s. Trees (scripts/ab_trees.sh base=414b357
+# new=main pre=ed2393c).
 # 1. EpConfig::zero_copy_combine on 2 real GPUs (c3 ran on one shared H200): EpZeroCopy* and the rank-rows suites,
 #    then rank rows without / with --zero-copy at 8 / 24 / 48 SMs, 3 rounds alternating, --check, NCCL beside.
 # 2. What c2 left open of NOTE [EP across nodes: aligned records] (main since 414b357): Ep* as 2x1 over cuda_ipc,
 #    the tcp A/B pre / new in 3 rounds (c2's 1 round read combine 1.048).
-# 3. exp/plain-host-loads (the cross-node receive's row loads weak, not volatile): Ep* as 2x1 over sm, A/B new /
-#    plain over sm (both modes, --check, NCCL beside), 2 rounds.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
-call_begin c4 570
+call_begin c4 440
 { nvidia-smi -q | grep -iE "product name|bus id"; } > $CALL_DIR/host.txt 2>&1
-call_build_trees ferry-bench pre new+ferry_gpu_tests plain+ferry_gpu_tests
+call_build_trees ferry-bench pre new+ferry_gpu_tests
 M="mpirun --allow-run-as-root --bind-to none"
 T=.ab/new/build/tests/ferry_gpu_tests
 P="$ROOT/.ab/pre/build/bench/ferry-bench"
@@ -28,8 +26,4 @@ grep -h "^ht   rank_rows" $CALL_DIR/zc_3.log $CALL_DIR/zc_on_3.log
 call_run ipc_2x1 100 $M2 $IPC $T --gtest_filter="Ep*"
 grep -a "FAILED  \]\|Failure\|Which is\|timed out" $CALL_DIR/*.log | head -12
 call_ab tcp_ 3 $P $N "$TCP" ep --mode ht --aligned --iters 20 --warmup 3 --no-nccl
-call_run plain_sm_2x1 90 $M2 $SM .ab/plain/build/tests/ferry_gpu_tests --gtest_filter="Ep*"
-grep -a "FAILED  \]\|Failure\|Which is\|timed out" $CALL_DIR/plain_*.log | head -12
-call_ab plain_ 2 $N "$ROOT/.ab/plain/build/bench/ferry-bench" "$SM" ep --aligned --check --iters 60 --warmup 5
-grep -h "check:" $CALL_DIR/ab/plain_*.log | sort | uniq -c
 call_end
