@@ -1,5 +1,5 @@
-# Session 47 c4. run(kind nvidia-h200-x2, carry [".deps", ".ab"]), ~400 s. Trees (scripts/ab_trees.sh base=414b357
-# new=main pre=ed2393c).
+# Session 47 c4. run(kind nvidia-h200-x2, carry [".deps", ".ab"]), ~400 s. Trees (scripts/ab_trees.sh pre=ed2393c
+# new=main).
 # 1. EpConfig::zero_copy_combine on 2 real GPUs (c3 ran on one shared H200): EpZeroCopy* and the rank-rows suites,
 #    then rank rows without / with --zero-copy at 8 / 24 / 48 SMs, 3 rounds alternating, --check, NCCL beside.
 # 2. What c2 left open of NOTE [EP across nodes: aligned records] (main since 414b357): Ep* as 2x1 over cuda_ipc,
