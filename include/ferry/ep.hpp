@@ -239,7 +239,8 @@ class EpBuffer {
   void combine_recv(const EpHandle& handle, const TensorView& out, cudaStream_t stream);
 
   // EpConfig::zero_copy_combine: bf16 [rows, H] in this rank's part of the
-  // symmetric memory (rows: the dispatch output's capacity), where the caller
+  // symmetric memory (rows: the most a dispatch can put on this rank, W * T or
+  // max_recv_rows if lower), where the caller
   // writes the combine's input rows (row i: the weighted sum of dispatch row i's
   // local experts) and which it passes as expert_outputs. Throws InvalidArgument
   // on a buffer without the option.

@@ -35,7 +35,9 @@ namespace ferry::ep {
 //  - Combine reuse: the partials a rank writes at epoch n land where the home
 //    read at epoch n - 1. The home's last receive block stores n into the
 //    sender's kCombineConsumed + home once every block is done reading; the
-//    sender waits for n - 1 there before its first store.
+//    sender waits for n - 1 there before its first store. (The zero-copy
+//    combine reads the rows where the caller wrote them instead: NOTE [EP
+//    zero-copy combine] in rank_rows_pull_combine.cu.)
 __device__ __forceinline__ uint64_t current_epoch(const Params& p, EpochKind kind) {
   const uint64_t* counters = &p.epochs->dispatch_sent;
   return *reinterpret_cast<const volatile uint64_t*>(counters + kind) + 1;

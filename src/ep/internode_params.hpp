@@ -43,9 +43,10 @@ constexpr uint64_t kProxyRangeBytes = 4 << 20;   // ... where the proxy moves so
 // experts) then max_tokens records; a record: the routing record
 // (meta_record_bytes), the row (dispatch type), fp8 scales.
 struct NetLayout {
-  uint64_t header_bytes;     // 16 + 4 E, rounded to 16
-  uint64_t record_bytes;     // one token slot, 16-byte multiple
-  uint64_t row_offset;       // row data inside a record (= meta_bytes)
+  // NOTE [EP across nodes: aligned records]: the three below are kRecordAlign multiples.
+  uint64_t header_bytes;     // 16 + 4 E, rounded up
+  uint64_t record_bytes;     // one token slot
+  uint64_t row_offset;       // row data inside a record (meta_bytes rounded up)
   uint64_t scales_offset;    // fp8 scales inside a record
   uint64_t dispatch_slot;    // header + max_tokens records (256-byte multiple)
   // Ranges: set by set_net_ranges on the direct path (EpBuffer::init_cross_node); 0 elsewhere.

@@ -15,7 +15,8 @@ namespace {
 // Here the caller writes its rows into this rank's part of the combine stage region (EpBuffer::combine_input;
 // no peer ever pushes there on such a buffer), in the dispatch output's row order.
 //  - Combine call n, send half (one block, whatever the split: combine() gives the receive half all num_sms
-//    blocks, the last of which starts once this block has left its SM): thread h (a peer) stores this rank's first row of source h
+//    blocks, the last of which starts once this block has left its SM: for those microseconds one block more
+//    than num_sms is resident): thread h (a peer) stores this rank's first row of source h
 //    (source_offsets[h]) into h's word kCombineInputOffset + rank, then release-stores n into h's word
 //    kCombineInputReady + rank. The caller's writes came before, in stream order, by earlier kernels; the
 //    system-scope release is cumulative over them.

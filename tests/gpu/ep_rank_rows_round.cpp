@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -154,7 +155,9 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
       cudaGraph_t graph;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
       r = buf.dispatch(tokens, idx, weights, scales, st, opts);
-      buf.combine(TensorView(expert_rows_mem, DataType::kBFloat16, {r.capacity_rows, H}), r.handle,
+      const int64_t view_rows = c.zero_copy_combine ? std::min(r.capacity_rows, buf.combine_input().shape[0])
+                                                    : r.capacity_rows;
+      buf.combine(TensorView(expert_rows_mem, DataType::kBFloat16, {view_rows, H}), r.handle,
                   h.out_view(n), st);
       CK(cudaStreamEndCapture(st, &graph));
       cudaGraphExec_t exec;

@@ -112,9 +112,9 @@ TEST(EpZeroCopyCombine, FewFreeSms) {
   }
 }
 
-// Misuse is refused before anything launches: another tensor as the combine's input (on every rank, so nothing
-// waits), combine_input() of a buffer without the option, the option with the expanded layout. The buffer works
-// after the refusal.
+// Misuse is refused before anything launches: another tensor as the combine's input, or the input's memory with
+// more rows than it holds (on every rank, so nothing waits), combine_input() of a buffer without the option, the
+// option with the expanded layout. The buffer works after the refusal.
 TEST(EpZeroCopyCombine, Refusals) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
@@ -148,6 +148,9 @@ TEST(EpZeroCopyCombine, Refusals) {
   const TensorView other(h.expert_out_mem().get(), DataType::kBFloat16, input.shape);
   EXPECT_THROW(h.buf().combine(other, r.handle, h.out_view(mine.num_tokens), h.stream()), ferry::InvalidArgument);
   EXPECT_THROW(h.buf().combine_send(other, r.handle, h.stream()), ferry::InvalidArgument);
+  // The input's memory, but more rows than it holds.
+  const TensorView longer(input.data, DataType::kBFloat16, {input.shape[0] + 1, 1024});
+  EXPECT_THROW(h.buf().combine(longer, r.handle, h.out_view(mine.num_tokens), h.stream()), ferry::InvalidArgument);
   CK(cudaStreamSynchronize(h.stream()));
   forget_previous_round();
   ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried));
