@@ -190,6 +190,10 @@ void check_expert_outputs(const CallContext& ctx, const char* where, const Tenso
     check_tensor(where, name, eo, DataType::kBFloat16, {-1, c.hidden});
     FERRY_ARG_CHECK(eo.shape[0] >= rows_needed,
                     where << ": " << name << " has " << eo.shape[0] << " rows, the dispatch produced " << rows_needed);
+    // The buffer also checks that the rows are its combine_input() (only it knows that address).
+    FERRY_ARG_CHECK(!c.zero_copy_combine || eo.shape[0] <= zero_copy_input_rows(c, ctx.world_size),
+                    where << ": with EpConfig::zero_copy_combine, " << name << " is the buffer's combine_input() of "
+                          << zero_copy_input_rows(c, ctx.world_size) << " rows, got " << eo.shape[0] << " rows");
   }
   check_row_alignment(where, name, eo);
   check_device(where, name, eo, ctx.device);
@@ -225,6 +229,11 @@ EpDims ep_dims(const EpConfig& c, int world_size) {
     d.capacity_rows = c.max_recv_rows > 0 ? c.max_recv_rows : worst_case_recv_rows(c, world_size);
   }
   return d;
+}
+
+int64_t zero_copy_input_rows(const EpConfig& config, int world_size) {
+  return std::min<int64_t>(ep_dims(config, world_size).capacity_rows,
+                           int64_t{world_size} * config.max_tokens_per_rank);
 }
 
 void validate_config(const EpConfig& c, int world_size) {

@@ -29,6 +29,10 @@ struct EpDims {
 };
 EpDims ep_dims(const EpConfig& config, int world_size);
 
+// EpConfig::zero_copy_combine: rows of EpBuffer::combine_input() (NOTE [EP zero-copy combine]): the dispatch
+// output's, at most world_size * max_tokens_per_rank (this rank's part of the combine stage region).
+int64_t zero_copy_input_rows(const EpConfig& config, int world_size);
+
 // The config on a communicator of `world_size` ranks.
 void validate_config(const EpConfig& config, int world_size);
 

@@ -431,8 +431,8 @@ TensorView EpBuffer::combine_input() const {
   const Params& p = state_->base;
   // NOTE [EP zero-copy combine]: this rank's part of the combine stage region ([W][T][H] bf16), which no peer
   // writes on such a buffer; a rank never holds more than W * T rows.
-  const int64_t rows = std::min<int64_t>(p.capacity_rows, int64_t{p.world_size} * p.max_tokens);
-  return TensorView(p.combine_stage.at(p.rank), DataType::kBFloat16, {rows, p.hidden});
+  return TensorView(p.combine_stage.at(p.rank), DataType::kBFloat16,
+                    {ep::zero_copy_input_rows(config_, p.world_size), p.hidden});
 }
 
 void EpBuffer::check_zero_copy_input(const TensorView& expert_outputs) const {

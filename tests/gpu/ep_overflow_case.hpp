@@ -50,7 +50,13 @@ inline void expect_overflow_then_a_dispatch_that_fits(Harness& h, int T, int H, 
   const int64_t rows = h.config().own_rows_first ? T : 0;
   EXPECT_EQ(r.num_rows, rows);
   if (h.config().layout == ferry::EpLayout::kRankRows) EXPECT_EQ(r.num_index_entries, 0);
-  h.buf().combine(TensorView(r.tokens, DataType::kBFloat16, {rows, H}), r.handle,
+  // NOTE [EP zero-copy combine]: on such a buffer the rows go into combine_input() (zeros: no expert's output).
+  void* rows_mem = r.tokens;
+  if (h.config().zero_copy_combine) {
+    rows_mem = const_cast<void*>(h.buf().combine_input().data);
+    CK(cudaMemsetAsync(rows_mem, 0, size_t(rows) * H * 2, h.stream()));
+  }
+  h.buf().combine(TensorView(rows_mem, DataType::kBFloat16, {rows, H}), r.handle,
                   TensorView(out.get(), DataType::kBFloat16, {T, H}), h.stream());
   CK(cudaStreamSynchronize(h.stream()));
   std::vector<uint16_t> host(size_t(T) * H);

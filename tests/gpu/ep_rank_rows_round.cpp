@@ -66,6 +66,42 @@ std::vector<uint16_t> expert_rows_output(const ep::Spec& s, const std::vector<Ex
   return y;
 }
 
+// The reference placement: per source, its tokens that picked an expert here, in token order, sources in rank
+// order; with own_rows_first this rank's every token first, then the others (NOTE [EP own rows first]).
+std::vector<ExpectedRow> reference_rows(const ep::Spec& s, const std::vector<ep::RankInput>& all, int me,
+                                        bool own_rows_first, std::vector<int64_t>* source_offsets) {
+  const int W = int(all.size()), K = s.topk, Le = s.local_experts();
+  std::vector<ExpectedRow> rows;
+  source_offsets->assign(W + 1, 0);
+  std::vector<int> order;
+  if (own_rows_first) order.push_back(me);
+  for (int sr = 0; sr < W; ++sr)
+    if (!own_rows_first || sr != me) order.push_back(sr);
+  for (int sr : order) {
+    (*source_offsets)[sr] = int64_t(rows.size());
+    for (int t = 0; t < all[sr].num_tokens; ++t) {
+      bool here = own_rows_first && sr == me;
+      for (int k = 0; k < K; ++k) {
+        const int64_t e = all[sr].expert(s, t, k);
+        here = here || (e >= int64_t(me) * Le && e < int64_t(me + 1) * Le);
+      }
+      if (here) rows.push_back({sr, t});
+    }
+  }
+  (*source_offsets)[W] = int64_t(rows.size());
+  return rows;
+}
+
+// Received values the host knows before the dispatch runs (bf16, fp8 input: exact).
+std::vector<float> exact_received(const ep::Spec& s, const std::vector<ExpectedRow>& rows,
+                                  const std::vector<ep::RankInput>& all) {
+  const int H = s.hidden;
+  std::vector<float> received(rows.size() * size_t(H));
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int hh = 0; hh < H; ++hh) received[i * H + hh] = all[rows[i].src_rank].value(s, rows[i].src_token, hh);
+  return received;
+}
+
 // The previous round's result of a harness: its rank-rows outputs are poisoned
 // before the next round (Harness::poison_previous does the rows and scales).
 struct Previous {
@@ -110,26 +146,8 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
   SCOPED_TRACE(what);
   h.upload(s, mine, o.idx64);
 
-  // The reference placement: per source, its tokens that picked an expert here, in token order, sources in
-  // rank order; with own_rows_first this rank's every token first, then the others (NOTE [EP own rows first]).
-  std::vector<ExpectedRow> rows;
-  std::vector<int64_t> source_offsets(W + 1, 0);
-  std::vector<int> order;
-  if (c.own_rows_first) order.push_back(me);
-  for (int sr = 0; sr < W; ++sr)
-    if (!c.own_rows_first || sr != me) order.push_back(sr);
-  for (int sr : order) {
-    source_offsets[sr] = int64_t(rows.size());
-    for (int t = 0; t < all[sr].num_tokens; ++t) {
-      bool here = c.own_rows_first && sr == me;
-      for (int k = 0; k < K; ++k) {
-        const int64_t e = all[sr].expert(s, t, k);
-        here = here || (e >= int64_t(me) * Le && e < int64_t(me + 1) * Le);
-      }
-      if (here) rows.push_back({sr, t});
-    }
-  }
-  source_offsets[W] = int64_t(rows.size());
+  std::vector<int64_t> source_offsets;
+  const std::vector<ExpectedRow> rows = reference_rows(s, all, me, c.own_rows_first, &source_offsets);
   const int64_t num_rows = int64_t(rows.size());
   const ep::Layout expanded = ep::reference_layout(s, all, me, c.expert_alignment);
 
@@ -164,10 +182,7 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
       CK(cudaGraphInstantiate(&exec, graph, 0));
       // Expert outputs computed from the reference's received values (bf16/fp8 input exact; quantized: the
       // host cannot know the received bytes before the replay, so graphs are bf16 or fp8-input here).
-      std::vector<float> received(size_t(num_rows) * H);
-      for (int64_t i = 0; i < num_rows; ++i)
-        for (int hh = 0; hh < H; ++hh) received[i * H + hh] = all[rows[i].src_rank].value(s, rows[i].src_token, hh);
-      const std::vector<uint16_t> y = expert_rows_output(s, rows, all, received, me);
+      const std::vector<uint16_t> y = expert_rows_output(s, rows, all, exact_received(s, rows, all), me);
       if (!y.empty()) CK(cudaMemcpyAsync(expert_rows_mem, y.data(), y.size() * 2, cudaMemcpyHostToDevice, st));
       CK(cudaMemsetAsync(r.tokens, 0xFF, size_t(r.capacity_rows) * H * elem, st));
       CK(cudaGraphLaunch(exec, st));
@@ -334,6 +349,13 @@ bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o) {
   verify_combine(out, guard, ref, n, H, what);
   h.verify_inputs_unchanged(s, mine, o.idx64, true, what);
   return all_ranks(!::testing::Test::HasFailure());
+}
+
+std::vector<uint16_t> exact_combine_input(const ep::Spec& s, const std::vector<ep::RankInput>& all,
+                                          bool own_rows_first) {
+  std::vector<int64_t> source_offsets;
+  const std::vector<ExpectedRow> rows = reference_rows(s, all, mpi_rank(), own_rows_first, &source_offsets);
+  return expert_rows_output(s, rows, all, exact_received(s, rows, all), mpi_rank());
 }
 
 bool run_round(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOptions& o, int hot) {

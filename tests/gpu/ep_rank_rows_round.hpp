@@ -9,6 +9,9 @@
 // token's experts. Outputs are poisoned before each round.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "common/ep_reference.hpp"
 #include "ferry/ep.hpp"
 #include "gpu/ep_harness.hpp"
@@ -39,6 +42,12 @@ void forget_previous_round();
 bool rank_rows_round(Harness& h, const ep::Spec& s, const RoundOptions& o);
 // The same with a fresh spec of the buffer's config (a new seed each call).
 bool run_round(Harness& h, ep::Routing routing, ep::TokenCounts counts, const RoundOptions& o = {}, int hot = 0);
+
+// The caller's combine input for a rank-rows dispatch of s on this rank whose received values the host knows
+// (bf16, or fp8 input): one row per received row in the dispatch's order, each the weighted sum over the row's
+// local experts of the stand-in experts, in bf16 (what every round's combine takes; its sums: combine_reference).
+std::vector<uint16_t> exact_combine_input(const ep::Spec& s, const std::vector<ep::RankInput>& all,
+                                          bool own_rows_first);
 
 // One round to size the buffers and load the kernels, then, while a stand-in for the user's kernels holds all SMs
 // but 1 or 3 on every rank (sm_hog.hpp), a round overlapped and one as halves. Collective.

@@ -14,7 +14,9 @@
 #include "common/test_util.hpp"
 #include "ferry/ep.hpp"
 #include "ferry/error.hpp"
+#include "common/expect_error.hpp"
 #include "gpu/ep_harness.hpp"
+#include "gpu/ep_overflow_case.hpp"
 #include "gpu/ep_rank_rows_round.hpp"
 #include "gpu/sm_hog.hpp"
 
@@ -154,6 +156,87 @@ TEST(EpZeroCopyCombine, Refusals) {
   CK(cudaStreamSynchronize(h.stream()));
   forget_previous_round();
   ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried));
+}
+
+// Every token of every rank picks rank 0, one row more than its output holds: every rank's dispatch fails (NOTE
+// [EP overflow is collective]); then a dispatch that fits and its zero-copy combine, rows in rank order and own
+// rows first.
+TEST(EpZeroCopyCombine, RecvRowsOverflowFailsOnEveryRank) {
+  REQUIRE_EP();
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
+  constexpr int T = 16, H = 512, K = 2;
+  for (bool own_first : {false, true}) {
+    SCOPED_TRACE(own_first ? "own rows first" : "rank order");
+    EpConfig cfg = zero_copy_config(DataType::kBFloat16, T, H, K, 2, true, 1, 0, own_first);
+    cfg.max_recv_rows = int64_t{mpi_size()} * T - 1;
+    Harness h(shared(), cfg);
+    ASSERT_TRUE(h.alive());
+    forget_previous_round();
+    expect_overflow_then_a_dispatch_that_fits(h, T, H, K);
+    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kVaried));
+  }
+}
+
+// An out-of-range expert id on rank 0. With sync_counts its dispatch throws and nobody combines; without, the
+// error surfaces in rank 0's check_errors() after a synchronization, and every rank still combines (the send half
+// tells the peers where rank 0's rows are; rank 0 sums nothing): no rank hangs or faults, nothing else is
+// reported, and checked rounds follow on the same buffer.
+TEST(EpZeroCopyCombine, BadExpertIdOnOneRank) {
+  REQUIRE_EP();
+  if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
+  const int me = mpi_rank();
+  for (bool sync_counts : {true, false}) {
+    SCOPED_TRACE(sync_counts ? "sync_counts" : "no sync_counts");
+    Harness h(shared(), zero_copy_config(DataType::kBFloat16, 32, 1024, 4, 2, true, 1));
+    ASSERT_TRUE(h.alive());
+    forget_previous_round();
+    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull));
+    const ep::Spec s = make_spec(h.config(), shared().next_seed(), ep::Routing::kUniform, ep::TokenCounts::kFull,
+                                 false, 0);
+    const std::vector<ep::RankInput> all = ep::make_all_inputs(s);
+    ep::RankInput bad = all[0];
+    bad.idx[1] = h.config().num_experts;  // token 0, slot 1
+    const ep::RankInput& mine = me == 0 ? bad : all[me];
+    const int n = mine.num_tokens;
+    std::string error;
+    try {
+      h.upload(s, mine, false);
+      forget_previous_round();
+      h.poison_previous();
+      DispatchOptions opts;
+      opts.sync_counts = sync_counts;
+      bool threw = false;
+      DispatchResult r;
+      try {
+        r = h.buf().dispatch(h.tokens_view(s, n), h.idx_view(s, n, false), h.weights_view(s, n), TensorView(),
+                             h.stream(), opts);
+        h.remember(r);
+      } catch (const ferry::InvalidArgument& e) {
+        threw = true;
+        EXPECT_TRUE(contains_ci(user_part(e.what()), "expert")) << e.what();
+      }
+      CK(cudaStreamSynchronize(h.stream()));
+      EXPECT_EQ(threw, me == 0 && sync_counts);
+      if (!sync_counts) {
+        if (me == 0) {
+          const std::string msg = error_message<ferry::InvalidArgument>([&] { h.buf().check_errors(); });
+          EXPECT_TRUE(contains_ci(user_part(msg), "expert")) << msg;
+        }
+        const TensorView input = h.buf().combine_input();
+        CK(cudaMemsetAsync(const_cast<void*>(input.data), 0, size_t(input.shape[0]) * input.shape[1] * 2,
+                           h.stream()));
+        h.buf().combine(input, r.handle, h.out_view(n), h.stream());
+        CK(cudaStreamSynchronize(h.stream()));
+      }
+      EXPECT_NO_THROW(h.buf().check_errors());  // reported once; the other ranks have nothing to report
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_TRUE(error.empty()) << error;
+    ASSERT_TRUE(all_ranks(error.empty()));
+    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried));
+    ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kFull, halves_apart()));
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // table's choice (src/ep/ep_args.hpp, src/ep/ep_paths.hpp), no GPU.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "ep/ep_paths.hpp"
@@ -73,6 +74,26 @@ TEST(EpRankRowsConfig, ZeroCopyCombineRules) {
   c.layout = EpLayout::kExpanded;
   const std::string expanded = error_message<ferry::InvalidArgument>([&] { ferry::ep::validate_config(c, 2); });
   EXPECT_NE(expanded.find("zero_copy_combine"), std::string::npos) << expanded;
+
+  // combine_input() holds the dispatch output's rows, at most W * T; the standalone combine checks (no buffer, as
+  // EpLayer's check_combine_args) refuse a longer input (the buffer also checks that it is combine_input()).
+  c = rank_rows_config();
+  c.zero_copy_combine = true;
+  c.max_tokens_per_rank = 8;
+  c.hidden = 256;
+  EXPECT_EQ(ferry::ep::zero_copy_input_rows(c, 2), 16);
+  c.max_recv_rows = 12;
+  EXPECT_EQ(ferry::ep::zero_copy_input_rows(c, 2), 12);
+  c.max_recv_rows = 0;
+  const ferry::ep::CallContext ctx{c, 2, ferry::ep::DeviceRule{}, ferry::ep::arg_names()};
+  void* fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  auto rows = [&](int64_t n) { return ferry::TensorView(fake, ferry::DataType::kBFloat16, {n, 256}); };
+  EXPECT_NO_THROW(ferry::ep::validate_combine_args(ctx, 8, 16, rows(16), ferry::TensorView()));
+  const std::string longer = error_message<ferry::InvalidArgument>(
+      [&] { ferry::ep::validate_combine_args(ctx, 8, -1, rows(17), ferry::TensorView()); });
+  EXPECT_NE(longer.find("combine_input()"), std::string::npos) << longer;
+  c.zero_copy_combine = false;
+  EXPECT_NO_THROW(ferry::ep::validate_combine_args(ctx, 8, -1, rows(17), ferry::TensorView()));
 }
 
 TEST(EpRankRowsConfig, LowLatencyAndUnknownLayoutsAreRefused) {
