@@ -90,3 +90,20 @@ def test_ep_layer_combine_input_needs_the_option():
     expect_invalid(layer.combine_input, "zero_copy_combine", "EpLayer.combine_input")
     layer._buffer = None
     expect_error(ferry.Error, layer.combine_input, "finalized")
+
+
+def test_check_combine_args_zero_copy_rows():
+    """The standalone combine checks (no layer) know combine_input()'s rows: at most world * max_tokens (or
+    max_recv_rows); more raise ferry.InvalidArgument naming combine_input(). (Only a layer knows its address.)"""
+    from ferry._ep import check_combine_args
+
+    spec = _spec(layout="rank_rows", zero_copy_combine=True).validate()  # max_tokens 8, world 2: 16 rows
+    out = torch.zeros(8, 256, dtype=BF16)
+    check_combine_args(spec, torch.zeros(16, 256, dtype=BF16), 8, 16, out)
+    expect_invalid(lambda: check_combine_args(spec, torch.zeros(17, 256, dtype=BF16), 8, -1, out),
+                   "expert_output", "combine_input()", "16")
+    capped = _spec(layout="rank_rows", zero_copy_combine=True, max_recv_rows=12).validate()
+    expect_invalid(lambda: check_combine_args(capped, torch.zeros(13, 256, dtype=BF16), 8, -1, out),
+                   "combine_input()", "12")
+    # Without the option any number of rows at or above the dispatch's passes.
+    check_combine_args(_spec(layout="rank_rows").validate(), torch.zeros(17, 256, dtype=BF16), 8, 16, out)
