@@ -297,6 +297,12 @@ for cfg in $NODES_CONFIGS; do
   IFS=: read -r stage n per_node tls path <<<"$cfg"
   if [ "${FERRY_SKIP_TESTS:-0}" = 1 ]; then skip "$stage" "FERRY_SKIP_TESTS=1"; continue; fi
   if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
+  # cuda_ipc between ranks that share one GPU under MPS: low latency times out on its first dispatch (session 48,
+  # docs/results/session48_1xH200 c3/c4: both before and after aligned records; without MPS it passes --check).
+  # It stands in for GPUDirect between different GPUs, so it runs where each rank has its own.
+  if [ "${path:-}" = gpumem ] && [ "$MPS_STARTED" = 1 ] && [ "$GPUS" -lt "$n" ]; then
+    skip "$stage" "cuda_ipc needs a GPU per rank here ($GPUS GPU(s), $n ranks, MPS on)"; continue
+  fi
   env_args=(-x FERRY_TEST_SHARE_GPUS=1 -x FERRY_RANKS_PER_NODE="$per_node")
   [ "$tls" != all ] && env_args+=(-x UCX_TLS="$tls")
   filter="$NODES_FILTER"
