@@ -340,6 +340,7 @@ CopyProbeOptions parse_copy_probe_options(std::vector<std::string> args) {
   if (auto v = parser.take_value("--item-bytes")) o.item_bytes = parse_positive_int("--item-bytes", *v);
   if (auto v = parser.take_value("--threads")) o.threads = parse_positive_int("--threads", *v);
   if (auto v = parser.take_value("--csv")) o.csv_path = *v;
+  o.registered_host = parser.take_flag("--registered-host");
   parser.finish();
   if (o.item_bytes % 16 != 0) throw UsageError("--item-bytes must be a multiple of 16");
   if (o.threads % 32 != 0 || o.threads > 1024) throw UsageError("--threads must be a multiple of 32, at most 1024");

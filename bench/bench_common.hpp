@@ -191,6 +191,9 @@ struct CopyProbeOptions {
   int item_bytes = 14336;
   int threads = 1024;
   std::string csv_path;
+  // pcie: host memory from cudaHostAlloc, or (--registered-host) shared pages mapped by mmap and registered with
+  // cudaHostRegister, as UCX shared memory's landing buffers are (NOTE [Mapped peers]).
+  bool registered_host = false;
 };
 CopyProbeOptions parse_copy_probe_options(std::vector<std::string> args);
 

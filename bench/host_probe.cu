@@ -20,10 +20,12 @@
 // replays, max time over ranks. Every method's result is checked. The host buffer is allocated by the rank's own
 // process (first touch: the NUMA node it ran on), as a landing buffer of UCX shared memory is by its receiver.
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -212,17 +214,38 @@ __global__ void host_check_kernel(const uint32_t* words, size_t count, int salt,
 }
 
 // Pinned host memory, mapped into the GPU's address space (what a registered
-// landing buffer is).
+// landing buffer is): from cudaHostAlloc, or (registered) shared pages from mmap registered with
+// cudaHostRegister, as UCX shared memory's landing buffers are. Kernels and the host use one address (UVA).
 class PinnedBuffer {
  public:
-  explicit PinnedBuffer(size_t bytes) { FERRY_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocMapped)); }
-  ~PinnedBuffer() { cudaFreeHost(ptr_); }
+  PinnedBuffer(size_t bytes, bool registered) : bytes_(bytes), registered_(registered) {
+    if (!registered_) {
+      FERRY_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocMapped));
+      return;
+    }
+    ptr_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (ptr_ == MAP_FAILED) throw std::runtime_error("ferry-bench pcie: mmap of the host buffer failed");
+    FERRY_CUDA_CHECK(cudaHostRegister(ptr_, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+    void* device = nullptr;
+    FERRY_CUDA_CHECK(cudaHostGetDevicePointer(&device, ptr_, 0));
+    if (device != ptr_) throw std::runtime_error("ferry-bench pcie: registered memory without one address (UVA)");
+  }
+  ~PinnedBuffer() {
+    if (!registered_) {
+      cudaFreeHost(ptr_);
+      return;
+    }
+    cudaHostUnregister(ptr_);
+    munmap(ptr_, bytes_);
+  }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   uint8_t* get() const { return static_cast<uint8_t*>(ptr_); }
 
  private:
   void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  bool registered_ = false;
 };
 
 }  // namespace
@@ -230,10 +253,11 @@ class PinnedBuffer {
 void print_pcie_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: mpirun -np N ferry-bench pcie [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
-               "                                     [--threads 1024] [--csv FILE]\n"
+               "                                     [--threads 1024] [--registered-host] [--csv FILE]\n"
                "GB/s per GPU between GPU memory and pinned host memory, every rank at once, by method (store, load\n"
                "and its hinted / TMA forms, both: SM copies; store+ce_h2d; ce_d2h, ce_h2d, ce_both: copy engine) and\n"
-               "SM count: the floor of cross-node windows that land in host memory.\n");
+               "SM count: the floor of cross-node windows that land in host memory. --registered-host: the host\n"
+               "buffers are mmap'd shared pages registered with cudaHostRegister (as UCX shared memory's landings).\n");
 }
 
 int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -248,7 +272,7 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string
   p.items = int(o.bytes / o.item_bytes);
   const size_t bytes = size_t(p.items) * o.item_bytes;
   DeviceBuffer device_src(bytes), device_dst(bytes);
-  PinnedBuffer host_src(bytes), host_dst(bytes);
+  PinnedBuffer host_src(bytes, o.registered_host), host_dst(bytes, o.registered_host);
   p.device_src = static_cast<uint8_t*>(device_src.get());
   p.device_dst = static_cast<uint8_t*>(device_dst.get());
   p.host_dst = host_dst.get();
@@ -334,8 +358,9 @@ int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string
   };
 
   if (leader) {
-    std::printf("ferry-bench pcie: %d ranks at once, %s each way in %d-byte items, %d threads per block\n",
-                comm.size(), format_byte_size(bytes).c_str(), o.item_bytes, o.threads);
+    std::printf("ferry-bench pcie: %d ranks at once, %s each way in %d-byte items, %d threads per block, host memory "
+                "%s\n", comm.size(), format_byte_size(bytes).c_str(), o.item_bytes, o.threads,
+                o.registered_host ? "registered (mmap + cudaHostRegister)" : "cudaHostAlloc");
     std::printf("  GB/s per GPU (bytes moved / time; both directions' bytes where a method moves both), median of "
                 "graph replays, max time over ranks; '!' failed check\n");
   }

@@ -55,6 +55,7 @@ void print_nvlink_usage(std::FILE* out) {
 
 int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
+  if (o.registered_host) throw UsageError("--registered-host is an option of ferry-bench pcie");
   const bool leader = bootstrap->rank() == 0;
   start_gpu_subcommand(*bootstrap, "ferry-bench nvlink");
   Communicator comm(bootstrap);
