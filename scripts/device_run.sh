@@ -299,7 +299,9 @@ for cfg in $NODES_CONFIGS; do
   if [ "$BUILT" -ne 1 ] || [ "$GPUS" -lt 1 ]; then skip "$stage" "build failed or no GPU"; continue; fi
   # cuda_ipc between ranks that share one GPU under MPS: low latency times out on its first dispatch (session 48,
   # docs/results/session48_1xH200 c3/c4: both before and after aligned records; without MPS it passes --check).
-  # It stands in for GPUDirect between different GPUs, so it runs where each rank has its own.
+  # (Likely: UCX's cuda_ipc copy within one device needs a free SM, which the ranks' spinning low-latency grids
+  # hold; docs/internode.md, session 48.) It stands in for GPUDirect between different GPUs, so it runs where each
+  # rank has its own.
   if [ "${path:-}" = gpumem ] && [ "$MPS_STARTED" = 1 ] && [ "$GPUS" -lt "$n" ]; then
     skip "$stage" "cuda_ipc needs a GPU per rank here ($GPUS GPU(s), $n ranks, MPS on)"; continue
   fi
