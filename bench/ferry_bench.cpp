@@ -34,6 +34,8 @@ constexpr Subcommand kSubcommands[] = {
      ferry::bench::print_nvlink_usage, ferry::bench::run_nvlink_probe},
     {"pcie", "GPU <-> pinned host memory GB/s by copy method and SM count (design probe)",
      ferry::bench::print_pcie_usage, ferry::bench::run_pcie_probe},
+    {"pcie-peer", "GPU loads of host memory another rank's GPU just wrote, against its own (design probe)",
+     ferry::bench::print_pcie_peer_usage, ferry::bench::run_pcie_peer_probe},
     {"ce-allreduce", "two-rank bf16 AllReduce moved by copy engine in flagged chunks (design probe)",
      ferry::bench::print_ce_allreduce_usage, ferry::bench::run_ce_allreduce_probe},
     {"latency", "launch, dependent launch, load chain, last-block and NVLink flag round-trip costs (design probe)",

@@ -33,6 +33,7 @@
 #include "bench_timing.hpp"
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
+#include "host_pattern.cuh"
 #include "row_copy.cuh"
 
 namespace ferry::bench {
@@ -89,10 +90,6 @@ struct HostParams {
   const uint8_t* host_src;  // pinned: what the load methods read
   int store_blocks;         // blocks [0, store_blocks) store, the rest load
 };
-
-__device__ __forceinline__ uint32_t host_pattern(int salt, size_t w) {
-  return uint32_t(w * 2654435761u) ^ uint32_t(salt * 0x9E3779B9u);
-}
 
 // Blocks below store_blocks copy device_src -> host_dst, the others host_src ->
 // device_dst; each role spreads all the items over its own warps.
@@ -199,18 +196,6 @@ __global__ void host_load_tma_kernel(HostParams p) {
     }
   }
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-__global__ void host_fill_kernel(uint32_t* words, size_t count, int salt) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
-    words[i] = host_pattern(salt, i);
-}
-
-__global__ void host_check_kernel(const uint32_t* words, size_t count, int salt, unsigned long long* mismatches) {
-  unsigned long long bad = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
-    bad += words[i] != host_pattern(salt, i);
-  if (bad) atomicAdd(mismatches, bad);
 }
 
 // Pinned host memory, mapped into the GPU's address space (what a registered

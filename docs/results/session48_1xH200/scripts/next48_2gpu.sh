@@ -1,5 +1,5 @@
 # For the next session with 2 GPUs (nvidia-h100-x2 or nvidia-h200-x2): run(kind ..., carry [".deps", ".ab"]),
-# ~450 s. Trees: scripts/ab_trees.sh base=main new=main+docs/results/session48_1xH200/scripts/ll_overlap_sm.patch
+# ~520 s. Trees: scripts/ab_trees.sh base=main new=main+docs/results/session48_1xH200/scripts/ll_overlap_sm.patch
 # The low-latency halves across nodes overlapped where every remote peer's landing is mapped (UCX shared memory):
 # on one H200 (c5, c5b: a direction) the dispatch read 0.93-0.97 of main's time, combine unchanged. Here, one
 # virtual node per GPU: Ep* as 2x1 over sm (new), then the A/B over sm with NCCL beside (NCCL_P2P_DISABLE=1), 3
@@ -14,4 +14,9 @@ call_run sm_2x1 150 $M2 $SM $T --gtest_filter="Ep*"
 grep -a "FAILED  \]\|Failure\|timed out" $CALL_DIR/sm_2x1.log | head -8
 call_ab sm_ll_ 3 "$B" "$N" "$SM" ep --mode ll --aligned --tokens 128,512 --check --iters 30 --warmup 5
 grep -h "check:" $CALL_DIR/ab/*.log | sort | uniq -c
+# What the low-latency receive's read rate is (c8 ruled out the memory kind and the item size): host memory the peer
+# GPU has just written against memory this GPU has (ferry-bench pcie-peer, not yet run on a GPU when written).
+call_run pcie_peer 60 $M2 $N pcie-peer --sms 8,32,66,132 --bytes 16M --item-bytes 1792
+call_run pcie_peer_rows 60 $M2 $N pcie-peer --sms 8,32,132 --bytes 16M
+grep -hE "^(own|peer)_then_load" $CALL_DIR/pcie_peer*.log
 call_end
