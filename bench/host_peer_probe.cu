@@ -8,7 +8,8 @@
 // Each rank makes a shared segment (shm_open, mmap, cudaHostRegister: a landing) and maps the next rank's. Per SM
 // count and round: every GPU stores `--bytes` into a segment with all its SMs (own: its own segment; peer: the next
 // rank's), the ranks synchronize and meet, then each GPU loads its own segment into GPU memory with `--sms` blocks,
-// timed by events (median of the rounds, max over ranks); the loaded words are checked against the writer's.
+// timed by events (the launch's few microseconds included; median of the rounds, max over ranks); the loaded words
+// are checked against the writer's.
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
