@@ -107,7 +107,10 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   uint8_t* const next_landing = next_segment ? next_segment->get() : own.get();
   bootstrap->barrier();
 
-  DeviceBuffer source(bytes), loaded(bytes), mismatches(sizeof(unsigned long long));
+  // Written over before each timed load, so no line of the stores is still in this GPU's L2.
+  int l2_bytes = 0;
+  FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, comm.device()));
+  DeviceBuffer source(bytes), loaded(bytes), mismatches(sizeof(unsigned long long)), l2_flush(2 * size_t(l2_bytes));
   host_fill_kernel<<<132, 1024>>>(static_cast<uint32_t*>(source.get()), words, me + 1);
   FERRY_CUDA_CHECK(cudaGetLastError());
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
@@ -133,6 +136,7 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
                                                                from_peer ? next_landing : own.get(), items,
                                                                o.item_bytes);
         FERRY_CUDA_CHECK(cudaGetLastError());
+        FERRY_CUDA_CHECK(cudaMemsetAsync(l2_flush.get(), round, l2_flush.bytes(), s));
         FERRY_CUDA_CHECK(cudaStreamSynchronize(s));
         bootstrap->barrier();  // every landing written
         FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], s));
