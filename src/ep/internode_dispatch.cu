@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1) net_dispatch_recv_kernel(NetParam
   FERRY_EP_TRACE_REPORT(g_trace_net_dispatch_recv, "net_dispatch_recv", p, epoch, 3);
   wait_for_send_grid();  // NOTE [Overlapped halves and free SMs]
   if (!arrive_last<true>(p, kDispatchRecv)) return;
+  FERRY_EP_PHASE_REPORT(g_phase_place_records, "net_dispatch_recv items", p, epoch, 3);
   // No signal that the inboxes were read: the sources know it by the call order (NOTE [EP across nodes: reuse]).
   advance_epoch(p, kDispatchRecv, epoch);
 }

@@ -4,10 +4,16 @@
 // (boxes, ranges, relays) is in internode_common.cuh.
 #pragma once
 
+#include "ep/ep_trace.cuh"
 #include "ep/internode_common.cuh"
 
 namespace ferry::ep {
 namespace {
+
+// NOTE [EP trace] phase sums of the receive's items (FERRY_EP_TRACE builds only; reported by the direct path's
+// receive kernel): 0 from the caller's wait to the warp's item loop (headers, offsets), 1 an item's meta loads
+// (until its output rows are known), 2 the rest of the item (its row and scales loaded and stored).
+FERRY_EP_PHASE_DEFINE(g_phase_place_records)
 
 // The receive side both cross-node dispatch paths share (direct:
 // internode_dispatch.cu; hierarchical: internode_hier_dispatch.cu), after the caller's wait
@@ -37,6 +43,7 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
   __shared__ int32_t max_token_count;
   __shared__ int64_t needed[kMaxRanks];
   const int header_words = kHeaderCounts + E;
+  FERRY_EP_PHASE_CLOCK(phase_clock);
   if (host_inboxes) {
     uint64_t* ready = np.relay.flags + kRelayDispatchHeaders;
     if (blockIdx.x == 0) {
@@ -126,6 +133,7 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
       if (lane < kMaxRanks) landed[warp][lane] = 0;
       __syncwarp();
     }
+    FERRY_EP_PHASE_MARK(g_phase_place_records, 0, phase_clock);
     for (int item = first; item < cursor.total(); item += stride) {
       int s, slot, c;
       if (!cursor.decode(item, token_count, s, slot, c)) continue;
@@ -174,6 +182,7 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
       }
       if (lane == 0 && c == 0) p.slot_src_token[index] = src_token;
       const unsigned rows_mask = __ballot_sync(0xffffffffu, row >= 0);
+      FERRY_EP_PHASE_MARK(g_phase_place_records, 1, phase_clock);
       int num_rows = 0;
       for (unsigned m = rows_mask; m != 0; m &= m - 1) {
         const int r = __shfl_sync(0xffffffffu, row, __ffs(m) - 1);
@@ -196,6 +205,7 @@ __device__ void place_dispatch_records(const NetParams& np, Inbox inbox, uint64_
         }
       }
       __syncwarp();
+      FERRY_EP_PHASE_MARK(g_phase_place_records, 2, phase_clock);
     }
   }
 }
