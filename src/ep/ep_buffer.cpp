@@ -437,15 +437,13 @@ TensorView EpBuffer::combine_input() const {
 
 void EpBuffer::check_zero_copy_input(const TensorView& expert_outputs) const {
   if (!config_.zero_copy_combine) return;
-  const TensorView input = combine_input();
-  // A view past its rows would invite writes past this rank's part of the region (the shape is checked
-  // elsewhere to be [rows, H]).
-  FERRY_ARG_CHECK(expert_outputs.data == input.data && (expert_outputs.shape.empty() ||
-                                                         expert_outputs.shape[0] <= input.shape[0]),
+  // Its address, which only the buffer knows; its shape ([rows, H], at most combine_input()'s rows) the
+  // argument checks before this one took (check_expert_outputs, ep_args.cpp).
+  FERRY_ARG_CHECK(expert_outputs.data == combine_input().data,
                   ep::arg_names().combine << ": with EpConfig::zero_copy_combine, " << ep::arg_names().expert_outputs
                                           << " must be the buffer's combine_input() (the other ranks read its rows "
-                                             "there, at most "
-                                          << input.shape[0] << " rows), got " << expert_outputs.describe());
+                                             "there), got "
+                                          << expert_outputs.describe());
 }
 
 void EpBuffer::launch_combine_send_half(const TensorView& expert_outputs, cudaStream_t stream, void* one_role_out) {

@@ -142,3 +142,21 @@ def ep_spec(**kw):
 def ep_spec_invalid(name, *fragments, **kw):
     """EpSpec(**kw) rejected at construction or by validate()."""
     return expect_invalid(lambda: ep_spec(**kw).validate(), name, *fragments)
+
+
+class ReachedInit(Exception):
+    """Raised by the stand-in for ferry._ep.init that layer_stops_at_init installs."""
+
+
+def layer_stops_at_init(monkeypatch, world_size=2):
+    """EpLayer's checks without a group, for the CPU tests: ferry._ep.init (collective) raises ReachedInit and
+    the group's size is world_size. Returns ferry._ep; a layer whose config is valid raises ReachedInit."""
+    import ferry._ep as ep
+
+    def init(group):
+        raise ReachedInit()
+
+    monkeypatch.setattr(ep, "init", init)
+    monkeypatch.setattr(ep, "_group_size", lambda group: world_size)
+    return ep
+

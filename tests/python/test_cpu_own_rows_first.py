@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import ferry
-from _helpers import ep_spec as _spec, ep_spec_invalid as _spec_invalid, expect_error, expect_invalid
+from _helpers import (ReachedInit, ep_spec as _spec, ep_spec_invalid as _spec_invalid, expect_error, expect_invalid,
+                      layer_stops_at_init)
 
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 
@@ -64,16 +65,7 @@ def test_ep_spec_own_rows_first_bool(value):
 def test_ep_layer_own_rows_first(monkeypatch):
     """EpLayer(own_rows_first=...) is checked before init(group) (collective);
     a valid config reaches it."""
-    import ferry._ep as ep
-
-    class Reached(Exception):
-        pass
-
-    def init(group):
-        raise Reached()
-
-    monkeypatch.setattr(ep, "init", init)
-    monkeypatch.setattr(ep, "_group_size", lambda group: 2)
+    ep = layer_stops_at_init(monkeypatch)
     group = object()
     assert isinstance(ep.EpLayer.own_rows_first, property)
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, own_rows_first=True), "own_rows_first", "rank_rows")
@@ -82,7 +74,7 @@ def test_ep_layer_own_rows_first(monkeypatch):
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, layout="rank_rows", own_rows_first=True, max_recv_rows=7),
                    "max_recv_rows", "own_rows_first")
     for kw in (dict(), dict(max_recv_rows=8), dict(dtype=FP8, num_sms=4, expert_alignment=16)):
-        with pytest.raises(Reached):
+        with pytest.raises(ReachedInit):
             ep.EpLayer(group, 8, 256, 2, 8, layout="rank_rows", own_rows_first=True, **kw)
     with pytest.raises(TypeError):
         ep.EpLayer(group, 8, 256, 2, 8, torch.bfloat16, torch.float32, 0, "high_throughput", 1, 0, "rank_rows", True)

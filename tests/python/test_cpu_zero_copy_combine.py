@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import ferry
-from _helpers import ep_spec as _spec, ep_spec_invalid as _spec_invalid, expect_error, expect_invalid
+from _helpers import (ReachedInit, ep_spec as _spec, ep_spec_invalid as _spec_invalid, expect_error, expect_invalid,
+                      layer_stops_at_init)
 
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 
@@ -55,23 +56,14 @@ def test_ep_spec_zero_copy_combine_bool(value):
 def test_ep_layer_zero_copy_combine(monkeypatch):
     """EpLayer(zero_copy_combine=...) (keyword only) is checked before init(group)
     (collective); a valid config reaches it."""
-    import ferry._ep as ep
-
-    class Reached(Exception):
-        pass
-
-    def init(group):
-        raise Reached()
-
-    monkeypatch.setattr(ep, "init", init)
-    monkeypatch.setattr(ep, "_group_size", lambda group: 2)
+    ep = layer_stops_at_init(monkeypatch)
     group = object()
     assert isinstance(ep.EpLayer.zero_copy_combine, property)
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, zero_copy_combine=True), "zero_copy_combine", "rank_rows")
     expect_invalid(lambda: ep.EpLayer(group, 8, 256, 2, 8, layout="rank_rows", zero_copy_combine="yes"),
                    "zero_copy_combine", "bool")
     for kw in (dict(), dict(own_rows_first=True), dict(dtype=FP8, num_sms=4, expert_alignment=16)):
-        with pytest.raises(Reached):
+        with pytest.raises(ReachedInit):
             ep.EpLayer(group, 8, 256, 2, 8, layout="rank_rows", zero_copy_combine=True, **kw)
     with pytest.raises(TypeError):
         ep.EpLayer(group, 8, 256, 2, 8, torch.bfloat16, torch.float32, 0, "high_throughput", 1, 0, "rank_rows", False,
