@@ -9,7 +9,9 @@
 // count and round: every GPU stores `--bytes` into a segment with all its SMs (own: its own segment; peer: the next
 // rank's), the ranks synchronize and meet, then each GPU loads its own segment into GPU memory with `--sms` blocks,
 // timed by events (the launch's few microseconds included; median of the rounds, max over ranks); the loaded words
-// are checked against the writer's.
+// are checked against the writer's. own_load_alone times the same load with the ranks taking turns: against
+// own_then_load (all at once, as the ranks' receives run) it says whether the host's GPUs share its bandwidth
+// (session 49: on one GPU the receive reads at the link's rate; the ~21 GB/s is a 2-GPU effect).
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -82,7 +84,9 @@ void print_pcie_peer_usage(std::FILE* out) {
                "usage: mpirun -np N ferry-bench pcie-peer [--sms 4,8,...] [--bytes 32M] [--item-bytes 14336]\n"
                "                                          [--threads 1024] [--csv FILE]   (ranks of one host)\n"
                "GB/s per GPU of SM loads from a shared host segment just written by this GPU (own_then_load) or by\n"
-               "the previous rank's GPU (peer_then_load): a cross-node box over UCX shared memory.\n");
+               "the previous rank's GPU (peer_then_load), every rank loading at once, and own_load_alone: the ranks\n"
+               "loading one at a time (whether the GPUs of the host share its bandwidth): a cross-node box over UCX\n"
+               "shared memory.\n");
 }
 
 int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -124,8 +128,9 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
     std::printf("  GB/s per GPU of the loads (median of %d rounds, max time over ranks); '!' failed check\n", kRounds);
   }
   CopyProbeTable table(leader, o);
-  for (const bool from_peer : {false, true}) {
-    const char* method = from_peer ? "peer_then_load" : "own_then_load";
+  // own_load_alone: the ranks take turns at the timed load (the others wait at a barrier).
+  for (const char* method : {"own_then_load", "peer_then_load", "own_load_alone"}) {
+    const bool from_peer = std::string(method) == "peer_then_load", alone = std::string(method) == "own_load_alone";
     table.begin_row(method);
     for (int sms : o.sms) {
       const int blocks = std::max(1, std::min(sms, comm.num_sms()));
@@ -139,15 +144,19 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
         FERRY_CUDA_CHECK(cudaMemsetAsync(l2_flush.get(), round, l2_flush.bytes(), s));
         FERRY_CUDA_CHECK(cudaStreamSynchronize(s));
         bootstrap->barrier();  // every landing written
-        FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], s));
-        peer_copy_kernel<<<blocks, o.threads, 0, s>>>(own.get(), static_cast<uint8_t*>(loaded.get()), items,
-                                                       o.item_bytes);
-        FERRY_CUDA_CHECK(cudaEventRecord(events.events[1], s));
-        FERRY_CUDA_CHECK(cudaEventSynchronize(events.events[1]));
-        float ms = 0;
-        FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.events[0], events.events[1]));
-        us.push_back(double(ms) * 1000.0);
-        bootstrap->barrier();  // every load done before the next round's stores
+        for (int turn = 0; turn < (alone ? W : 1); ++turn) {
+          if (!alone || turn == me) {
+            FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], s));
+            peer_copy_kernel<<<blocks, o.threads, 0, s>>>(own.get(), static_cast<uint8_t*>(loaded.get()), items,
+                                                           o.item_bytes);
+            FERRY_CUDA_CHECK(cudaEventRecord(events.events[1], s));
+            FERRY_CUDA_CHECK(cudaEventSynchronize(events.events[1]));
+            float ms = 0;
+            FERRY_CUDA_CHECK(cudaEventElapsedTime(&ms, events.events[0], events.events[1]));
+            us.push_back(double(ms) * 1000.0);
+          }
+          bootstrap->barrier();  // every load (this turn's) done before the next turn or round
+        }
       }
       FERRY_CUDA_CHECK(cudaMemsetAsync(mismatches.get(), 0, sizeof(unsigned long long), s));
       host_check_kernel<<<132, 1024, 0, s>>>(static_cast<const uint32_t*>(loaded.get()), words,
