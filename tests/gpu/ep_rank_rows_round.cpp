@@ -376,4 +376,32 @@ bool rounds_on_few_free_sms(Harness& h) {
   return true;
 }
 
+bool graph_and_many_tokens(RankRowsConfig config, int bf16_sms, bool last_in_graph, std::vector<int> many_sms) {
+  for (bool fp8_input : {false, true}) {
+    SCOPED_TRACE(fp8_input ? "graph, fp8 input" : "graph, bf16");
+    Harness h(shared(), config(fp8_input ? DataType::kFloat8E4M3 : DataType::kBFloat16, 200, 8,
+                               fp8_input ? 24 : bf16_sms));
+    if (!h.alive()) return false;
+    forget_previous_round();
+    RoundOptions o;
+    o.graph = true;
+    o.fp8_input = fp8_input;
+    for (int i = 0; i < 3; ++i)
+      if (!run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, o)) return false;
+    o.graph = last_in_graph;
+    if (!run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o)) return false;
+  }
+  for (int sms : many_sms) {
+    SCOPED_TRACE("many tokens, sms=" + std::to_string(sms));
+    Harness h(shared(), config(DataType::kBFloat16, 1000, 1, sms));
+    if (!h.alive()) return false;
+    forget_previous_round();
+    RoundOptions o;
+    o.idx64 = true;
+    if (!run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o)) return false;
+    if (!run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves_apart())) return false;
+  }
+  return true;
+}
+
 }  // namespace ferry::testing::ep_gpu

@@ -53,4 +53,13 @@ std::vector<uint16_t> exact_combine_input(const ep::Spec& s, const std::vector<e
 // but 1 or 3 on every rank (sm_hog.hpp), a round overlapped and one as halves. Collective.
 bool rounds_on_few_free_sms(Harness& h);
 
+// A buffer config of the caller's contract: dtype, max tokens per rank, alignment, SMs (hidden 2048, top-8, 4
+// local experts).
+using RankRowsConfig = EpConfig (*)(DataType dtype, int tokens, int alignment, int num_sms);
+// Dispatch + combine captured in one CUDA graph and replayed, with bf16 (on bf16_sms) and fp8 input (on 24 SMs),
+// 200 tokens: 3 rounds with dropped experts and varied counts, then a full round (in the graph, or outside it on
+// the same buffer when !last_in_graph); then 1000 tokens (several layout blocks) with int64 ids on each of
+// many_sms: a uniform round and a skewed one as halves. Collective; false once a round failed.
+bool graph_and_many_tokens(RankRowsConfig config, int bf16_sms, bool last_in_graph, std::vector<int> many_sms);
+
 }  // namespace ferry::testing::ep_gpu

@@ -118,26 +118,10 @@ TEST(EpOwnRowsFirst, SkewAndEdges) {
 TEST(EpOwnRowsFirst, GraphAndManyTokens) {
   REQUIRE_EP();
   if (shared().comm->topology().num_nodes > 1) GTEST_SKIP() << "rank rows run inside one node";
-  for (bool fp8_input : {false, true}) {
-    Harness h(shared(), own_first_config(fp8_input ? DataType::kFloat8E4M3 : DataType::kBFloat16, 200, 2048, 8, 4,
-                                         8, fp8_input ? 24 : 8));
-    ASSERT_TRUE(h.alive());
-    forget_previous_round();
-    RoundOptions o;
-    o.graph = true;
-    o.fp8_input = fp8_input;
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(run_round(h, ep::Routing::kDrops, ep::TokenCounts::kVaried, o));
-    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
-  }
-  for (int sms : {1, 4}) {
-    Harness h(shared(), own_first_config(DataType::kBFloat16, 1000, 2048, 8, 4, 1, sms));
-    ASSERT_TRUE(h.alive());
-    forget_previous_round();
-    RoundOptions o;
-    o.idx64 = true;
-    ASSERT_TRUE(run_round(h, ep::Routing::kUniform, ep::TokenCounts::kFull, o));
-    ASSERT_TRUE(run_round(h, ep::Routing::kZipf, ep::TokenCounts::kVaried, halves_apart()));
-  }
+  const RankRowsConfig config = [](DataType dtype, int tokens, int alignment, int sms) {
+    return own_first_config(dtype, tokens, 2048, 8, 4, alignment, sms);
+  };
+  ASSERT_TRUE(graph_and_many_tokens(config, /*bf16_sms=*/8, /*last_in_graph=*/true, {1, 4}));
 }
 
 // While a stand-in for the user's kernels holds all SMs but 1 or 3, the few free
