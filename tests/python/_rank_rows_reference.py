@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 import ferry
 from _ep_reference import RankInput as _EpRankInput
-from _helpers import cpu_generator
+from _helpers import cpu_generator, stable_seed
 
 BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 SCALE_GROUP = 128
@@ -368,4 +368,43 @@ def run_round(layer, p: Problem, env, w_all, out_given=False, keep=None):
         failures.append("combine did not return `out`")
     if gemm_ok:
         failures += output_failures(p, mine, w_all, combined)
+    return failures
+
+
+def graph_replay_failures(env, step, tag: str, compare) -> list:
+    """step(x, idx, w) (a dispatch and a combine of the rows as they came: no expert, so each token's output
+    sums its rows, one per rank it reached) captured in one CUDA graph after a warm-up on a side stream, then
+    replayed 3 times with fresh bf16 tokens and routing (with dropped experts) copied into the captured inputs.
+    compare(out, want) -> None or a message, want = round_bf16(x * ranks reached) (+0.0 for none); returns the
+    failures, per replay."""
+    p0 = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed(tag, 0))
+    x0, idx0, w0 = make_input(p0, env.rank).api_args(env.device, torch.int64)
+    inputs = (x0.clone(), idx0.clone(), w0.clone())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture (views, lazy kernel loading)
+        step(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: only this thread's unsafe calls (a host sync in the layer) break the capture.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        out = step(*inputs)
+    failures = []
+    for replay in range(3):
+        p = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed(tag, replay + 1))
+        fresh = make_input(p, env.rank).api_args(env.device, torch.int64)
+        for into, value in zip(inputs, fresh):
+            into.copy_(value)
+        graph.replay()
+        torch.cuda.synchronize()
+        x, idx = fresh[0], fresh[1]
+        ranks = torch.where(idx >= 0, idx // p0.local_experts, torch.full_like(idx, -1))
+        reached = torch.stack([(ranks == r).any(dim=1) for r in range(env.world)], dim=1).sum(dim=1)
+        # + 0.0: a token that reached no rank sums to +0.0 (x * 0 is -0.0 where x < 0).
+        want = (x.float() * reached[:, None].float() + 0.0).to(BF16)
+        message = compare(out, want)
+        if message is not None:
+            failures.append(f"replay {replay}: {message}")
+    del graph
     return failures

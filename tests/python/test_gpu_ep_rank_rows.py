@@ -37,8 +37,8 @@ import torch.distributed as dist
 import ferry
 from _helpers import check_all_ranks, cpu_generator, expect_error, expect_invalid, non_contiguous, stable_seed
 from _rank_rows_reference import (BF16, FP8, HIDDEN, MAX_TOKENS, SCALE_GROUP, Problem, dispatch_failures,
-                                  expert_output, experts_and_topk, gather_inputs, make_input, output_failures,
-                                  run_round)
+                                  expert_output, experts_and_topk, gather_inputs, graph_replay_failures,
+                                  make_input, output_failures, run_round)
 
 pytestmark = pytest.mark.gpu
 
@@ -236,39 +236,16 @@ def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only, own):
     hold every token, and combine must skip those of tokens with no expert here."""
     env = node_only
     layer = layers("bf16", 1, own)
-    p0 = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("rank_rows graph", 0))
-    x0, idx0, w0 = make_input(p0, env.rank).api_args(env.device, torch.int64)
-    x_in, idx_in, w_in = x0.clone(), idx0.clone(), w0.clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture (views, lazy kernel loading)
-        rows, _, lay = layer.dispatch(x_in, idx_in, w_in, sync=False)
-        layer.combine(rows, lay)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    # thread_local: only this thread's unsafe calls (a host sync in the layer) break the capture.
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        rows, _, lay = layer.dispatch(x_in, idx_in, w_in, sync=False)
-        out = layer.combine(rows, lay)
-    failures = []
-    L = p0.local_experts
-    for replay in range(3):
-        p = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("rank_rows graph", replay + 1))
-        x, idx, w = make_input(p, env.rank).api_args(env.device, torch.int64)
-        x_in.copy_(x)
-        idx_in.copy_(idx)
-        w_in.copy_(w)
-        graph.replay()
-        torch.cuda.synchronize()
-        ranks = torch.where(idx >= 0, idx // L, torch.full_like(idx, -1))
-        reached = torch.stack([(ranks == r).any(dim=1) for r in range(env.world)], dim=1).sum(dim=1)
-        want = (x.float() * reached[:, None].float()).to(BF16)
+
+    def step(x, idx, w):
+        rows, _, lay = layer.dispatch(x, idx, w, sync=False)
+        return layer.combine(rows, lay)
+
+    def compare(out, want):
         bad = (out != want).any(dim=1)
-        if bad.any():
-            t = int(bad.nonzero()[0])
-            failures.append(f"replay {replay}: {int(bad.sum())} tokens wrong, first {t} (reached {int(reached[t])})")
-    del graph
+        return f"{int(bad.sum())} tokens wrong, first {int(bad.nonzero()[0])}" if bad.any() else None
+
+    failures = graph_replay_failures(env, step, "rank_rows graph", compare)
     check_all_ranks(failures, f"rank_rows dispatch + combine in a CUDA graph own={own}")
 
 

@@ -24,7 +24,8 @@ import torch.distributed as dist
 import ferry
 from _helpers import check_all_ranks, cpu_generator, expect_invalid, stable_seed
 from _rank_rows_reference import (BF16, FP8, HIDDEN, MAX_TOKENS, Problem, dispatch_failures, expert_output,
-                                  experts_and_topk, gather_inputs, make_input, output_failures)
+                                  experts_and_topk, gather_inputs, graph_replay_failures, make_input,
+                                  output_failures)
 
 pytestmark = pytest.mark.gpu
 
@@ -215,41 +216,12 @@ def test_dispatch_and_combine_in_a_cuda_graph(layers, node_only):
     env = node_only
     layer = layers()
     rows_in = layer.combine_input()
-    p0 = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("zero_copy graph", 0))
-    x0, idx0, w0 = make_input(p0, env.rank).api_args(env.device, torch.int64)
-    x_in, idx_in, w_in = x0.clone(), idx0.clone(), w0.clone()
 
-    def step():
-        rows, _, lay = layer.dispatch(x_in, idx_in, w_in, sync=False)
+    def step(x, idx, w):
+        rows, _, lay = layer.dispatch(x, idx, w, sync=False)
         n = min(rows.shape[0], rows_in.shape[0])
         rows_in[:n].copy_(rows[:n])
         return layer.combine(rows_in, lay)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the capture (views, lazy kernel loading)
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        out = step()
-    failures = []
-    L = p0.local_experts
-    for replay in range(3):
-        p = Problem(env.world, "bf16", True, "drops", "full", seed=stable_seed("zero_copy graph", replay + 1))
-        x, idx, w = make_input(p, env.rank).api_args(env.device, torch.int64)
-        x_in.copy_(x)
-        idx_in.copy_(idx)
-        w_in.copy_(w)
-        graph.replay()
-        torch.cuda.synchronize()
-        ranks = torch.where(idx >= 0, idx // L, torch.full_like(idx, -1))
-        reached = torch.stack([(ranks == r).any(dim=1) for r in range(env.world)], dim=1).sum(dim=1)
-        # + 0.0: a token that reached no rank sums to +0.0 (x * 0 is -0.0 where x < 0).
-        want = (x.float() * reached[:, None].float() + 0.0).to(BF16)
-        diff = _bits_differ(out, want)
-        if diff is not None:
-            failures.append(f"replay {replay}: {diff}")
-    del graph
+    failures = graph_replay_failures(env, step, "zero_copy graph", _bits_differ)
     check_all_ranks(failures, "zero-copy dispatch + combine in a CUDA graph")
