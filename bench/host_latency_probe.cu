@@ -94,10 +94,10 @@ double percentile(std::vector<double> v, double q) {
 
 void print_pcie_latency_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: mpirun -np 1 ferry-bench pcie-latency [--sms 0,8,32,131] [--bytes 256M]\n"
+               "usage: mpirun -np 1 ferry-bench pcie-latency [--sms 1,8,32,131] [--bytes 256M]\n"
                "One thread's host-memory load round trip and system fence, in microseconds (median and 90th\n"
                "percentile of the samples taken while the writers stored), while --sms other SMs of the same GPU\n"
-               "store --bytes into pinned host memory (0: idle).\n");
+               "store --bytes into pinned host memory; the first row (0) is idle.\n");
 }
 
 int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
@@ -123,7 +123,9 @@ int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   std::printf("%-12s %10s %10s %10s %10s %8s %10s\n", "writer SMs", "load p50", "load p90", "fence p50", "fence p90",
               "samples", "write GB/s");
   const double us_per_cycle = 1e3 / double(clock_khz);
-  for (int sms : o.sms) {
+  std::vector<int> writer_sms = {0};  // idle first
+  writer_sms.insert(writer_sms.end(), o.sms.begin(), o.sms.end());
+  for (int sms : writer_sms) {
     const int writers = std::max(0, std::min(sms, comm.num_sms() - 1));
     FERRY_CUDA_CHECK(cudaMemset(marks.get(), 0, marks.bytes()));
     LatencyUnderWrites p{};
