@@ -5,8 +5,9 @@
 // host writes. This measures it.
 //
 // One kernel per writer SM count: blocks 1.. (the writers) store `--bytes` into a pinned host buffer, 16 bytes a
-// lane, then record when they finished; block 0's thread 0 (the prober) alternates, kSamples times: a volatile load
-// of a host word (the load's round trip, the value used at once), and a store to a host word followed by
+// lane, then record when they finished; block 0's thread 0 (the prober) alternates, kSamples times: a chain of
+// dependent volatile loads of host words (a load's round trip: the chain's time / (kChain - 1)), and a store to a
+// host word followed by
 // __threadfence_system() (the fence's wait). Each sample is timed with clock64 and stamped with %globaltimer, so
 // only samples taken while the writers were still storing count ("during"); with 0 writers every sample is idle.
 // Per SM count: the median and 90th percentile of both, and the writers' GB/s. One rank at a time (ranks of one
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +30,7 @@ namespace ferry::bench {
 namespace {
 
 constexpr int kSamples = 2048;  // per kind
+constexpr int kChain = 5;       // dependent host loads a load sample times
 
 struct LatencyUnderWrites {
   uint4* host_data;             // the writers' target (pinned host memory)
@@ -62,12 +65,15 @@ __global__ void __launch_bounds__(1024, 1) latency_under_writes_kernel(LatencyUn
   uint32_t acc = 0;
   for (int s = 0; s < kSamples; ++s) {
     p.stamps[s] = globaltimer();
+    // kChain loads, each one's address from the one before (the words hold 0): the clock read after the chain
+    // is not ordered after the last load's return, but every earlier load's round trip is in the chain's time.
+    uint32_t v = 0;
     long long t0 = clock64();
-    uint32_t v = *p.host_word;
-    asm volatile("add.u32 %0, %0, 1;" : "+r"(v));  // an instruction that reads v: it waits for the load
+#pragma unroll 1
+    for (int k = 0; k < kChain; ++k) v = p.host_word[v & 1u];
     long long t1 = clock64();
     acc += v;
-    p.load_cycles[s] = t1 - t0;
+    p.load_cycles[s] = (t1 - t0) / (kChain - 1);
     *p.host_flag = uint32_t(s);
     t0 = clock64();
     __threadfence_system();
@@ -115,6 +121,7 @@ int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   FERRY_CUDA_CHECK(cudaHostAlloc(&host, units * 16 + 8192, cudaHostAllocMapped));
   auto free_host = std::unique_ptr<void, void (*)(void*)>(host, [](void* h) { cudaFreeHost(h); });
   uint8_t* words = static_cast<uint8_t*>(host) + units * 16;  // two pages past the writers' bytes
+  std::memset(words, 0, 8192);  // the load chain's words hold 0
   DeviceBuffer loads(sizeof(long long) * kSamples), fences(sizeof(long long) * kSamples),
       stamps(sizeof(unsigned long long) * kSamples), marks(2 * sizeof(unsigned long long)), sink(sizeof(uint32_t));
   std::printf("ferry-bench pcie-latency: one thread's host load and system fence while other SMs store %s into "
