@@ -7,8 +7,7 @@
 // One kernel per writer SM count: blocks 1.. (the writers) store `--bytes` into a pinned host buffer, 16 bytes a
 // lane, then record when they finished; block 0's thread 0 (the prober) alternates, kSamples times: a chain of
 // dependent volatile loads of host words (a load's round trip: the chain's time / (kChain - 1)), and a store to a
-// host word followed by
-// __threadfence_system() (the fence's wait). Each sample is timed with clock64 and stamped with %globaltimer, so
+// host word followed by __threadfence_system() (the fence's wait). Each sample is timed with clock64 and stamped with %globaltimer, so
 // only samples taken while the writers were still storing count ("during"); with 0 writers every sample is idle.
 // Per SM count: the median and 90th percentile of both, and the writers' GB/s. One rank at a time (ranks of one
 // host would share the link: run it with -np 1).
