@@ -6,7 +6,7 @@
 # rounds, low latency at T=128 and 512; land only with no case slower. tcp and cuda_ipc do not take the overlap.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
-call_begin next48 ${NEXT48_BUDGET:-450}
+call_begin next48 ${NEXT48_BUDGET:-520}
 { nvidia-smi -q | grep -iE "product name|bus id"; } > $CALL_DIR/host.txt 2>&1
 call_base_new ferry_gpu_tests
 call_virtual_nodes
@@ -18,5 +18,11 @@ grep -h "check:" $CALL_DIR/ab/*.log | sort | uniq -c
 # GPU has just written against memory this GPU has (ferry-bench pcie-peer, not yet run on a GPU when written).
 call_run pcie_peer 60 $M2 $N pcie-peer --sms 8,32,66,132 --bytes 16M --item-bytes 1792
 call_run pcie_peer_rows 60 $M2 $N pcie-peer --sms 8,32,132 --bytes 16M
-grep -hE "^(own|peer)_then_load" $CALL_DIR/pcie_peer*.log
+grep -hE "^(own|peer)_" $CALL_DIR/pcie_peer*.log  # own_load_alone (session 49): one GPU at a time
+# Session 49: a host load's and a system fence's wait while the GPU streams host stores, on each GPU alone.
+for g in 0 1; do
+  call_run pcie_latency_gpu$g 30 env CUDA_VISIBLE_DEVICES=$g ${M:-mpirun --allow-run-as-root --bind-to none} -np 1 \
+    $N pcie-latency --sms 8,32,131 --bytes 256M
+  tail -5 $CALL_DIR/pcie_latency_gpu$g.log
+done
 call_end
