@@ -1,5 +1,5 @@
 # For the next session with 2 GPUs (nvidia-h100-x2 or nvidia-h200-x2): run(kind ..., carry [".deps", ".ab"]),
-# ~520 s. Trees: scripts/ab_trees.sh base=main new=main+docs/results/session48_1xH200/scripts/ll_overlap_sm.patch
+# ~580 s. Trees: scripts/ab_trees.sh base=main new=main+docs/results/session48_1xH200/scripts/ll_overlap_sm.patch
 # The low-latency halves across nodes overlapped where every remote peer's landing is mapped (UCX shared memory):
 # on one H200 (c5, c5b: a direction) the dispatch read 0.93-0.97 of main's time, combine unchanged. Here, one
 # virtual node per GPU: Ep* as 2x1 over sm (new), then the A/B over sm with NCCL beside (NCCL_P2P_DISABLE=1), 3
