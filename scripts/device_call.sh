@@ -25,6 +25,9 @@
 #   call_virtual_nodes             sets the mpirun arguments of one virtual node per rank (VN) and of each transport
 #                                  between them (SM: UCX shared memory, TCP, IPC: cuda_ipc with GPU-memory windows;
 #                                  NCCL kept on the same transport where it runs beside), and M2 ($M -np 2)
+#   call_mps_start                 where the ranks must share GPUs (fewer GPUs than MIN_GPUS, default 2): starts the
+#                                  CUDA MPS daemon (so their kernels run at once), exports its directories and adds
+#                                  them to M (mpirun, set if unset); sets CALL_MPS=1 (else 0). call_mps_stop ends it.
 #   call_end                       packs $OUT/NAME into NAME.tgz (the only file left there)
 #
 # The same method as scripts/ab_bench.sh (base and new alternating on one machine, medians); this
@@ -173,6 +176,25 @@ call_ep_checks() {
     call_run "$tool" 40 "${mpirun[@]}" -np 2 "$san" --tool "$tool" --error-exitcode 86 "$tests" \
       --gtest_filter='Ep.StagedLowLatencyOnFewSms:Ep.LowLatencyGraphReplayWithNewRouting'
   done
+}
+
+call_mps_start() {
+  local min_gpus="${1:-2}"
+  M="${M:-mpirun --allow-run-as-root --bind-to none}"
+  CALL_MPS=0
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge "$min_gpus" ]; then
+    return 0
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && echo "MPS started"
+  M="$M -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
+  # shellcheck disable=SC2034  # read by the sourcing driver script
+  CALL_MPS=1
+}
+
+call_mps_stop() {
+  if [ "${CALL_MPS:-0}" = 1 ]; then echo quit | nvidia-cuda-mps-control; fi
 }
 
 call_end() {

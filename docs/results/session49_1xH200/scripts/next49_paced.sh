@@ -9,16 +9,10 @@
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next49 ${NEXT49_BUDGET:-560}
-GPUS=$(nvidia-smi -L | wc -l)
 call_build_trees ferry-bench base new+ferry_gpu_tests
-M="mpirun --allow-run-as-root --bind-to none"
+call_mps_start 2  # one GPU: the ranks share it under MPS, and NCCL (it refuses two ranks on one GPU) stays out
 NCCL_FLAG=""
-if [ "$GPUS" -lt 2 ]; then  # ranks share the one GPU: MPS, no NCCL (it refuses two ranks on one GPU)
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps/log
-  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS started"
-  M="$M -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
-  NCCL_FLAG="--no-nccl"
-fi
+[ "$CALL_MPS" = 1 ] && NCCL_FLAG="--no-nccl"
 call_virtual_nodes
 B=$ROOT/.ab
 call_run new_check 60 $M2 $SM $B/new/build/bench/ferry-bench ep --mode ll --aligned --check --tokens 1,128,512 \
@@ -39,5 +33,5 @@ done
 CALL_MPIRUN="$M" call_ab sm_ht_ 1 "$B/base/build/bench/ferry-bench" "$B/new/build/bench/ferry-bench" \
   "$SM" ep --mode ht --aligned --check --iters 10 --warmup 3 $NCCL_FLAG
 grep -h "check:" $CALL_DIR/ab/*.log | sort | uniq -c
-[ "$GPUS" -lt 2 ] && echo quit | nvidia-cuda-mps-control
+call_mps_stop
 call_end
