@@ -89,6 +89,8 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t count) {
   return v;
 }
 
+// The sample at rank q of the sorted samples (0 for none). Not bench_timing's median: that one throws on no
+// samples (a run whose writers finish before the first sample has none) and averages the middle two.
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -131,22 +133,22 @@ int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   const double us_per_cycle = 1e3 / double(clock_khz);
   std::vector<int> writer_sms = {0};  // idle first
   writer_sms.insert(writer_sms.end(), o.sms.begin(), o.sms.end());
+  LatencyUnderWrites p{};
+  FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.host_data), host, 0));
+  uint8_t* device_words = nullptr;
+  FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words), words, 0));
+  p.host_word = reinterpret_cast<volatile uint32_t*>(device_words);
+  p.host_flag = reinterpret_cast<volatile uint32_t*>(device_words + 4096);
+  p.load_cycles = static_cast<long long*>(loads.get());
+  p.fence_cycles = static_cast<long long*>(fences.get());
+  p.stamps = static_cast<unsigned long long*>(stamps.get());
+  p.writers_done = static_cast<unsigned long long*>(marks.get());
+  p.start = p.writers_done + 1;
+  p.sink = static_cast<uint32_t*>(sink.get());
   for (int sms : writer_sms) {
     const int writers = std::max(0, std::min(sms, comm.num_sms() - 1));
     FERRY_CUDA_CHECK(cudaMemset(marks.get(), 0, marks.bytes()));
-    LatencyUnderWrites p{};
-    FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.host_data), host, 0));
-    uint8_t* device_words = nullptr;
-    FERRY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words), words, 0));
     p.units = writers > 0 ? units : 0;
-    p.host_word = reinterpret_cast<volatile uint32_t*>(device_words);
-    p.host_flag = reinterpret_cast<volatile uint32_t*>(device_words + 4096);
-    p.load_cycles = static_cast<long long*>(loads.get());
-    p.fence_cycles = static_cast<long long*>(fences.get());
-    p.stamps = static_cast<unsigned long long*>(stamps.get());
-    p.writers_done = static_cast<unsigned long long*>(marks.get());
-    p.start = p.writers_done + 1;
-    p.sink = static_cast<uint32_t*>(sink.get());
     latency_under_writes_kernel<<<1 + writers, 1024>>>(p);
     FERRY_CUDA_CHECK(cudaGetLastError());
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());

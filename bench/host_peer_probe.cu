@@ -129,8 +129,12 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   }
   CopyProbeTable table(leader, o);
   // own_load_alone: the ranks take turns at the timed load (the others wait at a barrier).
-  for (const char* method : {"own_then_load", "peer_then_load", "own_load_alone"}) {
-    const bool from_peer = std::string(method) == "peer_then_load", alone = std::string(method) == "own_load_alone";
+  struct Row {
+    const char* method;
+    bool from_peer, alone;
+  };
+  for (const auto& [method, from_peer, alone] :
+       {Row{"own_then_load", false, false}, Row{"peer_then_load", true, false}, Row{"own_load_alone", false, true}}) {
     table.begin_row(method);
     for (int sms : o.sms) {
       const int blocks = std::max(1, std::min(sms, comm.num_sms()));
