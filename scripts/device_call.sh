@@ -9,6 +9,10 @@
 #   call_ab TAG ROUNDS BASE NEW "MPIRUN ARGS" BENCH ARGS...
 #                                  mpirun MPIRUN ARGS -np ${CALL_NP:-2} {BASE,NEW} BENCH ARGS --csv ..., alternating
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
+#   call_sweep TAG ROUNDS BASE "MPIRUN ARGS" "BENCH ARGS" NAME=BENCH[@"EXTRA MPIRUN ARGS"]...
+#                                  BASE, then each NAME's BENCH (with its extra mpirun arguments, e.g. a knob's
+#                                  -x), in turn for ROUNDS rounds; then scripts/ab_compare.py's table of each NAME
+#                                  against BASE (ab/table_TAGNAME.txt); no NAME may be another's followed by _
 #   call_build_trees "TARGETS" TREE[+EXTRA,...]...
 #                                  configures and builds TARGETS (and a tree's EXTRA targets) in each
 #                                  .ab/TREE (made here by scripts/ab_trees.sh: a git archive of one revision,
@@ -84,6 +88,40 @@ call_ab() {
   done
   python3 "$ROOT/scripts/ab_compare.py" "$dir" "$tag" 2>&1 | grep -E "^(ferry|nccl)" | tee "$dir/table_$tag.txt"
   echo "ab $tag done ($(call_elapsed) s)"
+}
+
+call_sweep() {
+  local tag="$1" rounds="$2" base="$3" mpi_args="$4" bench_args="$5"
+  shift 5
+  local dir="$CALL_DIR/ab" r spec name bench extra
+  mkdir -p "$dir"
+  # shellcheck disable=SC2206
+  local mpirun=(${CALL_MPIRUN:-${M:-mpirun --allow-run-as-root --bind-to none}})
+  for r in $(seq 1 "$rounds"); do
+    if [ "$(call_left)" -lt 40 ]; then
+      echo "sweep $tag: round $r skipped (time)"
+      break
+    fi
+    # shellcheck disable=SC2086  # $mpi_args, $bench_args, $extra: several words on purpose
+    timeout 120 "${mpirun[@]}" -np "${CALL_NP:-2}" $mpi_args "$base" $bench_args --csv "$dir/${tag}base_$r.csv" \
+      >"$dir/${tag}base_$r.log" 2>&1 || echo "sweep $tag: round $r base failed"
+    for spec in "$@"; do
+      name="${spec%%=*}" bench="${spec#*=}" extra=""
+      [ "$bench" != "${bench%%@*}" ] && extra="${bench#*@}" && bench="${bench%%@*}"
+      # shellcheck disable=SC2086
+      timeout 120 "${mpirun[@]}" -np "${CALL_NP:-2}" $mpi_args $extra "$bench" $bench_args \
+        --csv "$dir/ab_${tag}${name}_new_$r.csv" >"$dir/${tag}${name}_$r.log" 2>&1 ||
+        echo "sweep $tag: round $r $name failed"
+      cp "$dir/${tag}base_$r.csv" "$dir/ab_${tag}${name}_base_$r.csv"
+    done
+    echo "sweep $tag: round $r done ($(call_elapsed) s)"
+  done
+  for spec in "$@"; do
+    name="${spec%%=*}"
+    echo "== base / $name"
+    python3 "$ROOT/scripts/ab_compare.py" "$dir" "${tag}${name}_" 2>&1 | grep -E "^(ferry|nccl)" |
+      tee "$dir/table_${tag}${name}.txt"
+  done
 }
 
 call_build_trees() {
