@@ -30,7 +30,8 @@ for tree in ovl rdy; do
   call_run ${tree}_ll_2x1 90 $M2 $SM $A/$tree/build/tests/ferry_gpu_tests --gtest_filter="$LL_TESTS"
   grep -a "FAILED  \]\|Failure\|timed out" $CALL_DIR/${tree}_ll_2x1.log | head -6
 done
-sms=$(nvidia-smi --query-gpu=multiprocessor_count --format=csv,noheader 2>/dev/null | head -1)
+sms=$(python3 -c "import torch; print(torch.cuda.get_device_properties(0).multi_processor_count)" 2>/dev/null)
+[[ "$sms" =~ ^[0-9]+$ ]] || sms=132  # H100 / H200
 [ "$CALL_MPS" = 1 ] && sms=$((sms / 2))
 send_configs=()
 for s in 1 2 4 8; do
