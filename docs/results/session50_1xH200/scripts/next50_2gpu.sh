@@ -6,8 +6,9 @@
 #  - ovl (session 48: the low-latency halves overlapped where every peer's landing is mapped; one H200 0.93-0.97)
 #    and rdy (ready words: the receive places each item as it lands; session 50 mended its chunks' meta wait):
 #    the low-latency tests as 2x1 (rdy's include Ep.LowLatencyOnOneSendBlock);
-#  - one sweep, 3 rounds in turn, main against ovl, rdy and rdy with its send grid on 1 / 2 / 4 / 8 of the 132
-#    SMs (FERRY_EP_DISPATCH_RECV_BLOCKS = the rest): on 2 GPUs each GPU's write queue holds only its own rank's
+#  - one sweep, 3 rounds in turn, main against ovl, rdy and rdy with its send grid on 1 / 2 / 4 of the 132 SMs
+#    (FERRY_EP_DISPATCH_RECV_BLOCKS = the rest; a fence per item or per 4, FERRY_EP_NET_READY_BATCH, session 50
+#    c6): on 2 GPUs each GPU's write queue holds only its own rank's
 #    stores, and session 50's pcie-latency read a fence of 0.7 us behind ONE writer SM (49.7 GB/s) against 18-30
 #    behind 2-8 (52.7 GB/s), so a send on 1-2 SMs may let the receive see items while they are written (on one
 #    GPU both ranks share one queue: 1.2-2.5x slower there). ovl lands with no case slower than main and NCCL
@@ -33,9 +34,11 @@ done
 sms=$(python3 -c "import torch; print(torch.cuda.get_device_properties(0).multi_processor_count)" 2>/dev/null)
 [[ "$sms" =~ ^[0-9]+$ ]] || sms=132  # H100 / H200
 [ "$CALL_MPS" = 1 ] && sms=$((sms / 2))
-send_configs=()
-for s in 1 2 4 8; do
-  send_configs+=("rdy_s$s=$A/rdy/build/bench/ferry-bench@-x FERRY_EP_DISPATCH_RECV_BLOCKS=$((sms - s))")
+send_configs=()  # session 50 c6: batches of 4 items a fence took a 1-block send from 2.36x to 1.72x slower on one GPU
+for sb in 1:1 1:4 2:4 4:4; do
+  s=${sb%%:*} b=${sb#*:}
+  send_configs+=("rdy_s${s}_b$b=$A/rdy/build/bench/ferry-bench@-x FERRY_EP_DISPATCH_RECV_BLOCKS=$((sms - s)) \
+-x FERRY_EP_NET_READY_BATCH=$b")
 done
 call_sweep sm_ll_ 3 $MAIN "$SM" "ep --mode ll --aligned --check --tokens 128,512 --iters 30 --warmup 5 $NCCL_FLAG" \
   ovl=$A/ovl/build/bench/ferry-bench rdy_half=$A/rdy/build/bench/ferry-bench "${send_configs[@]}"
