@@ -11,7 +11,7 @@
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
 #   call_sweep TAG ROUNDS BASE "MPIRUN ARGS" "BENCH ARGS" NAME=BENCH[@"EXTRA MPIRUN ARGS"]...
 #                                  BASE, then each NAME's BENCH (with its extra mpirun arguments, e.g. a knob's
-#                                  -x), in turn for ROUNDS rounds; then scripts/ab_compare.py's table of each NAME
+#                                  -x; a round starts one NAME further on), for ROUNDS rounds; then scripts/ab_compare.py's table of each NAME
 #                                  against BASE (ab/table_TAGNAME.txt); no NAME may be another's followed by _
 #   call_build_trees "TARGETS" TREE[+EXTRA,...]...
 #                                  configures and builds TARGETS (and a tree's EXTRA targets) in each
@@ -105,14 +105,16 @@ call_sweep() {
     # shellcheck disable=SC2086  # $mpi_args, $bench_args, $extra: several words on purpose
     timeout 120 "${mpirun[@]}" -np "${CALL_NP:-2}" $mpi_args "$base" $bench_args --csv "$dir/${tag}base_$r.csv" \
       >"$dir/${tag}base_$r.log" 2>&1 || echo "sweep $tag: round $r base failed"
-    for spec in "$@"; do
+    # Each round starts one config further on, so no config always runs last after the base.
+    local -a specs=("${@:$(((r - 1) % $# + 1))}" "${@:1:$(((r - 1) % $#))}")
+    for spec in "${specs[@]}"; do
       name="${spec%%=*}" bench="${spec#*=}" extra=""
       [ "$bench" != "${bench%%@*}" ] && extra="${bench#*@}" && bench="${bench%%@*}"
       # shellcheck disable=SC2086
       timeout 120 "${mpirun[@]}" -np "${CALL_NP:-2}" $mpi_args $extra "$bench" $bench_args \
         --csv "$dir/ab_${tag}${name}_new_$r.csv" >"$dir/${tag}${name}_$r.log" 2>&1 ||
         echo "sweep $tag: round $r $name failed"
-      cp "$dir/${tag}base_$r.csv" "$dir/ab_${tag}${name}_base_$r.csv"
+      [ -f "$dir/${tag}base_$r.csv" ] && cp "$dir/${tag}base_$r.csv" "$dir/ab_${tag}${name}_base_$r.csv"
     done
     echo "sweep $tag: round $r done ($(call_elapsed) s)"
   done
