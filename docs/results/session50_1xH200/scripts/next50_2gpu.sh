@@ -5,7 +5,7 @@
 # shared memory, NCCL beside on the same transport (NCCL_P2P_DISABLE=1):
 #  - ovl (session 48: the low-latency halves overlapped where every peer's landing is mapped; one H200 0.93-0.97)
 #    and rdy (ready words: the receive places each item as it lands; session 50 mended its chunks' meta wait):
-#    the low-latency tests as 2x1 (rdy's include Ep.LowLatencyOnOneSendBlock);
+#    the low-latency tests as 2x1 (rdy's include Ep.LowLatencyOnOneSendBlock, also run inside one node);
 #  - one sweep, 3 rounds in turn, main against ovl, rdy and rdy with its send grid on 1 / 2 / 4 of the 132 SMs
 #    (FERRY_EP_DISPATCH_RECV_BLOCKS = the rest; a fence per item or per 4, FERRY_EP_NET_READY_BATCH, session 50
 #    c6): on 2 GPUs each GPU's write queue holds only its own rank's
@@ -31,6 +31,10 @@ for tree in ovl rdy; do
   call_run ${tree}_ll_2x1 90 $M2 $SM $A/$tree/build/tests/ferry_gpu_tests --gtest_filter="$LL_TESTS"
   grep -a "FAILED  \]\|Failure\|timed out" $CALL_DIR/${tree}_ll_2x1.log | head -6
 done
+SHARE=""
+[ "$CALL_MPS" = 1 ] && SHARE="-x FERRY_TEST_SHARE_GPUS=1"
+call_run rdy_one_node 60 $M2 $SHARE $A/rdy/build/tests/ferry_gpu_tests --gtest_filter="Ep.LowLatencyOnOneSendBlock"
+grep -a "FAILED  \]\|Failure\|timed out" $CALL_DIR/rdy_one_node.log | head -4
 sms=$(python3 -c "import torch; print(torch.cuda.get_device_properties(0).multi_processor_count)" 2>/dev/null)
 [[ "$sms" =~ ^[0-9]+$ ]] || sms=132  # H100 / H200
 [ "$CALL_MPS" = 1 ] && sms=$((sms / 2))
