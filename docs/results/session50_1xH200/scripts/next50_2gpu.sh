@@ -13,7 +13,8 @@
 #    behind 2-8 (52.7 GB/s), so a send on 1-2 SMs may let the receive see items while they are written (on one
 #    GPU both ranks share one queue: 1.2-2.5x slower there). ovl lands with no case slower than main and NCCL
 #    beside; rdy only if it beats ovl;
-#  - pcie-peer (own_load_alone: one GPU at a time against both at once) and pcie-latency on each GPU.
+#  - pcie (SM and copy-engine rates, both GPUs at once), pcie-peer (own_load_alone: one GPU at a time against both
+#    at once) and pcie-latency on each GPU.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next50 ${NEXT50_BUDGET:-560}
@@ -49,6 +50,7 @@ call_sweep sm_ll_ 3 $MAIN "$SM" "ep --mode ll --aligned --check --tokens 128,512
 grep -h "check:" $CALL_DIR/ab/*.log | sort | uniq -c
 call_mps_stop
 if [ "$CALL_MPS" = 0 ]; then
+  call_run pcie 60 $M2 $MAIN pcie --sms 8,32,132 --bytes 16M  # both GPUs at once; ce_* rows: copy engines
   call_run pcie_peer 60 $M2 $MAIN pcie-peer --sms 8,32,66,132 --bytes 16M --item-bytes 1792
   call_run pcie_peer_rows 60 $M2 $MAIN pcie-peer --sms 8,32,132 --bytes 16M
   grep -hE "^(own|peer)_" $CALL_DIR/pcie_peer*.log
