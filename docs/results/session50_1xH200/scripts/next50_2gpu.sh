@@ -7,12 +7,12 @@
 #    and rdy (ready words: the receive places each item as it lands; session 50 mended its chunks' meta wait):
 #    the low-latency tests as 2x1 (rdy's include Ep.LowLatencyOnOneSendBlock, also run inside one node);
 #  - one sweep, 3 rounds in turn, main against ovl, rdy and rdy with its send grid on 1 / 2 / 4 of the 132 SMs
-#    (FERRY_EP_DISPATCH_RECV_BLOCKS = the rest; a fence per item or per 4, FERRY_EP_NET_READY_BATCH, session 50
-#    c6): on 2 GPUs each GPU's write queue holds only its own rank's
-#    stores, and session 50's pcie-latency read a fence of 0.7 us behind ONE writer SM (49.7 GB/s) against 18-30
-#    behind 2-8 (52.7 GB/s), so a send on 1-2 SMs may let the receive see items while they are written (on one
-#    GPU both ranks share one queue: 1.2-2.5x slower there). ovl lands with no case slower than main and NCCL
-#    beside; rdy only if it beats ovl;
+#    (FERRY_EP_DISPATCH_RECV_BLOCKS = the rest; a fence per item or per 4, FERRY_EP_NET_READY_BATCH, session 50 c6; the
+#    next item prefetched, FERRY_EP_NET_READY_PREFETCH): on 2 GPUs each GPU's write queue holds only its own rank's
+#    stores, and session 50's pcie-latency read a fence of 0.7 us behind ONE writer SM (49.7 GB/s) against 18-30 behind
+#    2-8 (52.7 GB/s), so a send on 1-2 SMs may let the receive see items while they are written (on one GPU both ranks
+#    share one queue: 1.2-2.5x slower there). ovl lands with no case slower than main and NCCL beside; rdy only if it
+#    beats ovl;
 #  - pcie (SM and copy-engine rates, both GPUs at once), pcie-peer (own_load_alone: one GPU at a time against both
 #    at once) and pcie-latency on each GPU.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -39,11 +39,13 @@ grep -a "FAILED  \]\|Failure\|timed out" $CALL_DIR/rdy_one_node.log | head -4
 sms=$(python3 -c "import torch; print(torch.cuda.get_device_properties(0).multi_processor_count)" 2>/dev/null)
 [[ "$sms" =~ ^[0-9]+$ ]] || sms=132  # H100 / H200
 [ "$CALL_MPS" = 1 ] && sms=$((sms / 2))
-send_configs=()  # session 50 c6: batches of 4 items a fence took a 1-block send from 2.36x to 1.72x slower on one GPU
-for sb in 1:1 1:4 2:4 4:4; do
-  s=${sb%%:*} b=${sb#*:}
-  send_configs+=("rdy_s${s}_b$b=$A/rdy/build/bench/ferry-bench@-x FERRY_EP_DISPATCH_RECV_BLOCKS=$((sms - s)) \
--x FERRY_EP_NET_READY_BATCH=$b")
+# rdy's send on s blocks, b items a fence, p: the next item prefetched (session 50 c6: batches of 4 took a 1-block
+# send from 2.36x to 1.72x slower on one GPU; the prefetch, branch fdca3be, not yet run on a GPU)
+send_configs=()
+for sbp in 1:1:0 1:4:0 1:4:1 2:4:0 2:4:1 4:4:0; do
+  IFS=: read -r s b pf <<< "$sbp"
+  send_configs+=("rdy_s${s}_b${b}_p$pf=$A/rdy/build/bench/ferry-bench@-x FERRY_EP_DISPATCH_RECV_BLOCKS=$((sms - s)) \
+-x FERRY_EP_NET_READY_BATCH=$b -x FERRY_EP_NET_READY_PREFETCH=$pf")
 done
 call_sweep sm_ll_ 3 $MAIN "$SM" "ep --mode ll --aligned --check --tokens 128,512 --iters 30 --warmup 5 $NCCL_FLAG" \
   ovl=$A/ovl/build/bench/ferry-bench rdy_half=$A/rdy/build/bench/ferry-bench "${send_configs[@]}"
