@@ -223,6 +223,8 @@ int run_pcie_peer_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector
 void print_pcie_peer_usage(std::FILE* out);
 int run_pcie_latency_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_pcie_latency_usage(std::FILE* out);
+int run_pcie_ce_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
+void print_pcie_ce_usage(std::FILE* out);
 int run_ce_allreduce_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);
 void print_ce_allreduce_usage(std::FILE* out);
 int run_latency_probe(std::shared_ptr<ferry::Bootstrap> bootstrap, std::vector<std::string> args);

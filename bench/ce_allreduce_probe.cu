@@ -136,7 +136,7 @@ WriteValue64 resolve_write_value64() {
   const cudaError_t err =
       cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &status);
   if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw UsageError("ferry-bench ce-allreduce: the driver has no cuStreamWriteValue64");
+    throw UsageError("the driver has no cuStreamWriteValue64");
   return reinterpret_cast<WriteValue64>(fn);
 }
 

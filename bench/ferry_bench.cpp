@@ -38,6 +38,8 @@ constexpr Subcommand kSubcommands[] = {
      ferry::bench::print_pcie_peer_usage, ferry::bench::run_pcie_peer_probe},
     {"pcie-latency", "a host load's and a system fence's wait while other SMs store into host memory (design probe)",
      ferry::bench::print_pcie_latency_usage, ferry::bench::run_pcie_latency_probe},
+    {"pcie-ce", "a box from each GPU to the next rank's GPU by copy engines through host memory (design probe)",
+     ferry::bench::print_pcie_ce_usage, ferry::bench::run_pcie_ce_probe},
     {"ce-allreduce", "two-rank bf16 AllReduce moved by copy engine in flagged chunks (design probe)",
      ferry::bench::print_ce_allreduce_usage, ferry::bench::run_ce_allreduce_probe},
     {"latency", "launch, dependent launch, load chain, last-block and NVLink flag round-trip costs (design probe)",

@@ -110,7 +110,7 @@ void print_pcie_latency_usage(std::FILE* out) {
 int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   if (o.registered_host || !o.csv_path.empty())
-    throw UsageError("ferry-bench pcie-latency: takes --sms and --bytes only");
+    throw UsageError("takes --sms and --bytes only");
   start_gpu_subcommand(*bootstrap, "ferry-bench pcie-latency");
   Communicator comm(bootstrap);
   require_one_node(comm, "ferry-bench pcie-latency", 1, 1);

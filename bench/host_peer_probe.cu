@@ -13,9 +13,6 @@
 // own_then_load (all at once, as the ranks' receives run) it says whether the host's GPUs share its bandwidth
 // (session 49: on one GPU the receive reads at the link's rate; the ~21 GB/s is a 2-GPU effect).
 #include <cuda_runtime.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -30,6 +27,7 @@
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "host_pattern.cuh"
+#include "host_segment.hpp"
 #include "row_copy.cuh"
 
 namespace ferry::bench {
@@ -46,37 +44,6 @@ __global__ void peer_copy_kernel(const uint8_t* src, uint8_t* dst, int items, in
   }
 }
 
-// A named shared segment registered with CUDA for this GPU (one address on host and device).
-class Segment {
- public:
-  Segment(const std::string& name, size_t bytes, bool create) : name_(name), bytes_(bytes), owner_(create) {
-    const int fd = shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
-    if (fd < 0) throw std::runtime_error("ferry-bench pcie-peer: shm_open " + name + " failed");
-    if (create && ftruncate(fd, off_t(bytes)) != 0) {
-      close(fd);
-      throw std::runtime_error("ferry-bench pcie-peer: ftruncate " + name + " failed");
-    }
-    ptr_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (ptr_ == MAP_FAILED) throw std::runtime_error("ferry-bench pcie-peer: mmap " + name + " failed");
-    FERRY_CUDA_CHECK(cudaHostRegister(ptr_, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
-  }
-  ~Segment() {
-    cudaHostUnregister(ptr_);
-    munmap(ptr_, bytes_);
-    if (owner_) shm_unlink(name_.c_str());
-  }
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
-  uint8_t* get() const { return static_cast<uint8_t*>(ptr_); }
-
- private:
-  std::string name_;
-  size_t bytes_;
-  bool owner_;
-  void* ptr_ = nullptr;
-};
-
 }  // namespace
 
 void print_pcie_peer_usage(std::FILE* out) {
@@ -91,25 +58,19 @@ void print_pcie_peer_usage(std::FILE* out) {
 
 int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
-  if (o.registered_host) throw UsageError("ferry-bench pcie-peer: its segments are always registered shared pages");
+  if (o.registered_host) throw UsageError("its segments are always registered shared pages");
   const bool leader = bootstrap->rank() == 0;
   start_gpu_subcommand(*bootstrap, "ferry-bench pcie-peer");
   Communicator comm(bootstrap);
   require_one_node(comm, "ferry-bench pcie-peer", 1, 1 << 20);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
-  const int W = comm.size(), me = comm.rank(), next = (me + 1) % W, previous = (me + W - 1) % W;
+  const int W = comm.size(), me = comm.rank(), previous = (me + W - 1) % W;
   const int items = int(o.bytes / o.item_bytes);
   const size_t bytes = size_t(items) * o.item_bytes, words = bytes / 4;
 
-  // Rank 0's pid names this run's segments; each rank maps the next one's (itself when alone).
-  const int64_t run = bootstrap->all_gather_value(int64_t(getpid()))[0];
-  auto name = [&](int r) { return "/ferry-pcie-peer-" + std::to_string(run) + "-" + std::to_string(r); };
-  Segment own(name(me), bytes, true);
-  bootstrap->barrier();
-  std::unique_ptr<Segment> next_segment;
-  if (next != me) next_segment = std::make_unique<Segment>(name(next), bytes, false);
-  uint8_t* const next_landing = next_segment ? next_segment->get() : own.get();
-  bootstrap->barrier();
+  const SegmentRing segments(*bootstrap, "pcie-peer", bytes);
+  uint8_t* const own = segments.own();
+  uint8_t* const next_landing = segments.next();
 
   // Written over before each timed load, so no line of the stores is still in this GPU's L2.
   int l2_bytes = 0;
@@ -142,7 +103,7 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
       for (int round = 0; round < kRounds; ++round) {
         FERRY_CUDA_CHECK(cudaMemsetAsync(loaded.get(), 0xEE, bytes, s));
         peer_copy_kernel<<<comm.num_sms(), o.threads, 0, s>>>(static_cast<const uint8_t*>(source.get()),
-                                                               from_peer ? next_landing : own.get(), items,
+                                                               from_peer ? next_landing : own, items,
                                                                o.item_bytes);
         FERRY_CUDA_CHECK(cudaGetLastError());
         FERRY_CUDA_CHECK(cudaMemsetAsync(l2_flush.get(), round, l2_flush.bytes(), s));
@@ -151,7 +112,7 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
         for (int turn = 0; turn < (alone ? W : 1); ++turn) {
           if (!alone || turn == me) {
             FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], s));
-            peer_copy_kernel<<<blocks, o.threads, 0, s>>>(own.get(), static_cast<uint8_t*>(loaded.get()), items,
+            peer_copy_kernel<<<blocks, o.threads, 0, s>>>(own, static_cast<uint8_t*>(loaded.get()), items,
                                                            o.item_bytes);
             FERRY_CUDA_CHECK(cudaEventRecord(events.events[1], s));
             FERRY_CUDA_CHECK(cudaEventSynchronize(events.events[1]));

@@ -14,7 +14,7 @@
 #    share one queue: 1.2-2.5x slower there). ovl lands with no case slower than main and NCCL beside; rdy only if it
 #    beats ovl;
 #  - pcie (SM and copy-engine rates, both GPUs at once), pcie-peer (own_load_alone: one GPU at a time against both
-#    at once) and pcie-latency on each GPU.
+#    at once), pcie-ce (a box by copy engines end to end, new in session 50) and pcie-latency on each GPU.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source scripts/common.sh; source scripts/device_call.sh; ferry_export_env; ferry_setup > /dev/null || exit 1
 call_begin next50 ${NEXT50_BUDGET:-560}
@@ -54,6 +54,10 @@ call_mps_stop
 if [ "$CALL_MPS" = 0 ]; then
   call_run pcie 60 $M2 $MAIN pcie --sms 8,32,132 --bytes 16M  # both GPUs at once; ce_* rows: copy engines
   call_run pcie_peer 60 $M2 $MAIN pcie-peer --sms 8,32,66,132 --bytes 16M --item-bytes 1792
+  # Copy engines end to end for a low-latency box (docs/internode.md, session 50; pcie-ce not yet run when written)
+  call_run pcie_ce 60 $M2 $MAIN pcie-ce --bytes 1M --pieces 1,2,4,8
+  call_run pcie_ce_4m 60 $M2 $MAIN pcie-ce --bytes 4M --pieces 1,4,16
+  tail -6 $CALL_DIR/pcie_ce.log
   call_run pcie_peer_rows 60 $M2 $MAIN pcie-peer --sms 8,32,132 --bytes 16M
   grep -hE "^(own|peer)_" $CALL_DIR/pcie_peer*.log
   for g in 0 1; do
