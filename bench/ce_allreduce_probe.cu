@@ -27,7 +27,6 @@
 // Times: median of CUDA-graph replays, max over ranks, beside ferry's AllReduce
 // (auto) in the same process; every case's output is checked against the sum of
 // both ranks' inputs (bitwise; the two-term fp32 sum does not depend on order).
-#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -46,6 +45,7 @@
 #include "ferry/communicator.hpp"
 #include "ferry/cuda_check.hpp"
 #include "ferry/symmetric_heap.hpp"
+#include "stream_memops.hpp"
 
 namespace ferry::bench {
 namespace {
@@ -128,18 +128,6 @@ __global__ void check_kernel(const __nv_bfloat16* out, size_t count, unsigned lo
   }
 }
 
-using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-
-WriteValue64 resolve_write_value64() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  const cudaError_t err =
-      cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &status);
-  if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw UsageError("the driver has no cuStreamWriteValue64");
-  return reinterpret_cast<WriteValue64>(fn);
-}
-
 struct Options {
   std::vector<size_t> sizes = {size_t(2) << 20, size_t(4) << 20, size_t(8) << 20, size_t(16) << 20, size_t(32) << 20};
   std::vector<int> chunks = {1, 2, 4, 8, 16};
@@ -187,7 +175,7 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
   require_one_node(comm, "ferry-bench ce-allreduce", 2, 2);
   const int rank = comm.rank(), peer = 1 - rank;
-  const WriteValue64 write_value64 = resolve_write_value64();
+  const StreamMemOps memops;
 
   const size_t max_bytes = *std::max_element(o.sizes.begin(), o.sizes.end());
   const SymmetricBuffer scratch = comm.heap().allocate(2 * max_bytes);
@@ -221,9 +209,7 @@ int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
         FERRY_CUDA_CHECK(cudaMemcpyAsync(remote_scratch + first * kPackBytes,
                                          static_cast<const char*>(input.get()) + first * kPackBytes, n * kPackBytes,
                                          cudaMemcpyDeviceToDevice, side.get()));
-      const CUresult r = write_value64(reinterpret_cast<CUstream>(side.get()),
-                                       reinterpret_cast<CUdeviceptr>(remote_flags + c), 1, 0);
-      if (r != CUDA_SUCCESS) FERRY_THROW(CudaError, "cuStreamWriteValue64 failed (" << int(r) << ")");
+      memops.write(side.get(), remote_flags + c, 1);
     }
     ProbeParams p{};
     p.in = static_cast<const uint4*>(input.get());

@@ -12,7 +12,6 @@
 //             landing -> device; end event.
 // Time: start to end, median of the rounds, max over ranks; the landed bytes are checked against the previous
 // rank's. The rows: P = each of --pieces. GB/s: box bytes / time (each direction carries one box at once).
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include "ferry/cuda_check.hpp"
 #include "host_pattern.cuh"
 #include "host_segment.hpp"
+#include "stream_memops.hpp"
 
 namespace ferry::bench {
 namespace {
@@ -35,23 +35,6 @@ namespace {
 constexpr int kRounds = 21;
 constexpr int kMaxPieces = 64;
 constexpr size_t kFlagsBytes = 4096;  // after the box in each segment: [kMaxPieces] piece flags, then the meet flag
-
-using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-using WaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-
-template <typename Fn>
-Fn driver_entry(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status);
-  if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr)
-    throw UsageError(std::string("the driver has no ") + name);
-  return reinterpret_cast<Fn>(fn);
-}
-
-void check_driver(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) FERRY_THROW(CudaError, what << " failed (" << int(r) << ")");
-}
 
 struct Options {
   size_t bytes = size_t(1) << 20;
@@ -95,8 +78,7 @@ int run_pcie_ce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
   Communicator comm(bootstrap);
   require_one_node(comm, "ferry-bench pcie-ce", 1, 1 << 20);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
-  const auto write_value = driver_entry<WriteValue64>("cuStreamWriteValue64");
-  const auto wait_value = driver_entry<WaitValue64>("cuStreamWaitValue64");
+  const StreamMemOps memops;
   const int W = comm.size(), me = comm.rank(), previous = (me + W - 1) % W;
   const size_t bytes = o.bytes, words = bytes / 4;
   const SegmentRing segments(*bootstrap, "pcie-ce", bytes + kFlagsBytes);
@@ -112,9 +94,7 @@ int run_pcie_ce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
   FERRY_CUDA_CHECK(cudaDeviceSynchronize());
   CudaStream stream_a, stream_b;
   const cudaStream_t a = stream_a.get(), b = stream_b.get();
-  const CUstream ca = reinterpret_cast<CUstream>(a), cb = reinterpret_cast<CUstream>(b);
   EventList events(2);
-  auto device_word = [](uint64_t* word) { return reinterpret_cast<CUdeviceptr>(word); };
 
   if (leader) {
     std::printf("ferry-bench pcie-ce: %d ranks of one host, a box of %s to the next rank by copy engines through\n"
@@ -132,18 +112,16 @@ int run_pcie_ce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::str
       FERRY_CUDA_CHECK(cudaStreamSynchronize(a));
       bootstrap->barrier();  // every rank read its landing of the round before (stream B synchronized below)
       // The meet: tell the next rank this one is here, wait for the previous rank to say the same.
-      check_driver(write_value(ca, device_word(flags(segments.next()) + kMaxPieces), seq, 0), "cuStreamWriteValue64");
-      check_driver(wait_value(ca, device_word(flags(segments.own()) + kMaxPieces), seq, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
+      memops.write(a, flags(segments.next()) + kMaxPieces, seq);
+      memops.wait_geq(a, flags(segments.own()) + kMaxPieces, seq);
       FERRY_CUDA_CHECK(cudaEventRecord(events.events[0], a));
       FERRY_CUDA_CHECK(cudaStreamWaitEvent(b, events.events[0], 0));
       for (int k = 0; k < pieces; ++k) {
         const size_t first = std::min(bytes, size_t(k) * piece_bytes), n = std::min(bytes, first + piece_bytes) - first;
         FERRY_CUDA_CHECK(cudaMemcpyAsync(segments.next() + first, static_cast<const uint8_t*>(source.get()) + first, n,
                                          cudaMemcpyDeviceToHost, a));
-        check_driver(write_value(ca, device_word(flags(segments.next()) + k), seq, 0), "cuStreamWriteValue64");
-        check_driver(wait_value(cb, device_word(flags(segments.own()) + k), seq, CU_STREAM_WAIT_VALUE_GEQ),
-                     "cuStreamWaitValue64");
+        memops.write(a, flags(segments.next()) + k, seq);
+        memops.wait_geq(b, flags(segments.own()) + k, seq);
         FERRY_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(landed.get()) + first, segments.own() + first, n,
                                          cudaMemcpyHostToDevice, b));
       }
