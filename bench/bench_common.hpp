@@ -16,6 +16,7 @@
 
 #include "ferry/bootstrap.hpp"
 #include "ferry/communicator.hpp"
+#include "ferry/cuda_check.hpp"
 #include "ferry/error.hpp"
 #include "ferry/types.hpp"
 
@@ -210,6 +211,14 @@ class CopyProbeTable {
   bool leader_;
   std::optional<CsvWriter> csv_;
 };
+
+// `count` values of T from GPU memory (a synchronous copy).
+template <typename T>
+std::vector<T> download(const void* device, size_t count) {
+  std::vector<T> host(count);
+  if (count > 0) FERRY_CUDA_CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
 
 // Collective: true when the mismatch counter (one unsigned long long in GPU memory, written by check kernels
 // on `stream`) is 0 on every rank.

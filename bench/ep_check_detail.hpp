@@ -36,11 +36,4 @@ inline float expert_scale(int64_t e) { return std::ldexp(1.0f, static_cast<int>(
 // the subnormal step of the block's scale.
 inline float fp8_tolerance(float x, float block_amax) { return std::fabs(x) / 8 + block_amax * 0x1.0p-16f + 1e-6f; }
 
-template <typename T>
-std::vector<T> download(const void* device, size_t count) {
-  std::vector<T> host(count);
-  if (count > 0) FERRY_CUDA_CHECK(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
-
 }  // namespace ferry::bench::ep_detail

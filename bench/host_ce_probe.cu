@@ -42,18 +42,14 @@ struct Options {
 };
 
 Options parse_options(std::vector<std::string> args) {
+  ArgParser parser(std::move(args));
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a != "--bytes" && a != "--pieces") throw UsageError("unknown option " + a);
-    if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-    if (a == "--bytes") {
-      o.bytes = parse_byte_size(args[++i]);
-    } else {
-      o.pieces.clear();
-      for (const std::string& p : split_list(args[++i])) o.pieces.push_back(parse_positive_int("--pieces", p));
-    }
+  if (auto v = parser.take_value("--bytes")) o.bytes = parse_byte_size(*v);
+  if (auto v = parser.take_value("--pieces")) {
+    o.pieces.clear();
+    for (const std::string& p : split_list(*v)) o.pieces.push_back(parse_positive_int("--pieces", p));
   }
+  parser.finish();
   if (o.bytes < 16 || o.bytes % 16 != 0) throw UsageError("--bytes must be a multiple of 16");
   for (int p : o.pieces)
     if (p > kMaxPieces || size_t(p) * 16 > o.bytes)

@@ -7,8 +7,9 @@
 // One kernel per writer SM count: blocks 1.. (the writers) store `--bytes` into a pinned host buffer, 16 bytes a
 // lane, then record when they finished; block 0's thread 0 (the prober) alternates, kSamples times: a chain of
 // dependent volatile loads of host words (a load's round trip: the chain's time / (kChain - 1)), and a store to a
-// host word followed by __threadfence_system() (the fence's wait). Each sample is timed with clock64 and stamped with %globaltimer, so
-// only samples taken while the writers were still storing count ("during"); with 0 writers every sample is idle.
+// host word followed by __threadfence_system() (the fence's wait). Each sample is timed with clock64 and stamped
+// with %globaltimer, so only samples taken while the writers were still storing count ("during"); with 0 writers
+// every sample is idle.
 // Per SM count: the median and 90th percentile of both, and the writers' GB/s. One rank at a time (ranks of one
 // host would share the link: run it with -np 1).
 #include <cuda_runtime.h>
@@ -82,12 +83,6 @@ __global__ void __launch_bounds__(1024, 1) latency_under_writes_kernel(LatencyUn
   *p.sink = acc;
 }
 
-template <typename T>
-std::vector<T> to_host(const DeviceBuffer& b, size_t count) {
-  std::vector<T> v(count);
-  FERRY_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), count * sizeof(T), cudaMemcpyDeviceToHost));
-  return v;
-}
 
 // The sample at rank q of the sorted samples (0 for none). Not bench_timing's median: that one throws on no
 // samples (a run whose writers finish before the first sample has none) and averages the middle two.
@@ -152,8 +147,10 @@ int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
     latency_under_writes_kernel<<<1 + writers, 1024>>>(p);
     FERRY_CUDA_CHECK(cudaGetLastError());
     FERRY_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto load_cycles = to_host<long long>(loads, kSamples), fence_cycles = to_host<long long>(fences, kSamples);
-    const auto at = to_host<unsigned long long>(stamps, kSamples), mark = to_host<unsigned long long>(marks, 2);
+    const auto load_cycles = download<long long>(loads.get(), kSamples);
+    const auto fence_cycles = download<long long>(fences.get(), kSamples);
+    const auto at = download<unsigned long long>(stamps.get(), kSamples);
+    const auto mark = download<unsigned long long>(marks.get(), 2);
     std::vector<double> load_us, fence_us;
     for (int s = 0; s < kSamples; ++s) {
       if (writers > 0 && at[s] >= mark[0]) continue;  // the writers were done

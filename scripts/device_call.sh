@@ -11,8 +11,9 @@
 #                                  (BASE, NEW: ferry-bench paths), then scripts/ab_compare.py's table
 #   call_sweep TAG ROUNDS BASE "MPIRUN ARGS" "BENCH ARGS" NAME=BENCH[@"EXTRA MPIRUN ARGS"]...
 #                                  BASE, then each NAME's BENCH (with its extra mpirun arguments, e.g. a knob's
-#                                  -x; a round starts one NAME further on), for ROUNDS rounds; then scripts/ab_compare.py's table of each NAME
-#                                  against BASE (ab/table_TAGNAME.txt); no NAME may be another's followed by _
+#                                  -x; a round starts one NAME further on), for ROUNDS rounds; then
+#                                  scripts/ab_compare.py's table of each NAME against BASE (ab/table_TAGNAME.txt);
+#                                  no NAME may be another's followed by _
 #   call_build_trees "TARGETS" TREE[+EXTRA,...]...
 #                                  configures and builds TARGETS (and a tree's EXTRA targets) in each
 #                                  .ab/TREE (made here by scripts/ab_trees.sh: a git archive of one revision,
