@@ -27,5 +27,6 @@ call_run memcheck_2x1_sm 90 $M2 $SM compute-sanitizer --tool memcheck --error-ex
   --gtest_filter="Ep.LowLatencyGraphReplayWithNewRouting:Ep.TokensWithoutExperts:Ep.ZeroTokenRanks"
 call_mps_stop
 call_run fault 90 $T/ferry_gpu_fault_tests
-grep -a "FAILED  \]\|Failure\|timed out\|check:\|ERROR SUMMARY" $CALL_DIR/*.log | grep -v "fault.log.*timed out" | head -20
+grep -a "FAILED  \]\|Failure\|timed out\|check:\|ERROR SUMMARY" $CALL_DIR/*.log | grep -v "fault.log.*timed out" |
+  head -20
 call_end

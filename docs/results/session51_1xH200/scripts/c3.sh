@@ -9,7 +9,8 @@ call_build_dir build-py "ferry ferry_python ferry_nccl"
 export PYTHONPATH=$ROOT/build-py/python PYTHONUNBUFFERED=1
 TR="python3 -m torch.distributed.run --standalone"
 call_run py_cpu 60 python3 -m pytest -q -p no:cacheprovider tests/python/test_cpu_validation.py \
-  tests/python/test_cpu_allreduce_args.py tests/python/test_cpu_own_rows_first.py tests/python/test_cpu_zero_copy_combine.py
+  tests/python/test_cpu_allreduce_args.py tests/python/test_cpu_own_rows_first.py \
+  tests/python/test_cpu_zero_copy_combine.py
 call_mps_start 2
 call_run py_np2 200 env FERRY_TEST_SHARE_GPUS=1 $TR --nproc-per-node 2 -m pytest -q -rs -p no:cacheprovider tests/python
 call_run py_mpi 60 $M -np 2 -x FERRY_TEST_SHARE_GPUS=1 -x PYTHONPATH -x PYTHONUNBUFFERED python3 -m pytest -q -rs \
