@@ -6,23 +6,6 @@
 
 namespace ferry::driver {
 
-namespace {
-
-template <typename Fn>
-Fn resolve(const char* name, int version) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &status);
-  if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr) {
-    cudaGetLastError();
-    FERRY_THROW(CudaError, "CUDA driver function " << name << " is not available ("
-                                                   << cudaGetErrorString(err) << ")");
-  }
-  return reinterpret_cast<Fn>(fn);
-}
-
-}  // namespace
-
 CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
   using Fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
   static Fn fn = resolve<Fn>("cuMemGetAddressRange", 3020);
