@@ -244,7 +244,7 @@ int run_allreduce_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   const Options options = parse_options(std::move(args));
   const int rank = bootstrap->rank();
   const bool leader = rank == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench allreduce");  // a clear message, not a failed job, without GPUs
+  start_gpu_subcommand(*bootstrap);  // a clear message, not a failed job, without GPUs
 
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));

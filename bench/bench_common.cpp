@@ -144,25 +144,26 @@ void keep_nvls_disabled(bool print_warnings) {
   }
 }
 
-void require_cuda_device(const std::string& program) {
+void require_cuda_device(const std::string& what) {
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
     (void)cudaGetLastError();
-    throw UsageError(program + " needs one GPU per rank, and " + ferry::no_gpu_reason(status, devices));
+    throw UsageError((what.empty() ? "" : what + " ") + "needs one GPU per rank, and " +
+                     ferry::no_gpu_reason(status, devices));
   }
 }
 
-void start_gpu_subcommand(const Bootstrap& bootstrap, const std::string& program) {
-  require_cuda_device(program);
+void start_gpu_subcommand(const Bootstrap& bootstrap) {
+  require_cuda_device();
   keep_nvls_disabled(bootstrap.rank() == 0);
 }
 
-void require_one_node(const Communicator& comm, const std::string& program, int min_ranks, int max_ranks) {
+void require_one_node(const Communicator& comm, int min_ranks, int max_ranks) {
   if (comm.size() >= min_ranks && comm.size() <= max_ranks && comm.local_size() == comm.size()) return;
   const std::string ranks = min_ranks == max_ranks ? std::to_string(min_ranks)
                                                     : std::to_string(min_ranks) + ".." + std::to_string(max_ranks);
-  throw UsageError(program + " needs " + ranks + " ranks on one node");
+  throw UsageError("needs " + ranks + " ranks on one node");
 }
 
 // ------------------------------------------------------------------ CUDA holders

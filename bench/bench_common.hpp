@@ -65,14 +65,16 @@ double parse_nonnegative_double(const std::string& option, const std::string& te
 // (before NCCL starts), and it warns on rank 0 whenever the variable was not "0".
 void keep_nvls_disabled(bool print_warnings);
 
-// Throws UsageError (printed once, by rank 0) when this process sees no CUDA device.
-void require_cuda_device(const std::string& program);
+// Throws UsageError (printed once, by rank 0) when this process sees no CUDA device. The messages of these
+// helpers leave out the subcommand: ferry-bench's main prints "ferry-bench <subcommand>: " before every
+// UsageError. `what`: the option that needs the GPU, where only some runs need one (e.g. "--memory cuda").
+void require_cuda_device(const std::string& what = "");
 
 // The start of every subcommand that runs on GPUs: require_cuda_device, then keep_nvls_disabled (its
 // warnings from rank 0).
-void start_gpu_subcommand(const Bootstrap& bootstrap, const std::string& program);
+void start_gpu_subcommand(const Bootstrap& bootstrap);
 // Throws UsageError unless the communicator has min_ranks..max_ranks ranks, all in one node.
-void require_one_node(const Communicator& comm, const std::string& program, int min_ranks, int max_ranks);
+void require_one_node(const Communicator& comm, int min_ranks, int max_ranks);
 
 // ------------------------------------------------------------------ CUDA holders
 

@@ -170,10 +170,10 @@ void print_ce_allreduce_usage(std::FILE* out) {
 int run_ce_allreduce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const Options o = parse_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench ce-allreduce");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
-  require_one_node(comm, "ferry-bench ce-allreduce", 2, 2);
+  require_one_node(comm, 2, 2);
   const int rank = comm.rank(), peer = 1 - rank;
   const StreamMemOps memops;
 

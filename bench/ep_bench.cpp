@@ -258,7 +258,7 @@ int run_ep_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> 
     throw UsageError("--experts " + std::to_string(options.experts) + " is not divisible by the world size " +
                      std::to_string(world) + " (each rank holds E / N experts)");
   }
-  start_gpu_subcommand(*bootstrap, "ferry-bench ep");
+  start_gpu_subcommand(*bootstrap);
 
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));

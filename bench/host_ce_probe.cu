@@ -70,9 +70,9 @@ void print_pcie_ce_usage(std::FILE* out) {
 int run_pcie_ce_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const Options o = parse_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench pcie-ce");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
-  require_one_node(comm, "ferry-bench pcie-ce", 1, 1 << 20);
+  require_one_node(comm, 1, 1 << 20);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
   const StreamMemOps memops;
   const int W = comm.size(), me = comm.rank(), previous = (me + W - 1) % W;

@@ -106,9 +106,9 @@ int run_pcie_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std
   CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   if (o.registered_host || !o.csv_path.empty())
     throw UsageError("takes --sms and --bytes only");
-  start_gpu_subcommand(*bootstrap, "ferry-bench pcie-latency");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
-  require_one_node(comm, "ferry-bench pcie-latency", 1, 1);
+  require_one_node(comm, 1, 1);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
   int clock_khz = 0;
   FERRY_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, comm.device()));

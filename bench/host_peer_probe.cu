@@ -60,9 +60,9 @@ int run_pcie_peer_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::s
   const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   if (o.registered_host) throw UsageError("its segments are always registered shared pages");
   const bool leader = bootstrap->rank() == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench pcie-peer");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
-  require_one_node(comm, "ferry-bench pcie-peer", 1, 1 << 20);
+  require_one_node(comm, 1, 1 << 20);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
   const int W = comm.size(), me = comm.rank(), previous = (me + W - 1) % W;
   const int items = int(o.bytes / o.item_bytes);

@@ -248,7 +248,7 @@ void print_pcie_usage(std::FILE* out) {
 int run_pcie_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench pcie");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
 

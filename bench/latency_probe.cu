@@ -139,10 +139,10 @@ void print_latency_usage(std::FILE* out) {
 int run_latency_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string> args) {
   const Options o = parse_options(std::move(args));
   const bool leader = bootstrap->rank() == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench latency");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
-  require_one_node(comm, "ferry-bench latency", 2, 2);
+  require_one_node(comm, 2, 2);
   const int rank = comm.rank(), peer = 1 - rank;
 
   const SymmetricBuffer flags = comm.heap().allocate(64);

@@ -334,7 +334,7 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   const NetOptions o = parse(std::move(args));
   // A usage error, said plainly (FERRY_CHECK would add the expression and this file's path).
   if (bootstrap->size() != 2)
-    throw UsageError("ferry-bench net measures puts between 2 ranks: start it with mpirun -np 2 (got " +
+    throw UsageError("measures puts between 2 ranks: start it with mpirun -np 2 (got " +
                      std::to_string(bootstrap->size()) + " rank" + (bootstrap->size() == 1 ? "" : "s") + ")");
   if (!knobs::kRanksPerNode.read()) setenv(knobs::kRanksPerNode.name(), "1", 1);
   if (!knobs::kProxyStats.read()) setenv(knobs::kProxyStats.name(), "1", 1);  // the proxy split columns
@@ -356,7 +356,7 @@ int run_net_bench(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::string>
   }
   std::unique_ptr<Communicator> comm;
   if (o.cuda) {
-    require_cuda_device("ferry-bench net --memory cuda");
+    require_cuda_device("--memory cuda");
     comm = std::make_unique<Communicator>(bootstrap);
   }
   TablePrinter table({{"", "memory", 7, true},

@@ -57,11 +57,11 @@ int run_nvlink_probe(std::shared_ptr<Bootstrap> bootstrap, std::vector<std::stri
   const CopyProbeOptions o = parse_copy_probe_options(std::move(args));
   if (o.registered_host) throw UsageError("--registered-host is an option of ferry-bench pcie");
   const bool leader = bootstrap->rank() == 0;
-  start_gpu_subcommand(*bootstrap, "ferry-bench nvlink");
+  start_gpu_subcommand(*bootstrap);
   Communicator comm(bootstrap);
   FERRY_CUDA_CHECK(cudaSetDevice(comm.device()));
   const int W = comm.size();
-  require_one_node(comm, "ferry-bench nvlink", 2, kMaxPeers);
+  require_one_node(comm, 2, kMaxPeers);
 
   Params p{};
   p.rank = comm.rank();
